@@ -1,0 +1,121 @@
+// opcache stats / verify: how the store is doing, and whether it is sound.
+#include "cli/context.hpp"
+
+namespace opcache::cli {
+
+namespace {
+
+std::int64_t counter_value(const StoreStats& stats, const char* name) {
+  auto it = stats.counters.find(name);
+  return it == stats.counters.end() ? 0 : it->second;
+}
+
+std::string format_duration_ms(std::int64_t ms) {
+  char buffer[64];
+  if (ms < 1000) {
+    std::snprintf(buffer, sizeof buffer, "%lld ms", static_cast<long long>(ms));
+  } else if (ms < 120000) {
+    std::snprintf(buffer, sizeof buffer, "%.1f s", ms / 1000.0);
+  } else if (ms < 7200000) {
+    std::snprintf(buffer, sizeof buffer, "%.1f min", ms / 60000.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f h", ms / 3600000.0);
+  }
+  return buffer;
+}
+
+int run_stats(const Context& context) {
+  auto store = context.open_store();
+  if (!store) {
+    return context.fail(store.error());
+  }
+  auto stats = store->stats();
+  if (!stats) {
+    return context.fail(stats.error());
+  }
+  const auto& totals = stats->totals;
+  std::int64_t hits = counter_value(*stats, "hits");
+  std::int64_t misses = counter_value(*stats, "misses");
+  if (context.options.json) {
+    context.print_json({{"cache_dir", store->root().string()},
+                        {"entries", totals.entries},
+                        {"bundle_bytes", totals.bundle_bytes},
+                        {"raw_bytes", totals.raw_bytes},
+                        {"pinned", totals.pinned},
+                        {"counters", stats->counters}});
+    return k_exit_ok;
+  }
+  auto row = [&context](const std::string& label, const std::string& value) {
+    char line[256];
+    std::snprintf(line, sizeof line, "%-22s %s", label.c_str(), value.c_str());
+    context.print_text(line);
+  };
+  row("cache directory", store->root().string());
+  row("entries", std::to_string(totals.entries) + (totals.pinned ? " (" + std::to_string(totals.pinned) + " pinned)" : ""));
+  row("size on disk", format_bytes(totals.bundle_bytes) + " (" + format_bytes(totals.raw_bytes) + " uncompressed)");
+  char rate[32] = "n/a";
+  if (hits + misses > 0) {
+    std::snprintf(rate, sizeof rate, "%.1f %%", 100.0 * hits / (hits + misses));
+  }
+  row("hits / misses", std::to_string(hits) + " / " + std::to_string(misses) + " (hit rate " + rate + ")");
+  row("stores", std::to_string(counter_value(*stats, "stores")) + " (already present: " +
+                    std::to_string(counter_value(*stats, "already_present")) + ")");
+  row("evictions", std::to_string(counter_value(*stats, "evictions")));
+  row("removals", std::to_string(counter_value(*stats, "removals")));
+  row("bytes stored / served", format_bytes(counter_value(*stats, "bytes_stored")) + " / " +
+                                   format_bytes(counter_value(*stats, "bytes_served")));
+  row("corrupt / missing", std::to_string(counter_value(*stats, "corrupt_entries")) + " / " +
+                               std::to_string(counter_value(*stats, "missing_objects")) + " (dropped on read)");
+  row("compile time saved", format_duration_ms(counter_value(*stats, "compile_ms_saved")));
+  return k_exit_ok;
+}
+
+int run_verify(const Context& context, bool repair) {
+  auto store = context.open_store();
+  if (!store) {
+    return context.fail(store.error());
+  }
+  auto report = store->verify(repair);
+  if (!report) {
+    return context.fail(report.error());
+  }
+  bool unrepaired = false;
+  nlohmann::json problems = nlohmann::json::array();
+  for (const auto& problem : report->problems) {
+    unrepaired = unrepaired || !problem.repaired;
+    problems.push_back({{"kind", problem.kind},
+                        {"subject", problem.subject},
+                        {"detail", problem.detail},
+                        {"repaired", problem.repaired}});
+    context.print_text(problem.kind + " " + problem.subject + ": " + problem.detail +
+                       (problem.repaired ? " [repaired]" : ""));
+  }
+  if (context.options.json) {
+    context.print_json({{"entries_checked", report->entries_checked},
+                        {"objects_checked", report->objects_checked},
+                        {"bytes_checked", report->bytes_checked},
+                        {"problems", problems},
+                        {"ok", !unrepaired}});
+  } else {
+    context.print_text("checked " + std::to_string(report->entries_checked) + " entries (" +
+                       format_bytes(report->bytes_checked) + ") and " + std::to_string(report->objects_checked) +
+                       " objects: " + std::to_string(report->problems.size()) + " problems" +
+                       (report->problems.empty() ? "" : (unrepaired ? (repair ? "" : "; run with --repair to fix")
+                                                                    : ", all repaired")));
+  }
+  return unrepaired ? k_exit_integrity : k_exit_ok;
+}
+
+}  // namespace
+
+std::vector<Command> register_maintenance_commands(CLI::App& app, Context& context) {
+  auto* stats = app.add_subcommand("stats", "Show entries, sizes, hit rate and compile time saved");
+  auto repair = std::make_shared<bool>(false);
+  auto* verify = app.add_subcommand("verify", "Check every entry against its object; find orphans and leftovers");
+  verify->footer("Exit status 3 when a problem was found and not repaired.");
+  verify->add_flag("--repair", *repair, "Remove corrupt entries, orphan objects and stale temp files");
+  return {{stats, [&context] { return run_stats(context); }},
+          {verify, [&context, repair] { return run_verify(context, *repair); }}};
+}
+
+}  // namespace opcache::cli

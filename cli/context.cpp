@@ -1,0 +1,112 @@
+#include "cli/context.hpp"
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+
+#include "store/file_io.hpp"
+
+namespace opcache::cli {
+
+int exit_code_for(const Error& error) { return static_cast<int>(error.code()); }
+
+Result<Store> Context::open_store() const {
+  StoreConfig config;
+  config.cache_dir = options.cache_dir;
+  config.volatile_fields = options.volatile_fields;
+  return Store::open(config);
+}
+
+void Context::print_json(const nlohmann::json& document) const {
+  std::cout << document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << '\n';
+}
+
+void Context::print_text(const std::string& text) const {
+  if (!options.json) {
+    std::cout << text << '\n';
+  }
+}
+
+void Context::note(const std::string& message) const { std::cerr << "opcache: " << message << '\n'; }
+
+int Context::fail(const Error& error) const {
+  std::cerr << "opcache: error: " << error.message() << '\n';
+  if (options.json) {
+    print_json({{"ok", false}, {"error", error_code_name(error.code())}, {"message", error.message()}});
+  }
+  return exit_code_for(error);
+}
+
+void ScenarioOption::add_to(CLI::App& command, bool required) {
+  auto* spec = command.add_option("--scenario,-s", m_spec,
+                                  "Scenario as FIELD=VALUE pairs: device=single|multi (default from RANK_SIZE/"
+                                  "LOCAL_WORLD_SIZE), phase=train|infer, toolchain=VERSION, soc=CHIP, extra.KEY=VALUE; "
+                                  "e.g. device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1");
+  auto* file = command.add_option("--scenario-file", m_file,
+                                  "Scenario as a JSON file: {\"device_mode\":…,\"phase\":…,\"toolchain\":…,\"soc\":…,"
+                                  "\"extra\":{…}}");
+  spec->excludes(file);
+  if (required) {
+    auto* group = command.add_option_group("scenario", "One of --scenario or --scenario-file is required");
+    group->add_options(spec, file);
+    group->require_option(1);
+  }
+}
+
+Result<Scenario> ScenarioOption::resolve() const {
+  if (!m_file.empty()) {
+    auto text = store::read_file(m_file);
+    if (!text) {
+      return text.error().with_context("--scenario-file");
+    }
+    return parse_scenario_json(*text, m_file);
+  }
+  if (m_spec.empty()) {
+    return Error::usage("a scenario is required: pass --scenario FIELD=VALUE,… or --scenario-file FILE");
+  }
+  return parse_scenario_spec(m_spec);
+}
+
+Result<std::string> read_descriptor_text(const std::string& path) {
+  if (path == "-") {
+    return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
+  }
+  auto text = store::read_file(path);
+  if (!text) {
+    return text.error().with_context("--desc");
+  }
+  return text;
+}
+
+std::string format_bytes(std::int64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char buffer[32];
+  if (unit == 0) {
+    std::snprintf(buffer, sizeof buffer, "%lld B", static_cast<long long>(bytes));
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f %s", value, units[unit]);
+  }
+  return buffer;
+}
+
+nlohmann::json entry_to_json(const Entry& entry) {
+  return {{"key", entry.key},
+          {"digest", entry.digest},
+          {"op_type", entry.op_type},
+          {"scenario", nlohmann::json::parse(entry.scenario, nullptr, false)},
+          {"bundle_bytes", entry.bundle_size},
+          {"raw_bytes", entry.raw_size},
+          {"created_ms", entry.created_ms},
+          {"last_access_ms", entry.last_access_ms},
+          {"build_ms", entry.build_ms},
+          {"hits", entry.hits},
+          {"pinned", entry.pinned}};
+}
+
+}  // namespace opcache::cli

@@ -1,0 +1,97 @@
+// Shared pieces of the `opcache` command: global options, output in text or
+// JSON, exit codes, and the options several subcommands take.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "opcache/opcache.hpp"
+
+namespace opcache::cli {
+
+/// Stable exit codes (docs/cli.md). Values equal ErrorCode where both exist.
+enum ExitCode : int {
+  k_exit_ok = 0,
+  k_exit_not_found = 1,
+  k_exit_usage = 2,
+  k_exit_integrity = 3,
+  k_exit_remote = 4,
+  k_exit_io = 5,
+  k_exit_timeout = 6,
+  k_exit_build_failed = 7,
+  k_exit_internal = 8,
+};
+
+/// The exit code for an error.
+int exit_code_for(const Error& error);
+
+/// Options given before or after any subcommand.
+struct GlobalOptions {
+  std::string cache_dir;
+  std::optional<std::string> volatile_fields;
+  bool json = false;
+};
+
+/// State shared by all subcommands of one invocation.
+class Context {
+ public:
+  GlobalOptions options;
+
+  /// Opens the store named by the global options.
+  Result<Store> open_store() const;
+
+  /// Prints `document` as one line of JSON on stdout.
+  void print_json(const nlohmann::json& document) const;
+  /// Prints text on stdout (nothing in --json mode).
+  void print_text(const std::string& text) const;
+  /// Prints "opcache: <message>" on stderr (also in --json mode).
+  void note(const std::string& message) const;
+
+  /// Reports `error` (stderr line, and a JSON object in --json mode) and
+  /// returns its exit code.
+  int fail(const Error& error) const;
+};
+
+/// --scenario SPEC | --scenario-file FILE, resolved to a Scenario.
+class ScenarioOption {
+ public:
+  /// Adds both options to `command`; `required` makes one of them mandatory.
+  void add_to(CLI::App& command, bool required);
+  bool given() const { return !m_spec.empty() || !m_file.empty(); }
+  Result<Scenario> resolve() const;
+
+ private:
+  std::string m_spec;
+  std::string m_file;
+};
+
+/// Reads a descriptor file ("-" for standard input) as text.
+Result<std::string> read_descriptor_text(const std::string& path);
+
+/// "1.5 KiB", "12.0 MiB", "17 B".
+std::string format_bytes(std::int64_t bytes);
+
+/// JSON of an index entry, for --json output.
+nlohmann::json entry_to_json(const Entry& entry);
+
+/// A subcommand: its CLI11 node and what runs when it was given.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
+
+// One registration function per subcommand family (one file each).
+std::vector<Command> register_key_command(CLI::App& app, Context& context);
+std::vector<Command> register_put_command(CLI::App& app, Context& context);
+std::vector<Command> register_get_commands(CLI::App& app, Context& context);
+std::vector<Command> register_list_commands(CLI::App& app, Context& context);
+std::vector<Command> register_maintenance_commands(CLI::App& app, Context& context);
+std::vector<Command> register_version_command(CLI::App& app, Context& context);
+
+}  // namespace opcache::cli

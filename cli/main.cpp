@@ -1,0 +1,63 @@
+// The `opcache` command line: parses arguments with CLI11 and dispatches to
+// one subcommand. Exit codes are documented in docs/cli.md.
+#include <exception>
+#include <iostream>
+
+#include "cli/context.hpp"
+
+namespace {
+
+using opcache::cli::Command;
+
+int run(int argc, char** argv) {
+  opcache::cli::Context context;
+  CLI::App app{"opcache — a compile cache for accelerator operator kernels", "opcache"};
+  app.require_subcommand(1);
+  app.fallthrough();
+  app.footer(
+      "Exit status: 0 ok, 1 not found, 2 usage or configuration error, 3 integrity failure,\n"
+      "4 remote failure, 5 local I/O error, 6 timeout, 8 internal error.\n"
+      "Run `opcache COMMAND --help` for the options of a command.");
+  app.add_option("--cache-dir,-C", context.options.cache_dir,
+                 "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)");
+  app.add_flag("--json", context.options.json, "Machine-readable output: one JSON document on stdout");
+  app.add_option("--volatile-fields", context.options.volatile_fields,
+                 "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
+                 "\"none\" disables (default: $OPCACHE_VOLATILE_FIELDS or the built-in list)");
+
+  std::vector<Command> commands;
+  for (auto registrar : {opcache::cli::register_key_command, opcache::cli::register_put_command,
+                         opcache::cli::register_get_commands, opcache::cli::register_list_commands,
+                         opcache::cli::register_maintenance_commands, opcache::cli::register_version_command}) {
+    auto added = registrar(app, context);
+    commands.insert(commands.end(), added.begin(), added.end());
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);  // prints the message and a hint
+    return opcache::cli::k_exit_usage;
+  }
+  for (const auto& command : commands) {
+    if (command.app->parsed()) {
+      return command.run();
+    }
+  }
+  return opcache::cli::k_exit_usage;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::cerr << "opcache: internal error: " << e.what() << '\n';
+    return opcache::cli::k_exit_internal;
+  }
+}

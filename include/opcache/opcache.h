@@ -1,0 +1,89 @@
+/* opcache — C ABI.
+ *
+ * A stable C interface over the same code as the C++ API (opcache.hpp), for
+ * compilers written in C and for language bindings (the Python package uses
+ * it through ctypes).
+ *
+ * Conventions:
+ *  - Every function returns an opcache_status; OPCACHE_OK is 0.
+ *  - On failure, opcache_last_error() returns a one-line message for the
+ *    calling thread, valid until the next opcache call on that thread.
+ *  - Strings are UTF-8 and NUL-terminated. Keys are 64 lowercase hex
+ *    characters; buffers for them are OPCACHE_KEY_BUFFER bytes.
+ *  - A handle may be used from several threads; several processes may open
+ *    the same cache directory.
+ */
+#ifndef OPCACHE_OPCACHE_H
+#define OPCACHE_OPCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Status codes; values are stable and equal to the CLI's exit codes where
+ * both exist (1 not found, 2 usage, 3 integrity, 4 remote). */
+typedef enum opcache_status {
+  OPCACHE_OK = 0,
+  OPCACHE_NOT_FOUND = 1,    /* a miss, or a missing file */
+  OPCACHE_USAGE = 2,        /* bad argument, JSON, scenario or configuration */
+  OPCACHE_CORRUPT = 3,      /* integrity failure */
+  OPCACHE_REMOTE = 4,       /* a remote failed */
+  OPCACHE_IO = 5,           /* local file system or database failure */
+  OPCACHE_TIMEOUT = 6,      /* a wait ran out of time */
+  OPCACHE_BUILD_FAILED = 7, /* the build callback failed */
+  OPCACHE_INTERNAL = 8      /* a bug in opcache */
+} opcache_status;
+
+/* Size of a buffer that holds a key and its terminating NUL. */
+#define OPCACHE_KEY_BUFFER 65
+
+/* An open store. Opaque; create with opcache_open, free with opcache_close. */
+typedef struct opcache_store opcache_store;
+
+/* The library version, "MAJOR.MINOR.PATCH". Never NULL. */
+const char* opcache_version(void);
+
+/* The name of a status ("ok", "not_found", ...). Never NULL. */
+const char* opcache_status_name(opcache_status status);
+
+/* The message of the last failure on this thread ("" if none). Never NULL. */
+const char* opcache_last_error(void);
+
+/* Opens the store at cache_dir (NULL or "": OPCACHE_DIR, XDG_CACHE_HOME,
+ * ~/.cache/opcache). On success *out owns the handle. */
+opcache_status opcache_open(const char* cache_dir, opcache_store** out);
+
+/* Closes a handle; NULL is ignored. */
+void opcache_close(opcache_store* store);
+
+/* Computes the key of descriptor_json (a JSON object with "op_type") in
+ * scenario, which is either JSON ({"device_mode":...}) or the CLI form
+ * "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1".
+ * Writes 64 hex characters and a NUL to key_out (OPCACHE_KEY_BUFFER bytes). */
+opcache_status opcache_key(opcache_store* store, const char* descriptor_json, const char* scenario,
+                           char* key_out);
+
+/* Stores file_count files (members keep their base names) under the key of
+ * descriptor_json + scenario. build_ms is the build duration (0 if unknown).
+ * key_out may be NULL. An already present key is kept and is OPCACHE_OK. */
+opcache_status opcache_put(opcache_store* store, const char* descriptor_json, const char* scenario,
+                           const char* const* files, size_t file_count, int64_t build_ms, char* key_out);
+
+/* Writes the members of key into out_dir (created if needed), verified.
+ * OPCACHE_NOT_FOUND on a miss. */
+opcache_status opcache_get(opcache_store* store, const char* key, const char* out_dir);
+
+/* OPCACHE_OK when key is present, OPCACHE_NOT_FOUND when not. */
+opcache_status opcache_has(opcache_store* store, const char* key);
+
+/* Removes key. OPCACHE_NOT_FOUND when it was not present. */
+opcache_status opcache_remove(opcache_store* store, const char* key);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* OPCACHE_OPCACHE_H */

@@ -1,0 +1,94 @@
+// opcache — plain data types returned by the store (C++ API).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace opcache {
+
+/// What a put does when the key is already stored.
+enum class ReplacePolicy {
+  keep_existing,  ///< keep the stored entry (it is verified on every read anyway)
+  replace,        ///< store the new bundle and retire the old one (force mode)
+};
+
+/// One stored entry, as the index describes it.
+struct Entry {
+  std::string key;
+  std::string digest;            ///< SHA-256 of the bundle = its object name
+  std::int64_t bundle_size = 0;  ///< bytes on disk (compressed)
+  std::int64_t raw_size = 0;     ///< uncompressed member bytes
+  std::string op_type;
+  std::string device_mode;
+  std::string phase;
+  std::string toolchain;
+  std::string soc;
+  std::string scenario;          ///< canonical JSON of the scenario
+  std::int64_t created_ms = 0;   ///< Unix time in ms when stored here
+  std::int64_t last_access_ms = 0;
+  std::int64_t build_ms = 0;     ///< recorded build duration
+  std::int64_t hits = 0;
+  bool pinned = false;
+};
+
+/// Filters for listing; empty strings match everything.
+struct ListFilter {
+  std::string op_type;
+  std::string device_mode;
+  std::string phase;
+  std::string toolchain;
+  std::string soc;
+  std::string after_key;    ///< only keys strictly greater (pagination)
+  std::int64_t limit = -1;  ///< -1: no limit
+};
+
+/// Totals over all entries.
+struct StoreTotals {
+  std::int64_t entries = 0;
+  std::int64_t bundle_bytes = 0;
+  std::int64_t raw_bytes = 0;
+  std::int64_t pinned = 0;
+};
+
+/// Totals plus the store's counters (hits, misses, stores, evictions,
+/// bytes_stored, bytes_served, corrupt_entries, missing_objects,
+/// compile_ms_saved, ...). Counters never set are absent.
+struct StoreStats {
+  StoreTotals totals;
+  std::map<std::string, std::int64_t> counters;
+};
+
+/// The outcome of a put.
+struct PutResult {
+  std::string key;
+  std::string digest;
+  std::int64_t bundle_bytes = 0;
+  std::int64_t raw_bytes = 0;
+  bool stored = false;  ///< false: the key was already present and kept
+};
+
+/// The outcome of a hit.
+struct GetResult {
+  Entry entry;
+  std::vector<std::filesystem::path> files;  ///< written members, in bundle order
+};
+
+/// One finding of a verification.
+struct VerifyProblem {
+  std::string kind;     ///< corrupt_entry, missing_object, orphan_object, stale_temp, unexpected_file
+  std::string subject;  ///< key, digest or file name
+  std::string detail;
+  bool repaired = false;
+};
+
+struct VerifyReport {
+  std::int64_t entries_checked = 0;
+  std::int64_t objects_checked = 0;
+  std::int64_t bytes_checked = 0;
+  std::vector<VerifyProblem> problems;
+};
+
+}  // namespace opcache

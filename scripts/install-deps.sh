@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package opcache needs to build, test and benchmark.
+# Idempotent: does nothing (not even `apt-get update`) when all are present.
+# Run as root, or as a user with sudo.
+set -euo pipefail
+
+packages=(
+  # toolchain
+  cmake g++ gcc make pkg-config git
+  # libraries the code links
+  libcurl4-openssl-dev libssl-dev libzstd-dev libsqlite3-dev
+  nlohmann-json3-dev libcli11-dev libinih-dev libboost-dev
+  # tests
+  doctest-dev libvalijson-dev openssl zstd sqlite3 procps
+)
+
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1; then
+    sudo_cmd=(sudo)
+  else
+    echo "install-deps: missing packages (${missing[*]}) and not root; run as root or install sudo" >&2
+    exit 1
+  fi
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

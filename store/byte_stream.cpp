@@ -1,0 +1,41 @@
+#include "store/byte_stream.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "store/file_io.hpp"
+#include "store/try.hpp"
+
+namespace opcache::store {
+
+Result<std::size_t> FdSource::read(void* buffer, std::size_t size) { return read_some(m_fd, buffer, size, m_path); }
+
+Status FdSink::write(const void* data, std::size_t size) { return write_all(m_fd, data, size, m_path); }
+
+Result<std::size_t> MemorySource::read(void* buffer, std::size_t size) {
+  std::size_t n = std::min(size, m_data.size());
+  std::memcpy(buffer, m_data.data(), n);
+  m_data.remove_prefix(n);
+  return n;
+}
+
+Status StringSink::write(const void* data, std::size_t size) {
+  m_data.append(static_cast<const char*>(data), size);
+  return {};
+}
+
+Status HashingSink::write(const void* data, std::size_t size) {
+  OPCACHE_TRY(m_inner.write(data, size));
+  m_hash.update(data, size);
+  m_bytes += size;
+  return {};
+}
+
+Result<std::size_t> HashingSource::read(void* buffer, std::size_t size) {
+  OPCACHE_TRY_ASSIGN(std::size_t n, m_inner.read(buffer, size));
+  m_hash.update(buffer, n);
+  m_bytes += n;
+  return n;
+}
+
+}  // namespace opcache::store

@@ -1,0 +1,225 @@
+#include "store/file_io.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+
+#include "store/try.hpp"
+
+namespace opcache::store {
+
+Error errno_error(const std::string& what, const fs::path& path, int error_number) {
+  std::string message = what + " " + path.string() + ": " + std::strerror(error_number);
+  return error_number == ENOENT ? Error::not_found(std::move(message)) : Error::io(std::move(message));
+}
+
+FileDescriptor& FileDescriptor::operator=(FileDescriptor&& other) noexcept {
+  if (this != &other) {
+    reset();
+    m_fd = other.release();
+  }
+  return *this;
+}
+
+FileDescriptor::~FileDescriptor() { reset(); }
+
+int FileDescriptor::release() noexcept {
+  int fd = m_fd;
+  m_fd = -1;
+  return fd;
+}
+
+void FileDescriptor::reset() noexcept {
+  if (m_fd >= 0) {
+    ::close(m_fd);
+    m_fd = -1;
+  }
+}
+
+Result<FileDescriptor> open_for_reading(const fs::path& path, bool follow_symlinks) {
+  int flags = O_RDONLY | O_CLOEXEC | (follow_symlinks ? 0 : O_NOFOLLOW);
+  int fd = ::open(path.c_str(), flags);
+  if (fd < 0) {
+    return errno_error("cannot open", path, errno);
+  }
+  return FileDescriptor(fd);
+}
+
+Result<std::size_t> read_some(int fd, void* buffer, std::size_t size, const fs::path& path_for_errors) {
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, size);
+    if (n >= 0) {
+      return static_cast<std::size_t>(n);
+    }
+    if (errno != EINTR) {
+      return errno_error("cannot read", path_for_errors, errno);
+    }
+  }
+}
+
+Status write_all(int fd, const void* data, std::size_t size, const fs::path& path_for_errors) {
+  const auto* bytes = static_cast<const char*>(data);
+  while (size > 0) {
+    ssize_t n = ::write(fd, bytes, size);
+    if (n < 0) {
+      if (errno == EINTR) {
+        continue;
+      }
+      return errno_error("cannot write", path_for_errors, errno);
+    }
+    bytes += n;
+    size -= static_cast<std::size_t>(n);
+  }
+  return {};
+}
+
+Result<std::string> read_file(const fs::path& path) {
+  OPCACHE_TRY_ASSIGN(FileDescriptor fd, open_for_reading(path));
+  std::string contents;
+  char buffer[65536];
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(std::size_t n, read_some(fd.get(), buffer, sizeof buffer, path));
+    if (n == 0) {
+      break;
+    }
+    contents.append(buffer, n);
+  }
+  return contents;
+}
+
+Status write_file_atomic(const fs::path& path, std::string_view contents) {
+  fs::path directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  OPCACHE_TRY_ASSIGN(AtomicFile file, AtomicFile::create(directory));
+  OPCACHE_TRY(file.write(contents.data(), contents.size()));
+  return file.commit(path);
+}
+
+Status fsync_directory(const fs::path& directory) {
+  int fd = ::open(directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return errno_error("cannot open directory", directory, errno);
+  }
+  FileDescriptor owner(fd);
+  if (::fsync(fd) != 0 && errno != EINVAL) {
+    return errno_error("cannot fsync directory", directory, errno);
+  }
+  return {};
+}
+
+Status ensure_directory(const fs::path& directory) {
+  std::error_code ec;
+  fs::create_directories(directory, ec);
+  if (ec) {
+    return Error::io("cannot create directory " + directory.string() + ": " + ec.message());
+  }
+  return {};
+}
+
+std::string random_token() {
+  static thread_local std::mt19937_64 generator{[] {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32) ^ device() ^
+           (static_cast<std::uint64_t>(::getpid()) << 16);
+  }()};
+  static constexpr char k_digits[] = "0123456789abcdef";
+  std::uint64_t value = generator();
+  std::string token(16, '0');
+  for (char& c : token) {
+    c = k_digits[value & 0xf];
+    value >>= 4;
+  }
+  return token;
+}
+
+Result<AtomicFile> AtomicFile::create(const fs::path& temp_directory) {
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    fs::path path = temp_directory / (std::to_string(::getpid()) + "-" + random_token() + ".tmp");
+    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      return AtomicFile(FileDescriptor(fd), std::move(path));
+    }
+    if (errno != EEXIST) {
+      return errno_error("cannot create temporary file", path, errno);
+    }
+  }
+  return Error::io("cannot create a unique temporary file in " + temp_directory.string());
+}
+
+AtomicFile::AtomicFile(AtomicFile&& other) noexcept
+    : m_fd(std::move(other.m_fd)),
+      m_temp_path(std::move(other.m_temp_path)),
+      m_done(other.m_done),
+      m_closed(other.m_closed) {
+  other.m_done = true;
+}
+
+AtomicFile::~AtomicFile() {
+  if (!m_done) {
+    m_fd.reset();
+    ::unlink(m_temp_path.c_str());
+  }
+}
+
+Status AtomicFile::finish_writing() {
+  if (m_closed) {
+    return {};
+  }
+  if (::fsync(m_fd.get()) != 0) {
+    return errno_error("cannot fsync", m_temp_path, errno);
+  }
+  if (::close(m_fd.release()) != 0) {
+    return errno_error("cannot close", m_temp_path, errno);
+  }
+  m_closed = true;
+  return {};
+}
+
+Status AtomicFile::commit(const fs::path& target) {
+  OPCACHE_TRY(finish_writing());
+  if (::rename(m_temp_path.c_str(), target.c_str()) != 0) {
+    return errno_error("cannot rename " + m_temp_path.string() + " to", target, errno);
+  }
+  m_done = true;
+  fs::path directory = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  return fsync_directory(directory);
+}
+
+Result<bool> AtomicFile::link_if_absent(const fs::path& target) {
+  OPCACHE_TRY(finish_writing());
+  if (::link(m_temp_path.c_str(), target.c_str()) != 0) {
+    if (errno == EEXIST) {
+      return false;
+    }
+    return errno_error("cannot link " + m_temp_path.string() + " to", target, errno);
+  }
+  fs::path directory = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  OPCACHE_TRY(fsync_directory(directory));
+  return true;
+}
+
+long temp_file_owner_pid(const std::string& file_name) {
+  auto dash = file_name.find('-');
+  if (dash == std::string::npos || dash == 0 || file_name.size() < 4 ||
+      file_name.compare(file_name.size() - 4, 4, ".tmp") != 0) {
+    return 0;
+  }
+  long pid = 0;
+  for (std::size_t i = 0; i < dash; ++i) {
+    if (file_name[i] < '0' || file_name[i] > '9' || pid > 100000000) {
+      return 0;
+    }
+    pid = pid * 10 + (file_name[i] - '0');
+  }
+  return pid;
+}
+
+bool process_alive(long pid) {
+  return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
+}
+
+}  // namespace opcache::store

@@ -1,0 +1,280 @@
+#include "store/index.hpp"
+
+#include "store/try.hpp"
+
+namespace opcache::store {
+
+namespace {
+
+// "OPCA": marks index.db as ours (PRAGMA application_id).
+constexpr std::int64_t k_application_id = 0x4f504341;
+
+// Forward migrations: k_migrations[v] takes the schema from version v to v+1.
+// Never edit a released step; append a new one and bump k_index_schema_version.
+const char* const k_migrations[] = {
+    // 0 -> 1: initial schema.
+    R"sql(
+CREATE TABLE entries (
+  key            TEXT PRIMARY KEY NOT NULL,
+  digest         TEXT NOT NULL,
+  bundle_size    INTEGER NOT NULL,
+  raw_size       INTEGER NOT NULL,
+  op_type        TEXT NOT NULL,
+  device_mode    TEXT NOT NULL,
+  phase          TEXT NOT NULL,
+  toolchain      TEXT NOT NULL,
+  soc            TEXT NOT NULL,
+  scenario       TEXT NOT NULL,
+  created_ms     INTEGER NOT NULL,
+  last_access_ms INTEGER NOT NULL,
+  build_ms       INTEGER NOT NULL,
+  hits           INTEGER NOT NULL DEFAULT 0,
+  pinned         INTEGER NOT NULL DEFAULT 0,
+  signature      TEXT
+) WITHOUT ROWID;
+CREATE INDEX entries_by_digest ON entries(digest);
+CREATE INDEX entries_by_access ON entries(pinned, last_access_ms);
+CREATE INDEX entries_by_op_type ON entries(op_type);
+CREATE TABLE counters (
+  name  TEXT PRIMARY KEY NOT NULL,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+)sql",
+};
+static_assert(sizeof(k_migrations) / sizeof(k_migrations[0]) == k_index_schema_version,
+              "one migration step per schema version");
+
+constexpr const char* k_columns =
+    "key, digest, bundle_size, raw_size, op_type, device_mode, phase, toolchain, soc, scenario, created_ms, "
+    "last_access_ms, build_ms, hits, pinned";
+
+IndexEntry read_entry(const Statement& row) {
+  IndexEntry entry;
+  entry.key = row.column_text(0);
+  entry.digest = row.column_text(1);
+  entry.bundle_size = row.column_int64(2);
+  entry.raw_size = row.column_int64(3);
+  entry.op_type = row.column_text(4);
+  entry.device_mode = row.column_text(5);
+  entry.phase = row.column_text(6);
+  entry.toolchain = row.column_text(7);
+  entry.soc = row.column_text(8);
+  entry.scenario = row.column_text(9);
+  entry.created_ms = row.column_int64(10);
+  entry.last_access_ms = row.column_int64(11);
+  entry.build_ms = row.column_int64(12);
+  entry.hits = row.column_int64(13);
+  entry.pinned = row.column_int64(14) != 0;
+  return entry;
+}
+
+Result<std::int64_t> query_int(Database& db, const std::string& sql) {
+  OPCACHE_TRY_ASSIGN(Statement statement, db.prepare(sql));
+  OPCACHE_TRY_ASSIGN(bool row, statement.step());
+  return row ? statement.column_int64(0) : 0;
+}
+
+Status check_identity(Database& db, std::int64_t application_id, std::int64_t version) {
+  const std::string where = "index " + db.path().string();
+  if (application_id != 0 && application_id != k_application_id) {
+    return Error::usage(where + " is not an opcache index (foreign application_id); use another --cache-dir");
+  }
+  if (version > k_index_schema_version) {
+    return Error::usage(where + " has schema version " + std::to_string(version) +
+                        ", newer than this opcache understands (" + std::to_string(k_index_schema_version) +
+                        "); upgrade opcache or use another --cache-dir");
+  }
+  return {};
+}
+
+Status migrate(Database& db) {
+  OPCACHE_TRY_ASSIGN(Transaction transaction, Transaction::begin(db));
+  // Re-read under the write lock: another process may have migrated meanwhile.
+  OPCACHE_TRY_ASSIGN(std::int64_t application_id, query_int(db, "PRAGMA application_id"));
+  OPCACHE_TRY_ASSIGN(std::int64_t version, query_int(db, "PRAGMA user_version"));
+  OPCACHE_TRY(check_identity(db, application_id, version));
+  if (version == 0) {
+    OPCACHE_TRY_ASSIGN(std::int64_t tables, query_int(db, "SELECT count(*) FROM sqlite_master"));
+    if (tables != 0) {
+      return Error::usage("index " + db.path().string() +
+                          " is an SQLite database that opcache did not create; use another --cache-dir");
+    }
+  }
+  for (auto step = version; step < k_index_schema_version; ++step) {
+    OPCACHE_TRY(db.exec(k_migrations[step]));
+  }
+  OPCACHE_TRY(db.exec("PRAGMA application_id=" + std::to_string(k_application_id)));
+  OPCACHE_TRY(db.exec("PRAGMA user_version=" + std::to_string(k_index_schema_version)));
+  return transaction.commit();
+}
+
+}  // namespace
+
+Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms) {
+  OPCACHE_TRY_ASSIGN(Database db, Database::open(path, busy_timeout_ms));
+  OPCACHE_TRY_ASSIGN(std::int64_t application_id, query_int(db, "PRAGMA application_id"));
+  OPCACHE_TRY_ASSIGN(std::int64_t version, query_int(db, "PRAGMA user_version"));
+  OPCACHE_TRY(check_identity(db, application_id, version));
+  if (version < k_index_schema_version || application_id != k_application_id) {
+    OPCACHE_TRY(migrate(db));
+  }
+  Index index(std::move(db));
+  OPCACHE_TRY(index.prepare_statements());
+  return index;
+}
+
+Status Index::prepare_statements() {
+  OPCACHE_TRY_ASSIGN(m_lookup, m_db.prepare(std::string("SELECT ") + k_columns + " FROM entries WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_upsert, m_db.prepare(std::string("INSERT OR REPLACE INTO entries (") + k_columns +
+                                            ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"));
+  OPCACHE_TRY_ASSIGN(m_remove, m_db.prepare("DELETE FROM entries WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_remove_if_digest, m_db.prepare("DELETE FROM entries WHERE key = ?1 AND digest = ?2"));
+  OPCACHE_TRY_ASSIGN(m_digest_referenced, m_db.prepare("SELECT 1 FROM entries WHERE digest = ?1 LIMIT 1"));
+  OPCACHE_TRY_ASSIGN(m_record_hit,
+                     m_db.prepare("UPDATE entries SET hits = hits + 1, last_access_ms = max(last_access_ms, ?2) "
+                                  "WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_record_hit_no_access, m_db.prepare("UPDATE entries SET hits = hits + 1 WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_add_counter,
+                     m_db.prepare("INSERT INTO counters (name, value) VALUES (?1, ?2) "
+                                  "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
+  return {};
+}
+
+Result<std::optional<IndexEntry>> Index::lookup(const std::string& key) {
+  m_lookup.reset();
+  m_lookup.bind(1, key);
+  OPCACHE_TRY_ASSIGN(bool row, m_lookup.step());
+  std::optional<IndexEntry> entry;
+  if (row) {
+    entry = read_entry(m_lookup);
+  }
+  m_lookup.reset();
+  return entry;
+}
+
+Status Index::upsert(const IndexEntry& entry) {
+  m_upsert.reset();
+  m_upsert.bind(1, entry.key)
+      .bind(2, entry.digest)
+      .bind(3, entry.bundle_size)
+      .bind(4, entry.raw_size)
+      .bind(5, entry.op_type)
+      .bind(6, entry.device_mode)
+      .bind(7, entry.phase)
+      .bind(8, entry.toolchain)
+      .bind(9, entry.soc)
+      .bind(10, entry.scenario)
+      .bind(11, entry.created_ms)
+      .bind(12, entry.last_access_ms)
+      .bind(13, entry.build_ms)
+      .bind(14, entry.hits)
+      .bind(15, std::int64_t{entry.pinned ? 1 : 0});
+  auto status = m_upsert.run();
+  m_upsert.reset();
+  return status;
+}
+
+Result<bool> Index::remove(const std::string& key, const std::optional<std::string>& only_if_digest) {
+  Statement& statement = only_if_digest ? m_remove_if_digest : m_remove;
+  statement.reset();
+  statement.bind(1, key);
+  if (only_if_digest) {
+    statement.bind(2, *only_if_digest);
+  }
+  auto status = statement.run();
+  statement.reset();
+  OPCACHE_TRY(status);
+  return m_db.changes() > 0;
+}
+
+Result<bool> Index::digest_referenced(const std::string& digest) {
+  m_digest_referenced.reset();
+  m_digest_referenced.bind(1, digest);
+  auto row = m_digest_referenced.step();
+  m_digest_referenced.reset();
+  return row;
+}
+
+Status Index::record_hit(const std::string& key, std::int64_t now_ms, bool update_access) {
+  Statement& statement = update_access ? m_record_hit : m_record_hit_no_access;
+  statement.reset();
+  statement.bind(1, key);
+  if (update_access) {
+    statement.bind(2, now_ms);
+  }
+  auto status = statement.run();
+  statement.reset();
+  return status;
+}
+
+Status Index::add_counter(const std::string& name, std::int64_t delta) {
+  m_add_counter.reset();
+  m_add_counter.bind(1, name).bind(2, delta);
+  auto status = m_add_counter.run();
+  m_add_counter.reset();
+  return status;
+}
+
+Result<std::map<std::string, std::int64_t>> Index::counters() {
+  OPCACHE_TRY_ASSIGN(Statement statement, m_db.prepare("SELECT name, value FROM counters"));
+  std::map<std::string, std::int64_t> values;
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(bool row, statement.step());
+    if (!row) {
+      return values;
+    }
+    values[statement.column_text(0)] = statement.column_int64(1);
+  }
+}
+
+Result<IndexTotals> Index::totals() {
+  OPCACHE_TRY_ASSIGN(Statement statement,
+                     m_db.prepare("SELECT count(*), coalesce(sum(bundle_size),0), coalesce(sum(raw_size),0), "
+                                  "coalesce(sum(pinned),0) FROM entries"));
+  OPCACHE_TRY(statement.step());
+  return IndexTotals{statement.column_int64(0), statement.column_int64(1), statement.column_int64(2),
+                     statement.column_int64(3)};
+}
+
+Result<std::vector<IndexEntry>> Index::list(const ListFilter& filter) {
+  std::string sql = std::string("SELECT ") + k_columns +
+                    " FROM entries WHERE (?1 = '' OR op_type = ?1) AND (?2 = '' OR device_mode = ?2) AND "
+                    "(?3 = '' OR phase = ?3) AND (?4 = '' OR toolchain = ?4) AND (?5 = '' OR soc = ?5) AND "
+                    "key > ?6 ORDER BY key LIMIT ?7";
+  OPCACHE_TRY_ASSIGN(Statement statement, m_db.prepare(sql));
+  statement.bind(1, filter.op_type)
+      .bind(2, filter.device_mode)
+      .bind(3, filter.phase)
+      .bind(4, filter.toolchain)
+      .bind(5, filter.soc)
+      .bind(6, filter.after_key)
+      .bind(7, filter.limit);
+  std::vector<IndexEntry> entries;
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(bool row, statement.step());
+    if (!row) {
+      return entries;
+    }
+    entries.push_back(read_entry(statement));
+  }
+}
+
+Status Index::for_each(const std::function<bool(const IndexEntry&)>& visit) {
+  OPCACHE_TRY_ASSIGN(Statement statement,
+                     m_db.prepare(std::string("SELECT ") + k_columns + " FROM entries ORDER BY key"));
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(bool row, statement.step());
+    if (!row || !visit(read_entry(statement))) {
+      return {};
+    }
+  }
+}
+
+Result<bool> Index::set_pinned(const std::string& key, bool pinned) {
+  OPCACHE_TRY_ASSIGN(Statement statement, m_db.prepare("UPDATE entries SET pinned = ?2 WHERE key = ?1"));
+  statement.bind(1, key).bind(2, std::int64_t{pinned ? 1 : 0});
+  OPCACHE_TRY(statement.run());
+  return m_db.changes() > 0;
+}
+
+}  // namespace opcache::store

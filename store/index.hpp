@@ -1,0 +1,88 @@
+// The SQLite index (index.db) of a local store: one row per key, the object
+// digest it points to, listing columns, access times, and counters.
+// Schema and migrations: docs/formats.md "Index schema".
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opcache/result.hpp"
+#include "opcache/types.hpp"
+#include "store/sqlite.hpp"
+
+namespace opcache::store {
+
+/// The schema version this code creates and expects (PRAGMA user_version).
+inline constexpr int k_index_schema_version = 1;
+
+using IndexEntry = opcache::Entry;
+using opcache::ListFilter;
+using IndexTotals = opcache::StoreTotals;
+
+/// Names of the counters kept in the index.
+namespace counter {
+inline constexpr const char* hits = "hits";
+inline constexpr const char* misses = "misses";
+inline constexpr const char* stores = "stores";
+inline constexpr const char* already_present = "already_present";
+inline constexpr const char* removals = "removals";
+inline constexpr const char* evictions = "evictions";
+inline constexpr const char* bytes_stored = "bytes_stored";
+inline constexpr const char* bytes_served = "bytes_served";
+inline constexpr const char* corrupt_entries = "corrupt_entries";
+inline constexpr const char* missing_objects = "missing_objects";
+inline constexpr const char* saved_ms = "compile_ms_saved";
+}  // namespace counter
+
+/// The index. Owns one connection; not thread-safe (LocalStore serializes).
+/// Safe for several processes at once: WAL, busy timeout, BEGIN IMMEDIATE.
+class Index {
+ public:
+  /// Opens or creates the index, creating or migrating the schema under a
+  /// write lock. A schema newer than this code is refused (`usage`), as is a
+  /// file that is not an opcache index.
+  static Result<Index> open(const std::filesystem::path& path, int busy_timeout_ms);
+
+  /// Starts a write transaction (BEGIN IMMEDIATE).
+  Result<Transaction> begin() { return Transaction::begin(m_db); }
+
+  Result<std::optional<IndexEntry>> lookup(const std::string& key);
+  /// Inserts or replaces the row for entry.key.
+  Status upsert(const IndexEntry& entry);
+  /// Deletes the row; when `only_if_digest` is set, only if it still points
+  /// there. Returns whether a row was deleted.
+  Result<bool> remove(const std::string& key, const std::optional<std::string>& only_if_digest = std::nullopt);
+  Result<bool> digest_referenced(const std::string& digest);
+  /// Records a hit: hits+1, and last access = now_ms when `update_access`.
+  Status record_hit(const std::string& key, std::int64_t now_ms, bool update_access);
+  Status add_counter(const std::string& name, std::int64_t delta);
+  Result<std::map<std::string, std::int64_t>> counters();
+  Result<IndexTotals> totals();
+  Result<std::vector<IndexEntry>> list(const ListFilter& filter);
+  /// Calls `visit` for every row in key order; stops early if it returns false.
+  Status for_each(const std::function<bool(const IndexEntry&)>& visit);
+  Result<bool> set_pinned(const std::string& key, bool pinned);
+
+  Database& database() noexcept { return m_db; }
+
+ private:
+  explicit Index(Database db) : m_db(std::move(db)) {}
+  Status prepare_statements();
+
+  Database m_db;
+  Statement m_lookup;
+  Statement m_upsert;
+  Statement m_remove;
+  Statement m_remove_if_digest;
+  Statement m_digest_referenced;
+  Statement m_record_hit;
+  Statement m_record_hit_no_access;
+  Statement m_add_counter;
+};
+
+}  // namespace opcache::store

@@ -1,0 +1,449 @@
+#include "store/local_store.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <set>
+
+#include "store/bundle_reader.hpp"
+#include "store/canonical_json.hpp"
+#include "store/directory_sink.hpp"
+#include "store/key.hpp"
+#include "store/sha256.hpp"
+#include "store/try.hpp"
+
+namespace opcache::store {
+
+namespace {
+
+// A reader that finds a row's object gone retries the lookup this many times:
+// a concurrent replace (force mode) retires the old object after the new row
+// is committed, so a second lookup finds the new one.
+constexpr int k_lookup_attempts = 3;
+
+// Temp files of a live process are left alone unless this old.
+constexpr auto k_stale_temp_age = std::chrono::hours(24);
+
+std::string json_string_field(const nlohmann::json& object, const char* name) {
+  auto it = object.find(name);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+IndexEntry entry_from_manifest(const Manifest& manifest, const std::string& digest, std::int64_t bundle_bytes,
+                               std::int64_t now_ms) {
+  IndexEntry entry;
+  entry.key = manifest.key;
+  entry.digest = digest;
+  entry.bundle_size = bundle_bytes;
+  entry.raw_size = static_cast<std::int64_t>(manifest.total_size());
+  entry.op_type = manifest.op_type();
+  entry.device_mode = json_string_field(manifest.scenario, "device_mode");
+  entry.phase = json_string_field(manifest.scenario, "phase");
+  entry.toolchain = json_string_field(manifest.scenario, "toolchain");
+  entry.soc = json_string_field(manifest.scenario, "soc");
+  entry.scenario = canonical_json(manifest.scenario).value();  // validated manifest: cannot fail
+  entry.created_ms = now_ms;
+  entry.last_access_ms = now_ms;
+  entry.build_ms = manifest.build_ms;
+  return entry;
+}
+
+// Decodes the object of `entry` into `sink`, checking that the bundle is the
+// one the row names (same key, same digest).
+Status decode_entry(ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink) {
+  BundleReader reader(source, limits);
+  OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
+  if (manifest.key != entry.key) {
+    return Error::corrupt("bundle holds key " + manifest.key + ", not " + entry.key);
+  }
+  OPCACHE_TRY(reader.read_members(sink));
+  std::string digest = reader.finish_digest();
+  if (digest != entry.digest) {
+    return Error::corrupt("bundle digest " + digest + " differs from the index (" + entry.digest + ")");
+  }
+  return {};
+}
+
+bool older_than(const std::filesystem::path& path, std::chrono::seconds age) {
+  struct stat info {};
+  if (::lstat(path.c_str(), &info) != 0) {
+    return false;
+  }
+  return std::time(nullptr) - info.st_mtime > age.count();
+}
+
+}  // namespace
+
+Clock system_clock_ms() {
+  return [] {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+}
+
+Result<std::unique_ptr<LocalStore>> LocalStore::open(StoreOptions options) {
+  if (!options.clock) {
+    options.clock = system_clock_ms();
+  }
+  if (!options.warn) {
+    options.warn = [](const std::string& message) { std::fprintf(stderr, "opcache: warning: %s\n", message.c_str()); };
+  }
+  StoreLayout layout(options.root);
+  OPCACHE_TRY(layout.create_directories());
+  OPCACHE_TRY_ASSIGN(Index index, Index::open(layout.index(), options.busy_timeout_ms));
+  return std::unique_ptr<LocalStore>(new LocalStore(std::move(options), std::move(index)));
+}
+
+LocalStore::LocalStore(StoreOptions options, Index index)
+    : m_options(std::move(options)), m_layout(m_options.root), m_index(std::move(index)) {}
+
+bool LocalStore::object_exists(const std::string& digest) const {
+  struct stat info {};
+  return ::lstat(m_layout.object_path(digest).c_str(), &info) == 0 && S_ISREG(info.st_mode);
+}
+
+Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
+  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
+  if (!referenced) {
+    auto path = m_layout.object_path(digest);
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return errno_error("cannot remove", path, errno);
+    }
+  }
+  return {};
+}
+
+Status LocalStore::count(const char* counter_name, std::int64_t delta) {
+  std::lock_guard lock(m_index_mutex);
+  return m_index.add_counter(counter_name, delta);
+}
+
+Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string& key) {
+  OPCACHE_TRY_ASSIGN(auto existing, lookup(key));
+  if (!existing || !object_exists(existing->digest)) {
+    return std::optional<PutOutcome>();
+  }
+  OPCACHE_TRY(count(counter::already_present));
+  return std::optional<PutOutcome>(
+      PutOutcome{existing->key, existing->digest, existing->bundle_size, existing->raw_size, false});
+}
+
+Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy policy) {
+  OPCACHE_TRY_ASSIGN(std::string key, derive_key(input.descriptor, input.scenario));
+  if (policy == ReplacePolicy::keep_existing) {
+    // Cheap early exit: no encoding when the entry is already there.
+    OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(key));
+    if (kept) {
+      return *kept;
+    }
+  }
+  OPCACHE_TRY_ASSIGN(AtomicFile file, create_temp());
+  FdSink sink(file.fd(), file.temp_path());
+  BundleWriteOptions write_options{m_options.compression_level, m_options.limits};
+  OPCACHE_TRY_ASSIGN(WrittenBundle written, write_bundle(input, sink, write_options));
+  return publish(std::move(file), written.manifest, written.digest, static_cast<std::int64_t>(written.bytes), policy);
+}
+
+Result<AtomicFile> LocalStore::create_temp() const { return AtomicFile::create(m_layout.tmp()); }
+
+Result<PutOutcome> LocalStore::adopt(AtomicFile file, const std::string& expected_key, ReplacePolicy policy) {
+  OPCACHE_TRY(file.finish_writing());
+  OPCACHE_TRY_ASSIGN(FileDescriptor fd, open_for_reading(file.temp_path()));
+  FdSource source(fd.get(), file.temp_path());
+  std::string digest;
+  OPCACHE_TRY_ASSIGN(Manifest manifest, verify_bundle(source, m_options.limits, &digest));
+  if (manifest.key != expected_key) {
+    return Error::corrupt("bundle is for key " + manifest.key + ", not the requested " + expected_key);
+  }
+  struct stat info {};
+  ::fstat(fd.get(), &info);
+  if (policy == ReplacePolicy::keep_existing) {
+    OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(expected_key));
+    if (kept) {
+      return *kept;
+    }
+  }
+  return publish(std::move(file), manifest, digest, static_cast<std::int64_t>(info.st_size), policy);
+}
+
+Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest, const std::string& digest,
+                                       std::int64_t bundle_bytes, ReplacePolicy policy) {
+  const auto object = m_layout.object_path(digest);
+  OPCACHE_TRY(ensure_directory(object.parent_path()));
+  OPCACHE_TRY(file.link_if_absent(object));
+
+  PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
+  std::optional<std::string> retired_digest;
+  {
+    std::lock_guard lock(m_index_mutex);
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    OPCACHE_TRY_ASSIGN(auto existing, m_index.lookup(manifest.key));
+    if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest)) {
+      // Another process stored this key first; keep its entry.
+      if (existing->digest != digest) {
+        OPCACHE_TRY(unlink_if_unreferenced(digest));
+      }
+      OPCACHE_TRY(m_index.add_counter(counter::already_present, 1));
+      OPCACHE_TRY(transaction.commit());
+      return PutOutcome{existing->key, existing->digest, existing->bundle_size, existing->raw_size, false};
+    }
+    // A concurrent `verify --repair` may have taken our object for an orphan.
+    if (!object_exists(digest)) {
+      OPCACHE_TRY(ensure_directory(object.parent_path()));
+      OPCACHE_TRY(file.link_if_absent(object));
+    }
+    IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
+    if (existing) {
+      entry.pinned = existing->pinned;
+      if (existing->digest != digest) {
+        retired_digest = existing->digest;
+      }
+    }
+    OPCACHE_TRY(m_index.upsert(entry));
+    OPCACHE_TRY(m_index.add_counter(counter::stores, 1));
+    OPCACHE_TRY(m_index.add_counter(counter::bytes_stored, bundle_bytes));
+    OPCACHE_TRY(transaction.commit());
+  }
+  if (retired_digest) {
+    // After the commit, so a reader of the old row either still opens the old
+    // object or, finding it gone, looks up again and sees the new row.
+    std::lock_guard lock(m_index_mutex);
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    OPCACHE_TRY(unlink_if_unreferenced(*retired_digest));
+    OPCACHE_TRY(transaction.commit());
+  }
+  return outcome;
+}
+
+void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name) {
+  m_options.warn("entry " + entry.key + " (" + entry.op_type + ") is unusable and was dropped: " + why);
+  std::lock_guard lock(m_index_mutex);
+  auto transaction = m_index.begin();
+  if (!transaction) {
+    return;
+  }
+  auto removed = m_index.remove(entry.key, entry.digest);
+  if (removed && *removed) {
+    (void)unlink_if_unreferenced(entry.digest);
+  }
+  (void)m_index.add_counter(counter_name, 1);
+  (void)transaction->commit();
+}
+
+Status LocalStore::record_hit(const IndexEntry& entry) {
+  std::lock_guard lock(m_index_mutex);
+  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+  OPCACHE_TRY(m_index.record_hit(entry.key, m_options.clock(), m_options.update_access_time));
+  OPCACHE_TRY(m_index.add_counter(counter::hits, 1));
+  OPCACHE_TRY(m_index.add_counter(counter::bytes_served, entry.raw_size));
+  OPCACHE_TRY(m_index.add_counter(counter::saved_ms, entry.build_ms));
+  return transaction.commit();
+}
+
+Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const std::filesystem::path& out_dir) {
+  OPCACHE_TRY(check_key(key));
+  OPCACHE_TRY(ensure_directory(out_dir));
+  for (int attempt = 1;; ++attempt) {
+    OPCACHE_TRY_ASSIGN(auto entry, lookup(key));
+    if (!entry) {
+      OPCACHE_TRY(count(counter::misses));
+      return std::optional<GetOutcome>();
+    }
+    auto object = m_layout.object_path(entry->digest);
+    auto fd = open_for_reading(object, /*follow_symlinks=*/false);
+    if (!fd && fd.error().code() == ErrorCode::not_found && attempt < k_lookup_attempts) {
+      continue;
+    }
+    if (!fd && fd.error().code() == ErrorCode::not_found) {
+      drop_bad_entry(*entry, "its object file " + object.string() + " is missing", counter::missing_objects);
+      OPCACHE_TRY(count(counter::misses));
+      return std::optional<GetOutcome>();
+    }
+    if (!fd) {
+      return fd.error();
+    }
+    FdSource source(fd->get(), object);
+    DirectorySink sink(out_dir);
+    auto decoded = decode_entry(source, m_options.limits, *entry, sink);
+    if (!decoded && decoded.error().code() == ErrorCode::corrupt) {
+      drop_bad_entry(*entry, decoded.error().message(), counter::corrupt_entries);
+      OPCACHE_TRY(count(counter::misses));
+      return std::optional<GetOutcome>();
+    }
+    OPCACHE_TRY(decoded);
+    OPCACHE_TRY_ASSIGN(auto files, sink.commit());
+    if (auto recorded = record_hit(*entry); !recorded) {
+      // The files are out and verified; failing to count the hit must not fail the hit.
+      m_options.warn("hit on " + key + " not recorded: " + recorded.error().message());
+    }
+    return std::optional<GetOutcome>(GetOutcome{*entry, std::move(files)});
+  }
+}
+
+Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> LocalStore::open_bundle(const std::string& key) {
+  using Found = std::optional<std::pair<IndexEntry, FileDescriptor>>;
+  OPCACHE_TRY(check_key(key));
+  for (int attempt = 1; attempt <= k_lookup_attempts; ++attempt) {
+    OPCACHE_TRY_ASSIGN(auto entry, lookup(key));
+    if (!entry) {
+      return Found();
+    }
+    auto fd = open_for_reading(m_layout.object_path(entry->digest), /*follow_symlinks=*/false);
+    if (fd) {
+      return Found(std::make_pair(std::move(*entry), std::move(*fd)));
+    }
+    if (fd.error().code() != ErrorCode::not_found) {
+      return fd.error();
+    }
+  }
+  return Found();
+}
+
+Result<std::optional<IndexEntry>> LocalStore::lookup(const std::string& key) {
+  std::lock_guard lock(m_index_mutex);
+  return m_index.lookup(key);
+}
+
+Result<bool> LocalStore::contains(const std::string& key) {
+  OPCACHE_TRY(check_key(key));
+  OPCACHE_TRY_ASSIGN(auto entry, lookup(key));
+  return entry.has_value() && object_exists(entry->digest);
+}
+
+Result<bool> LocalStore::remove(const std::string& key) {
+  OPCACHE_TRY(check_key(key));
+  std::lock_guard lock(m_index_mutex);
+  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+  OPCACHE_TRY_ASSIGN(auto entry, m_index.lookup(key));
+  if (!entry) {
+    return false;
+  }
+  OPCACHE_TRY(m_index.remove(key));
+  OPCACHE_TRY(unlink_if_unreferenced(entry->digest));
+  OPCACHE_TRY(m_index.add_counter(counter::removals, 1));
+  OPCACHE_TRY(transaction.commit());
+  return true;
+}
+
+Result<std::vector<IndexEntry>> LocalStore::list(const ListFilter& filter) {
+  std::lock_guard lock(m_index_mutex);
+  return m_index.list(filter);
+}
+
+Result<StoreStats> LocalStore::stats() {
+  std::lock_guard lock(m_index_mutex);
+  StoreStats stats;
+  OPCACHE_TRY_ASSIGN(stats.totals, m_index.totals());
+  OPCACHE_TRY_ASSIGN(stats.counters, m_index.counters());
+  return stats;
+}
+
+Result<bool> LocalStore::set_pinned(const std::string& key, bool pinned) {
+  OPCACHE_TRY(check_key(key));
+  std::lock_guard lock(m_index_mutex);
+  return m_index.set_pinned(key, pinned);
+}
+
+Result<VerifyReport> LocalStore::verify(bool repair) {
+  VerifyReport report;
+  verify_entries(repair, report);
+  verify_objects(repair, report);
+  verify_temps(repair, report);
+  return report;
+}
+
+void LocalStore::verify_entries(bool repair, VerifyReport& report) {
+  std::vector<IndexEntry> entries;
+  {
+    std::lock_guard lock(m_index_mutex);
+    auto status = m_index.for_each([&entries](const IndexEntry& entry) {
+      entries.push_back(entry);
+      return true;
+    });
+    if (!status) {
+      report.problems.push_back({"index_unreadable", m_layout.index().string(), status.error().message(), false});
+      return;
+    }
+  }
+  for (const auto& entry : entries) {
+    ++report.entries_checked;
+    auto object = m_layout.object_path(entry.digest);
+    auto fd = open_for_reading(object, /*follow_symlinks=*/false);
+    std::optional<VerifyProblem> problem;
+    if (!fd) {
+      problem = VerifyProblem{"missing_object", entry.key, fd.error().message(), false};
+    } else {
+      FdSource source(fd->get(), object);
+      DiscardingSink sink;
+      auto decoded = decode_entry(source, m_options.limits, entry, sink);
+      report.bytes_checked += entry.bundle_size;
+      if (!decoded) {
+        problem = VerifyProblem{"corrupt_entry", entry.key, decoded.error().message(), false};
+      }
+    }
+    if (!problem) {
+      continue;
+    }
+    if (repair && (problem->kind == "corrupt_entry" || fd.error().code() == ErrorCode::not_found)) {
+      std::lock_guard lock(m_index_mutex);
+      auto transaction = m_index.begin();
+      if (transaction && m_index.remove(entry.key, entry.digest) && unlink_if_unreferenced(entry.digest) &&
+          transaction->commit()) {
+        problem->repaired = true;
+      }
+    }
+    report.problems.push_back(*problem);
+  }
+}
+
+void LocalStore::verify_objects(bool repair, VerifyReport& report) {
+  std::error_code ec;
+  for (const auto& shard : std::filesystem::directory_iterator(m_layout.objects(), ec)) {
+    for (const auto& file : std::filesystem::directory_iterator(shard.path(), ec)) {
+      ++report.objects_checked;
+      std::string name = file.path().filename().string();
+      if (!is_sha256_hex(name) || name.compare(0, 2, shard.path().filename().string()) != 0) {
+        report.problems.push_back({"unexpected_file", file.path().string(), "not a bundle object name", false});
+        continue;
+      }
+      std::lock_guard lock(m_index_mutex);
+      auto referenced = m_index.digest_referenced(name);
+      if (!referenced || *referenced) {
+        continue;
+      }
+      VerifyProblem problem{"orphan_object", name, "no index row refers to this object", false};
+      if (repair) {
+        // Re-checked inside a write transaction: a put that publishes this
+        // object right now relinks it from its temp file if it finds it gone.
+        auto transaction = m_index.begin();
+        problem.repaired = transaction && unlink_if_unreferenced(name) && transaction->commit();
+      }
+      report.problems.push_back(problem);
+    }
+  }
+}
+
+void LocalStore::verify_temps(bool repair, VerifyReport& report) {
+  std::error_code ec;
+  for (const auto& file : std::filesystem::directory_iterator(m_layout.tmp(), ec)) {
+    std::string name = file.path().filename().string();
+    long pid = temp_file_owner_pid(name);
+    bool stale = (pid > 0 && !process_alive(pid)) ||
+                 older_than(file.path(), std::chrono::duration_cast<std::chrono::seconds>(k_stale_temp_age));
+    if (!stale) {
+      continue;
+    }
+    VerifyProblem problem{"stale_temp", name,
+                          pid > 0 && !process_alive(pid) ? "left by process " + std::to_string(pid) + ", which is gone"
+                                                         : "older than 24 hours",
+                          false};
+    if (repair) {
+      problem.repaired = ::unlink(file.path().c_str()) == 0;
+    }
+    report.problems.push_back(problem);
+  }
+}
+
+}  // namespace opcache::store

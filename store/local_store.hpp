@@ -1,0 +1,118 @@
+// The local content-addressed store: bundles under objects/, rows in
+// index.db, writes through tmp/. Crash-safe (a kill -9 at any instant leaves
+// the store as before or after an operation) and shared by many processes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opcache/result.hpp"
+#include "store/bundle_writer.hpp"
+#include "store/cache_root.hpp"
+#include "store/file_io.hpp"
+#include "store/index.hpp"
+#include "store/manifest.hpp"
+
+namespace opcache::store {
+
+using opcache::ReplacePolicy;
+
+/// Unix time in milliseconds; injectable for tests.
+using Clock = std::function<std::int64_t()>;
+Clock system_clock_ms();
+
+/// Receives reports about problems found and handled (a corrupt entry that
+/// was dropped, ...). Never receives tokens or secrets.
+using WarningSink = std::function<void(const std::string& message)>;
+
+struct StoreOptions {
+  std::filesystem::path root;
+  BundleLimits limits;
+  int compression_level = 3;
+  int busy_timeout_ms = 60000;
+  bool update_access_time = true;  ///< false when aging is disabled (-1)
+  Clock clock;                     ///< default: system clock
+  WarningSink warn;                ///< default: "opcache: warning: …" on stderr
+};
+
+using PutOutcome = opcache::PutResult;
+using GetOutcome = opcache::GetResult;
+using opcache::StoreStats;
+using opcache::VerifyProblem;
+using opcache::VerifyReport;
+
+/// A local store. Thread-safe (index access is serialized by a mutex, file
+/// work is not) and process-safe (any number of processes may share a root).
+class LocalStore {
+ public:
+  /// Creates the layout if needed and opens the index.
+  static Result<std::unique_ptr<LocalStore>> open(StoreOptions options);
+
+  const StoreLayout& layout() const noexcept { return m_layout; }
+  const StoreOptions& options() const noexcept { return m_options; }
+
+  /// Encodes `input` into a bundle and stores it under its key.
+  Result<PutOutcome> put(const BundleInput& input, ReplacePolicy policy);
+
+  /// A temp file in this store's tmp/ for building a bundle elsewhere (a
+  /// download, an upload) before handing it to adopt().
+  Result<AtomicFile> create_temp() const;
+
+  /// Verifies a complete bundle in `file` (made by create_temp) and stores it
+  /// if its manifest key equals `expected_key`; `corrupt` otherwise.
+  Result<PutOutcome> adopt(AtomicFile file, const std::string& expected_key, ReplacePolicy policy);
+
+  /// Verifies the entry and writes its members into `out_dir` (created if
+  /// missing). A miss, a missing object or a corrupt object is std::nullopt;
+  /// the latter two are reported through the warning sink and dropped.
+  Result<std::optional<GetOutcome>> get(const std::string& key, const std::filesystem::path& out_dir);
+
+  /// Opens the verified-on-write bundle of `key` for streaming (server GET).
+  /// Readers downstream verify it again. std::nullopt when absent.
+  Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> open_bundle(const std::string& key);
+
+  /// The index row, without touching the object.
+  Result<std::optional<IndexEntry>> lookup(const std::string& key);
+  /// True when the key has a row and its object file exists.
+  Result<bool> contains(const std::string& key);
+  /// Removes the entry (and its object when no other row uses it).
+  Result<bool> remove(const std::string& key);
+  Result<std::vector<IndexEntry>> list(const ListFilter& filter);
+  Result<StoreStats> stats();
+  Result<bool> set_pinned(const std::string& key, bool pinned);
+
+  /// Checks every row against its object, finds orphan objects and stale temp
+  /// files; with `repair`, removes what is bad.
+  Result<VerifyReport> verify(bool repair);
+
+ private:
+  LocalStore(StoreOptions options, Index index);
+
+  Result<PutOutcome> publish(AtomicFile file, const Manifest& manifest, const std::string& digest,
+                             std::int64_t bundle_bytes, ReplacePolicy policy);
+  Result<std::optional<PutOutcome>> keep_if_present(const std::string& key);
+  // Drops a row whose object is missing or corrupt, if it still points there.
+  void drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name);
+  Status record_hit(const IndexEntry& entry);
+  Status count(const char* counter_name, std::int64_t delta = 1);
+  bool object_exists(const std::string& digest) const;
+  // Unlinks the object unless a row references it; call inside a transaction.
+  Status unlink_if_unreferenced(const std::string& digest);
+  void verify_entries(bool repair, VerifyReport& report);
+  void verify_objects(bool repair, VerifyReport& report);
+  void verify_temps(bool repair, VerifyReport& report);
+
+  StoreOptions m_options;
+  StoreLayout m_layout;
+  std::mutex m_index_mutex;
+  Index m_index;
+};
+
+}  // namespace opcache::store

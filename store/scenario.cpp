@@ -1,0 +1,268 @@
+#include "store/scenario.hpp"
+
+#include <cstdlib>
+
+#include "store/canonical_json.hpp"
+#include "store/json_parse.hpp"
+#include "store/try.hpp"
+
+namespace opcache {
+
+namespace {
+
+using json = nlohmann::json;
+using store::EnvLookup;
+
+constexpr const char* k_allowed_fields = "device, phase, toolchain, soc, extra.KEY";
+
+// The fields of a scenario before validation, whichever form they came from.
+struct RawScenario {
+  std::optional<std::string> device;
+  std::optional<std::string> phase;
+  std::optional<std::string> toolchain;
+  std::optional<std::string> soc;
+  std::map<std::string, std::string> extra;
+};
+
+bool is_extra_key_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-' ||
+         c == '.';
+}
+
+Status check_text_value(const std::string& origin, const std::string& field, const std::string& value) {
+  if (value.size() > 256) {
+    return Error::usage(origin + ": " + field + " is longer than 256 bytes");
+  }
+  if (!store::is_valid_utf8(value)) {
+    return Error::usage(origin + ": " + field + " is not valid UTF-8");
+  }
+  for (char c : value) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Error::usage(origin + ": " + field + " contains a control character");
+    }
+  }
+  return {};
+}
+
+Status check_extra_key(const std::string& origin, const std::string& key) {
+  if (key.empty() || key.size() > 64) {
+    return Error::usage(origin + ": extra key \"" + key + "\" must be 1 to 64 characters");
+  }
+  for (char c : key) {
+    if (!is_extra_key_char(c)) {
+      return Error::usage(origin + ": extra key \"" + key + "\" may only use letters, digits, '_', '-' and '.'");
+    }
+  }
+  return {};
+}
+
+Result<std::string> required_text(const std::optional<std::string>& value, const std::string& origin,
+                                  const std::string& field, const char* example) {
+  if (!value) {
+    return Error::usage(origin + ": missing scenario field \"" + field + "\" (e.g. " + field + "=" + example +
+                        "); required fields: phase, toolchain, soc");
+  }
+  if (value->empty()) {
+    return Error::usage(origin + ": scenario field \"" + field + "\" must not be empty (e.g. " + field + "=" +
+                        example + ")");
+  }
+  OPCACHE_TRY(check_text_value(origin, field, *value));
+  return *value;
+}
+
+Result<Scenario> build_scenario(const RawScenario& raw, const std::string& origin, const EnvLookup& env) {
+  Scenario scenario;
+  if (!raw.device) {
+    OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(env));
+  } else if (*raw.device == "single") {
+    scenario.device_mode = DeviceMode::single;
+  } else if (*raw.device == "multi") {
+    scenario.device_mode = DeviceMode::multi;
+  } else {
+    return Error::usage(origin + ": device must be \"single\" or \"multi\", not \"" + *raw.device + "\"");
+  }
+  if (!raw.phase) {
+    return Error::usage(origin + ": missing scenario field \"phase\" (allowed: train, infer)");
+  }
+  if (*raw.phase == "train") {
+    scenario.phase = Phase::train;
+  } else if (*raw.phase == "infer") {
+    scenario.phase = Phase::infer;
+  } else {
+    return Error::usage(origin + ": phase must be \"train\" or \"infer\", not \"" + *raw.phase + "\"");
+  }
+  OPCACHE_TRY_ASSIGN(scenario.toolchain, required_text(raw.toolchain, origin, "toolchain", "8.0.RC2"));
+  OPCACHE_TRY_ASSIGN(scenario.soc, required_text(raw.soc, origin, "soc", "Ascend910B1"));
+  for (const auto& [key, value] : raw.extra) {
+    OPCACHE_TRY(check_extra_key(origin, key));
+    OPCACHE_TRY(check_text_value(origin, "extra." + key, value));
+  }
+  scenario.extra = raw.extra;
+  return scenario;
+}
+
+Status assign_once(std::optional<std::string>& slot, const std::string& field, std::string value,
+                   const std::string& origin) {
+  if (slot) {
+    return Error::usage(origin + ": scenario field \"" + field + "\" is given twice");
+  }
+  slot = std::move(value);
+  return {};
+}
+
+}  // namespace
+
+const char* to_string(DeviceMode mode) noexcept { return mode == DeviceMode::multi ? "multi" : "single"; }
+const char* to_string(Phase phase) noexcept { return phase == Phase::train ? "train" : "infer"; }
+
+namespace store {
+
+EnvLookup process_environment() {
+  return [](const char* name) -> std::optional<std::string> {
+    const char* value = std::getenv(name);
+    return value ? std::optional<std::string>(value) : std::nullopt;
+  };
+}
+
+Result<DeviceMode> device_mode_from_environment(const EnvLookup& env) {
+  for (const char* name : {"RANK_SIZE", "LOCAL_WORLD_SIZE"}) {
+    auto value = env(name);
+    if (!value || value->empty()) {
+      continue;
+    }
+    char* end = nullptr;
+    long count = std::strtol(value->c_str(), &end, 10);
+    if (*end != '\0' || count < 1) {
+      return Error::usage(std::string("environment variable ") + name + "=\"" + *value +
+                          "\" is not a positive integer (it decides device=single|multi when --scenario has no "
+                          "device; set device= explicitly or fix the variable)");
+    }
+    if (count > 1) {
+      return DeviceMode::multi;
+    }
+  }
+  return DeviceMode::single;
+}
+
+json scenario_to_json(const Scenario& scenario) {
+  json value = {{"device_mode", to_string(scenario.device_mode)},
+                {"phase", to_string(scenario.phase)},
+                {"toolchain", scenario.toolchain},
+                {"soc", scenario.soc}};
+  if (!scenario.extra.empty()) {
+    value["extra"] = scenario.extra;
+  }
+  return value;
+}
+
+Result<Scenario> scenario_from_json(const json& value, const std::string& origin, const EnvLookup& env) {
+  if (!value.is_object()) {
+    return Error::usage(origin + ": a scenario must be a JSON object");
+  }
+  RawScenario raw;
+  for (const auto& [name, field] : value.items()) {
+    if (name == "extra") {
+      if (!field.is_object()) {
+        return Error::usage(origin + ": scenario field \"extra\" must be an object of strings");
+      }
+      for (const auto& [key, extra_value] : field.items()) {
+        if (!extra_value.is_string()) {
+          return Error::usage(origin + ": scenario field \"extra." + key + "\" must be a string");
+        }
+        raw.extra[key] = extra_value.get<std::string>();
+      }
+      continue;
+    }
+    std::optional<std::string>* slot = name == "device_mode" ? &raw.device
+                                       : name == "phase"      ? &raw.phase
+                                       : name == "toolchain"  ? &raw.toolchain
+                                       : name == "soc"        ? &raw.soc
+                                                              : nullptr;
+    if (slot == nullptr) {
+      return Error::usage(origin + ": unknown scenario field \"" + name +
+                          "\" (allowed: device_mode, phase, toolchain, soc, extra)");
+    }
+    if (!field.is_string()) {
+      return Error::usage(origin + ": scenario field \"" + name + "\" must be a string");
+    }
+    *slot = field.get<std::string>();
+  }
+  return build_scenario(raw, origin, env);
+}
+
+Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env) {
+  const std::string origin = "--scenario";
+  RawScenario raw;
+  std::size_t start = 0;
+  while (start <= spec.size()) {
+    std::size_t end = spec.find(',', start);
+    std::string_view item = spec.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    start = end == std::string_view::npos ? spec.size() + 1 : end + 1;
+    if (item.empty()) {
+      if (spec.empty()) {
+        break;
+      }
+      return Error::usage(origin + ": empty item in \"" + std::string(spec) + "\" (write FIELD=VALUE,FIELD=VALUE)");
+    }
+    std::size_t equals = item.find('=');
+    if (equals == std::string_view::npos) {
+      return Error::usage(origin + ": \"" + std::string(item) + "\" is not FIELD=VALUE (fields: " +
+                          k_allowed_fields + ")");
+    }
+    std::string field(item.substr(0, equals));
+    std::string value(item.substr(equals + 1));
+    if (field == "device" || field == "device_mode") {
+      OPCACHE_TRY(assign_once(raw.device, "device", std::move(value), origin));
+    } else if (field == "phase") {
+      OPCACHE_TRY(assign_once(raw.phase, field, std::move(value), origin));
+    } else if (field == "toolchain") {
+      OPCACHE_TRY(assign_once(raw.toolchain, field, std::move(value), origin));
+    } else if (field == "soc") {
+      OPCACHE_TRY(assign_once(raw.soc, field, std::move(value), origin));
+    } else if (field.rfind("extra.", 0) == 0) {
+      std::string key = field.substr(6);
+      if (raw.extra.count(key) != 0) {
+        return Error::usage(origin + ": scenario field \"" + field + "\" is given twice");
+      }
+      raw.extra[key] = std::move(value);
+    } else {
+      return Error::usage(origin + ": unknown scenario field \"" + field + "\" (allowed: " + k_allowed_fields + ")");
+    }
+  }
+  return build_scenario(raw, origin, env);
+}
+
+}  // namespace store
+
+Result<Scenario> parse_scenario_spec(std::string_view spec) {
+  return store::parse_scenario_spec(spec, store::process_environment());
+}
+
+Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin) {
+  OPCACHE_TRY_ASSIGN(json value, store::parse_json(json_text, origin));
+  return store::scenario_from_json(value, origin, store::process_environment());
+}
+
+Result<Scenario> parse_scenario(std::string_view text) {
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string_view::npos && text[first] == '{') {
+    return parse_scenario_json(text, "scenario");
+  }
+  return parse_scenario_spec(text);
+}
+
+std::string scenario_canonical_json(const Scenario& scenario) {
+  // Validated scenarios are valid UTF-8 strings only, so canonicalization cannot fail.
+  return store::canonical_json(store::scenario_to_json(scenario)).value();
+}
+
+std::string scenario_summary(const Scenario& scenario) {
+  std::string summary = std::string(to_string(scenario.device_mode)) + "/" + to_string(scenario.phase) + "/" +
+                        scenario.toolchain + "/" + scenario.soc;
+  for (const auto& [key, value] : scenario.extra) {
+    summary += "+" + key + "=" + value;
+  }
+  return summary;
+}
+
+}  // namespace opcache

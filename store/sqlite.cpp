@@ -1,0 +1,150 @@
+#include "store/sqlite.hpp"
+
+#include "store/try.hpp"
+
+namespace opcache::store {
+
+Error sqlite_error(int rc, const std::string& message) {
+  switch (rc & 0xff) {
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return Error::timeout(message + " (the index is locked by another process for too long)");
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      return Error::corrupt(message + " (run `opcache verify --repair`, or remove the index to rebuild it)");
+    default:
+      return Error::io(message);
+  }
+}
+
+void Statement::note_bind(int rc) {
+  if (rc != SQLITE_OK && m_bind_error == SQLITE_OK) {
+    m_bind_error = rc;
+  }
+}
+
+Statement& Statement::bind(int index, std::int64_t value) {
+  note_bind(sqlite3_bind_int64(m_stmt.get(), index, value));
+  return *this;
+}
+
+Statement& Statement::bind(int index, std::string_view value) {
+  note_bind(sqlite3_bind_text(m_stmt.get(), index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
+  return *this;
+}
+
+Statement& Statement::bind_null(int index) {
+  note_bind(sqlite3_bind_null(m_stmt.get(), index));
+  return *this;
+}
+
+Result<bool> Statement::step() {
+  if (m_bind_error != SQLITE_OK) {
+    int rc = m_bind_error;
+    m_bind_error = SQLITE_OK;
+    return sqlite_error(rc, std::string("SQLite bind failed: ") + sqlite3_errstr(rc));
+  }
+  int rc = sqlite3_step(m_stmt.get());
+  if (rc == SQLITE_ROW) {
+    return true;
+  }
+  if (rc == SQLITE_DONE) {
+    return false;
+  }
+  return sqlite_error(rc, std::string("SQLite: ") + sqlite3_errmsg(m_db));
+}
+
+Status Statement::run() {
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(bool row, step());
+    if (!row) {
+      return {};
+    }
+  }
+}
+
+void Statement::reset() noexcept {
+  sqlite3_reset(m_stmt.get());
+  sqlite3_clear_bindings(m_stmt.get());
+  m_bind_error = SQLITE_OK;
+}
+
+std::int64_t Statement::column_int64(int index) const { return sqlite3_column_int64(m_stmt.get(), index); }
+
+std::string Statement::column_text(int index) const {
+  const auto* text = sqlite3_column_text(m_stmt.get(), index);
+  int size = sqlite3_column_bytes(m_stmt.get(), index);
+  return text ? std::string(reinterpret_cast<const char*>(text), static_cast<std::size_t>(size)) : std::string();
+}
+
+bool Statement::column_is_null(int index) const { return sqlite3_column_type(m_stmt.get(), index) == SQLITE_NULL; }
+
+Result<Database> Database::open(const std::filesystem::path& path, int busy_timeout_ms) {
+  sqlite3* raw = nullptr;
+  int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
+                           nullptr);
+  Database db(raw, path);  // owns raw even on failure
+  if (rc != SQLITE_OK) {
+    return sqlite_error(rc, "cannot open index " + path.string() + ": " +
+                                (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
+  }
+  sqlite3_busy_timeout(raw, busy_timeout_ms);
+  sqlite3_extended_result_codes(raw, 1);
+  OPCACHE_TRY(db.exec("PRAGMA journal_mode=WAL"));
+  OPCACHE_TRY(db.exec("PRAGMA synchronous=NORMAL"));
+  OPCACHE_TRY(db.exec("PRAGMA foreign_keys=ON"));
+  return db;
+}
+
+Status Database::exec(const std::string& sql) {
+  char* message = nullptr;
+  int rc = sqlite3_exec(m_db.get(), sql.c_str(), nullptr, nullptr, &message);
+  if (rc != SQLITE_OK) {
+    std::string text = message ? message : sqlite3_errstr(rc);
+    sqlite3_free(message);
+    return sqlite_error(rc, "index " + m_path.string() + ": " + text);
+  }
+  return {};
+}
+
+Result<Statement> Database::prepare(const std::string& sql) {
+  sqlite3_stmt* stmt = nullptr;
+  int rc = sqlite3_prepare_v3(m_db.get(), sql.c_str(), static_cast<int>(sql.size()), SQLITE_PREPARE_PERSISTENT, &stmt,
+                              nullptr);
+  if (rc != SQLITE_OK) {
+    return sqlite_error(rc, "index " + m_path.string() + ": cannot prepare statement: " + sqlite3_errmsg(m_db.get()));
+  }
+  return Statement(m_db.get(), stmt);
+}
+
+std::int64_t Database::changes() const { return sqlite3_changes64(m_db.get()); }
+
+Error Database::last_error(const std::string& what) const {
+  return sqlite_error(sqlite3_extended_errcode(m_db.get()), what + ": " + sqlite3_errmsg(m_db.get()));
+}
+
+Result<Transaction> Transaction::begin(Database& db) {
+  OPCACHE_TRY(db.exec("BEGIN IMMEDIATE"));
+  return Transaction(db);
+}
+
+Transaction::~Transaction() {
+  if (m_db != nullptr) {
+    (void)m_db->exec("ROLLBACK");
+  }
+}
+
+Status Transaction::commit() {
+  if (m_db == nullptr) {
+    return Error::internal("transaction committed twice");
+  }
+  Database* db = m_db;
+  m_db = nullptr;
+  auto status = db->exec("COMMIT");
+  if (!status) {
+    (void)db->exec("ROLLBACK");
+  }
+  return status;
+}
+
+}  // namespace opcache::store

@@ -1,0 +1,92 @@
+// Thin owning wrappers over SQLite (Chromium sql/, Nix SQLite): one
+// connection, prepared statements with typed bind/column helpers, and
+// transactions that roll back unless committed.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include <sqlite3.h>
+
+#include "opcache/result.hpp"
+
+namespace opcache::store {
+
+/// A prepared statement. Move-only; finalized on destruction. Bind errors are
+/// remembered and reported by the next step().
+class Statement {
+ public:
+  Statement() = default;
+  Statement(sqlite3* db, sqlite3_stmt* stmt) : m_db(db), m_stmt(stmt, &sqlite3_finalize) {}
+
+  /// Binds 1-based parameter `index`.
+  Statement& bind(int index, std::int64_t value);
+  Statement& bind(int index, std::string_view value);
+  Statement& bind_null(int index);
+
+  /// Runs one step: true when a row is available, false when done.
+  Result<bool> step();
+  /// Steps until done, for statements that return no rows.
+  Status run();
+  /// Resets for re-execution and clears bindings; never fails.
+  void reset() noexcept;
+
+  std::int64_t column_int64(int index) const;
+  std::string column_text(int index) const;
+  bool column_is_null(int index) const;
+
+ private:
+  void note_bind(int rc);
+
+  sqlite3* m_db = nullptr;
+  std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> m_stmt{nullptr, &sqlite3_finalize};
+  int m_bind_error = SQLITE_OK;
+};
+
+/// One SQLite connection. Move-only; closed on destruction. Not thread-safe:
+/// callers serialize access (the store holds a mutex).
+class Database {
+ public:
+  /// Opens (creating if needed) with WAL, synchronous=NORMAL, foreign keys and
+  /// a busy timeout, so several processes can share the file.
+  static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms);
+
+  Status exec(const std::string& sql);
+  Result<Statement> prepare(const std::string& sql);
+  std::int64_t changes() const;
+  const std::filesystem::path& path() const noexcept { return m_path; }
+
+  /// The current error of the connection as an Error (busy → timeout,
+  /// corrupt → corrupt, else io), prefixed with `what`.
+  Error last_error(const std::string& what) const;
+
+ private:
+  Database(sqlite3* db, std::filesystem::path path) : m_db(db, &sqlite3_close_v2), m_path(std::move(path)) {}
+
+  std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> m_db{nullptr, &sqlite3_close_v2};
+  std::filesystem::path m_path;
+};
+
+/// BEGIN IMMEDIATE … COMMIT; rolls back in the destructor unless committed.
+class Transaction {
+ public:
+  static Result<Transaction> begin(Database& db);
+  Transaction(Transaction&& other) noexcept : m_db(other.m_db) { other.m_db = nullptr; }
+  Transaction& operator=(Transaction&&) = delete;
+  ~Transaction();
+
+  Status commit();
+
+ private:
+  explicit Transaction(Database& db) : m_db(&db) {}
+  Database* m_db;
+};
+
+/// Maps an SQLite result code to an Error.
+Error sqlite_error(int rc, const std::string& message);
+
+}  // namespace opcache::store

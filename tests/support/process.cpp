@@ -1,0 +1,141 @@
+#include "tests/support/process.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <stdexcept>
+
+extern char** environ;
+
+namespace opcache::test {
+
+namespace {
+
+std::vector<std::string> build_environment(const ProcessOptions& options) {
+  std::vector<std::string> env;
+  for (char** entry = environ; *entry != nullptr; ++entry) {
+    std::string item(*entry);
+    std::string name = item.substr(0, item.find('='));
+    bool dropped = options.env.count(name) != 0;
+    for (const auto& unset : options.unset_env) {
+      dropped = dropped || unset == name;
+    }
+    if (!dropped) {
+      env.push_back(item);
+    }
+  }
+  for (const auto& [name, value] : options.env) {
+    env.push_back(name + "=" + value);
+  }
+  return env;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& strings) {
+  std::vector<char*> out;
+  for (auto& s : strings) {
+    out.push_back(s.data());
+  }
+  out.push_back(nullptr);
+  return out;
+}
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOptions& options) {
+  int out_pipe[2], err_pipe[2], in_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0 || ::pipe2(in_pipe, O_CLOEXEC) != 0) {
+    throw std::runtime_error("pipe failed");
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, in_pipe[0], 0);
+  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], 2);
+  if (!options.cwd.empty()) {
+    posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
+  }
+  std::vector<std::string> args = argv;
+  std::vector<std::string> env = build_environment(options);
+  auto arg_ptrs = pointers(args);
+  auto env_ptrs = pointers(env);
+  pid_t pid = 0;
+  int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, nullptr, arg_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
+  ::close(in_pipe[0]);
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  if (rc != 0) {
+    ::close(in_pipe[1]);
+    ::close(out_pipe[0]);
+    ::close(err_pipe[0]);
+    throw std::runtime_error("cannot run " + args[0] + ": " + std::strerror(rc));
+  }
+  // Feed stdin and drain both outputs without deadlocking on full pipes.
+  ::signal(SIGPIPE, SIG_IGN);
+  ProcessResult result;
+  std::size_t written = 0;
+  int in_fd = in_pipe[1];
+  if (options.stdin_data.empty()) {
+    ::close(in_fd);
+    in_fd = -1;
+  }
+  int fds[2] = {out_pipe[0], err_pipe[0]};
+  std::string* sinks[2] = {&result.out, &result.err};
+  while (fds[0] >= 0 || fds[1] >= 0) {
+    pollfd polls[3];
+    int count = 0;
+    for (int i = 0; i < 2; ++i) {
+      polls[count++] = {fds[i], POLLIN, 0};
+    }
+    polls[count++] = {in_fd, POLLOUT, 0};
+    if (::poll(polls, count, -1) < 0 && errno != EINTR) {
+      break;
+    }
+    for (int i = 0; i < 2; ++i) {
+      if (fds[i] >= 0 && (polls[i].revents & (POLLIN | POLLHUP | POLLERR))) {
+        char buffer[65536];
+        ssize_t n = ::read(fds[i], buffer, sizeof buffer);
+        if (n > 0) {
+          sinks[i]->append(buffer, static_cast<std::size_t>(n));
+        } else if (n == 0 || errno != EINTR) {
+          ::close(fds[i]);
+          fds[i] = -1;
+        }
+      }
+    }
+    if (in_fd >= 0 && (polls[2].revents & (POLLOUT | POLLERR | POLLHUP))) {
+      ssize_t n = ::write(in_fd, options.stdin_data.data() + written, options.stdin_data.size() - written);
+      if (n > 0) {
+        written += static_cast<std::size_t>(n);
+      }
+      if (n < 0 || written == options.stdin_data.size()) {
+        ::close(in_fd);
+        in_fd = -1;
+      }
+    }
+  }
+  if (in_fd >= 0) {
+    ::close(in_fd);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return result;
+}
+
+std::string cli_path() { return OPCACHE_CLI_PATH; }
+
+ProcessResult run_cli(const std::vector<std::string>& args, const ProcessOptions& options) {
+  std::vector<std::string> argv{cli_path()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, options);
+}
+
+}  // namespace opcache::test
