@@ -3,6 +3,7 @@
 #include <set>
 #include <vector>
 
+#include "store/canonical_json.hpp"
 #include "store/file_io.hpp"
 #include "store/try.hpp"
 
@@ -51,6 +52,20 @@ class DuplicateKeyDetector {
   std::string m_problem;
 };
 
+// Error messages quote input; keep them one clean line whatever the input was.
+// Control characters always become '?'; non-ASCII bytes too unless the whole
+// text is valid UTF-8.
+std::string printable(std::string text) {
+  const bool keep_non_ascii = is_valid_utf8(text);
+  for (char& c : text) {
+    auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f || (byte >= 0x80 && !keep_non_ascii)) {
+      c = '?';
+    }
+  }
+  return text;
+}
+
 }  // namespace
 
 Result<json> parse_json(std::string_view text, const std::string& origin) {
@@ -64,17 +79,17 @@ Result<json> parse_json(std::string_view text, const std::string& origin) {
                         /*ignore_comments=*/false);
   } catch (const json::exception& e) {
     if (!detector.problem().empty()) {
-      return Error::usage(origin + ": invalid JSON: " + detector.problem());
+      return Error::usage(origin + ": invalid JSON: " + printable(detector.problem()));
     }
     // nlohmann's messages start with "[json.exception.parse_error.101] "; keep the useful tail.
     std::string message = e.what();
     if (auto pos = message.find("] "); pos != std::string::npos) {
       message.erase(0, pos + 2);
     }
-    return Error::usage(origin + ": invalid JSON: " + message);
+    return Error::usage(origin + ": invalid JSON: " + printable(message));
   }
   if (!detector.problem().empty()) {
-    return Error::usage(origin + ": invalid JSON: " + detector.problem());
+    return Error::usage(origin + ": invalid JSON: " + printable(detector.problem()));
   }
   return value;
 }
