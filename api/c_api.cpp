@@ -180,4 +180,36 @@ opcache_status opcache_remove(opcache_store* store, const char* key) {
   });
 }
 
+opcache_status opcache_get_or_build(opcache_store* store, const char* descriptor_json, const char* scenario,
+                                    const char* out_dir, opcache_build_fn build, void* user_data,
+                                    opcache_source* source_out) {
+  return guarded([&] {
+    if (store == nullptr || descriptor_json == nullptr || scenario == nullptr || out_dir == nullptr ||
+        build == nullptr) {
+      return fail_usage("opcache_get_or_build: store, descriptor_json, scenario, out_dir and build must not be NULL");
+    }
+    auto parsed = opcache::parse_scenario(scenario);
+    if (!parsed) {
+      return fail(parsed.error());
+    }
+    auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
+      int rc = build(work_dir.c_str(), user_data);
+      if (rc != 0) {
+        return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
+      }
+      return {};
+    };
+    auto result = store->store.get_or_build(descriptor_json, *parsed, out_dir, callback);
+    if (!result) {
+      return fail(result.error());
+    }
+    if (source_out != nullptr) {
+      *source_out = result->source == opcache::BuildSource::hit     ? OPCACHE_SOURCE_HIT
+                    : result->source == opcache::BuildSource::built ? OPCACHE_SOURCE_BUILT
+                                                                    : OPCACHE_SOURCE_BYPASSED;
+    }
+    return OPCACHE_OK;
+  });
+}
+
 }  // extern "C"

@@ -1,27 +1,49 @@
-// The public C++ API (include/opcache/opcache.hpp) over store/.
-#include <mutex>
+// The public C++ API (include/opcache/opcache.hpp) over store/: opening,
+// settings, and the explicit operations. get_or_build is in get_or_build.cpp.
+#include <cstdio>
 
-#include "opcache/opcache.hpp"
-#include "store/descriptor.hpp"
-#include "store/json_parse.hpp"
+#include "api/store_impl.hpp"
 #include "store/canonical_json.hpp"
+#include "store/json_parse.hpp"
 #include "store/key.hpp"
-#include "store/local_store.hpp"
 #include "store/scenario.hpp"
 #include "store/try.hpp"
-#include "store/volatile_fields.hpp"
 
 namespace opcache {
 
-struct Store::Impl {
-  std::unique_ptr<store::LocalStore> local;
-  store::VolatileFieldFilter volatile_fields;
+namespace {
 
-  Result<store::Descriptor> descriptor(std::string_view json_text) const {
-    OPCACHE_TRY_ASSIGN(auto raw, store::parse_json(json_text, "descriptor"));
-    return store::normalize_descriptor(raw, volatile_fields, "descriptor");
+store::SettingOverrides overrides_from(const StoreConfig& config) {
+  store::SettingOverrides overrides;
+  if (!config.cache_dir.empty()) {
+    overrides.cache_dir = config.cache_dir;
   }
-};
+  if (!config.config_file.empty()) {
+    overrides.config_file = config.config_file;
+  }
+  overrides.mode = config.mode;
+  overrides.min_idle_s = config.min_idle_s;
+  overrides.op_debug_level = config.op_debug_level;
+  overrides.op_debug_list = config.op_debug_list;
+  overrides.volatile_fields = config.volatile_fields;
+  overrides.wait_timeout_s = config.wait_timeout_s;
+  return overrides;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    out += (out.empty() ? "" : ",") + item;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {
+  OPCACHE_TRY_ASSIGN(auto raw, store::parse_json(json_text, "descriptor"));
+  return store::normalize_descriptor(raw, volatile_fields, "descriptor");
+}
 
 Store::Store(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}
 Store::Store(Store&&) noexcept = default;
@@ -29,21 +51,26 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 Result<Store> Store::open(const StoreConfig& config) {
-  auto env = store::process_environment();
-  std::optional<std::filesystem::path> flag;
-  if (!config.cache_dir.empty()) {
-    flag = config.cache_dir;
+  OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(overrides_from(config), store::process_environment()));
+  OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(settings.volatile_fields.value));
+  auto warn = config.on_warning;
+  if (!warn) {
+    warn = [](const std::string& message) { std::fprintf(stderr, "opcache: warning: %s\n", message.c_str()); };
   }
-  OPCACHE_TRY_ASSIGN(auto root, store::resolve_cache_root(flag, env));
-  auto setting = config.volatile_fields ? config.volatile_fields : env("OPCACHE_VOLATILE_FIELDS");
-  OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(setting));
-
+  for (const auto& warning : settings.warnings) {
+    warn(warning);
+  }
   store::StoreOptions options;
-  options.root = root.path;
+  options.root = settings.cache_dir.value;
   options.compression_level = config.compression_level;
-  options.warn = config.on_warning;
+  options.aging = settings.aging();
+  options.warn = warn;
   OPCACHE_TRY_ASSIGN(auto local, store::LocalStore::open(std::move(options)));
-  auto impl = std::make_unique<Impl>(Impl{std::move(local), std::move(filter)});
+  auto impl = std::make_unique<Impl>();
+  impl->opened_at_ms = local->options().clock();
+  impl->local = std::move(local);
+  impl->settings = std::move(settings);
+  impl->volatile_fields = std::move(filter);
   return Store(std::move(impl));
 }
 
@@ -90,5 +117,43 @@ Result<std::vector<Entry>> Store::list(const ListFilter& filter) { return m_impl
 Result<StoreStats> Store::stats() { return m_impl->local->stats(); }
 
 Result<VerifyReport> Store::verify(bool repair) { return m_impl->local->verify(repair); }
+
+Result<GcReport> Store::gc(bool dry_run) {
+  return m_impl->local->collect_garbage(m_impl->settings.aging(),
+                                        dry_run ? store::GcMode::dry_run : store::GcMode::remove);
+}
+
+Result<bool> Store::set_pinned(std::string_view key, bool pinned) {
+  return m_impl->local->set_pinned(std::string(key), pinned);
+}
+
+Result<ClearReport> Store::clear() { return m_impl->local->clear(); }
+
+std::optional<std::string> Store::bypass_reason(const std::string& op_type) const {
+  const auto& settings = m_impl->settings;
+  if (settings.mode.value == store::CacheMode::disable) {
+    return "mode is disable (from " + settings.mode.source + ")";
+  }
+  return settings.bypass_reason(op_type);
+}
+
+std::vector<SettingInfo> Store::settings() const {
+  const auto& s = m_impl->settings;
+  auto number = [](std::int64_t value) { return std::to_string(value); };
+  return {
+      {"cache_dir", s.cache_dir.value.string(), s.cache_dir.source},
+      {"config_file", s.config_file.value.empty() ? "(none)" : s.config_file.value, s.config_file.source},
+      {"mode", store::to_string(s.mode.value), s.mode.source},
+      {"max_op_cache_size", number(s.max_op_cache_size_mb.value) + (s.max_op_cache_size_mb.value < 0 ? " (aging disabled)" : " MB"),
+       s.max_op_cache_size_mb.source},
+      {"remain_cache_size_ratio", number(s.remain_cache_size_ratio.value) + " %", s.remain_cache_size_ratio.source},
+      {"min_idle", number(s.min_idle_s.value) + " s", s.min_idle_s.source},
+      {"op_debug_level", number(s.op_debug_level.value), s.op_debug_level.source},
+      {"op_debug_list", s.op_debug_list.value.empty() ? "(empty)" : join(s.op_debug_list.value), s.op_debug_list.source},
+      {"volatile_fields", s.volatile_fields.value.empty() ? "(built-in list)" : s.volatile_fields.value,
+       s.volatile_fields.source},
+      {"wait_timeout", number(s.wait_timeout_s.value) + " s", s.wait_timeout_s.source},
+  };
+}
 
 }  // namespace opcache

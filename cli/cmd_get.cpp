@@ -63,6 +63,7 @@ int run_get(const Context& context, const GetArgs& args) {
     return k_exit_not_found;
   }
   const auto& hit = **result;
+  context.note_bypass(*store, hit.entry.op_type);
   if (context.options.json) {
     nlohmann::json files = nlohmann::json::array();
     for (const auto& file : hit.files) {

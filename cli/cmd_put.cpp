@@ -36,6 +36,9 @@ int run_put(const Context& context, const PutArgs& args) {
   if (!result) {
     return context.fail(result.error());
   }
+  if (auto entry = store->lookup(result->key); entry && *entry) {
+    context.note_bypass(*store, (*entry)->op_type);
+  }
   if (context.options.json) {
     nlohmann::json members = nlohmann::json::array();
     for (const auto& file : files) {

@@ -10,11 +10,44 @@ namespace opcache::cli {
 
 int exit_code_for(const Error& error) { return static_cast<int>(error.code()); }
 
+void GlobalOptions::add_to(CLI::App& app) {
+  app.add_option("--cache-dir,-C", cache_dir,
+                 "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)");
+  app.add_flag("--json", json, "Machine-readable output: one JSON document on stdout");
+  app.add_option("--config", config_file, "INI config file (default: $OPCACHE_CONFIG, else <cache dir>/opcache.conf)");
+  app.add_option("--mode", mode, "Cache mode for exec/get_or_build: enable, force (rebuild and replace) or disable")
+      ->check(CLI::IsMember({"enable", "force", "disable"}));
+  app.add_option("--min-idle", min_idle_s, "Aging removes only entries idle this many seconds (default 1800)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--op-debug-level", op_debug_level, "Non-zero bypasses the cache in exec (CANN op_debug_level)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--op-debug-list", op_debug_list, "Op types for which exec bypasses the cache, e.g. MatMul,Conv2D");
+  app.add_option("--volatile-fields", volatile_fields,
+                 "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
+                 "\"none\" disables");
+  app.add_option("--wait-timeout", wait_timeout_s,
+                 "Seconds exec waits for another process building the same kernel (default 3600)")
+      ->check(CLI::NonNegativeNumber);
+}
+
 Result<Store> Context::open_store() const {
   StoreConfig config;
   config.cache_dir = options.cache_dir;
+  config.config_file = options.config_file;
+  config.mode = options.mode;
+  config.min_idle_s = options.min_idle_s;
+  config.op_debug_level = options.op_debug_level;
+  config.op_debug_list = options.op_debug_list;
   config.volatile_fields = options.volatile_fields;
+  config.wait_timeout_s = options.wait_timeout_s;
   return Store::open(config);
+}
+
+void Context::note_bypass(const Store& store, const std::string& op_type) const {
+  if (auto reason = store.bypass_reason(op_type)) {
+    note("note: " + *reason + " — exec and get_or_build would not use the cache for " + op_type +
+         "; this explicit command uses it anyway");
+  }
 }
 
 void Context::print_json(const nlohmann::json& document) const {

@@ -34,8 +34,17 @@ int exit_code_for(const Error& error);
 /// Options given before or after any subcommand.
 struct GlobalOptions {
   std::string cache_dir;
+  std::string config_file;
+  std::optional<std::string> mode;
+  std::optional<std::int64_t> min_idle_s;
+  std::optional<std::int64_t> op_debug_level;
+  std::optional<std::string> op_debug_list;
   std::optional<std::string> volatile_fields;
+  std::optional<std::int64_t> wait_timeout_s;
   bool json = false;
+
+  /// Adds the options to the top-level command.
+  void add_to(CLI::App& app);
 };
 
 /// State shared by all subcommands of one invocation.
@@ -52,6 +61,10 @@ class Context {
   void print_text(const std::string& text) const;
   /// Prints "opcache: <message>" on stderr (also in --json mode).
   void note(const std::string& message) const;
+
+  /// For explicit put/get: tells the user when the transparent paths would
+  /// have bypassed the cache for this op type (the command still proceeds).
+  void note_bypass(const Store& store, const std::string& op_type) const;
 
   /// Reports `error` (stderr line, and a JSON object in --json mode) and
   /// returns its exit code.
@@ -93,5 +106,8 @@ std::vector<Command> register_get_commands(CLI::App& app, Context& context);
 std::vector<Command> register_list_commands(CLI::App& app, Context& context);
 std::vector<Command> register_maintenance_commands(CLI::App& app, Context& context);
 std::vector<Command> register_version_command(CLI::App& app, Context& context);
+std::vector<Command> register_config_command(CLI::App& app, Context& context);
+std::vector<Command> register_aging_commands(CLI::App& app, Context& context);
+std::vector<Command> register_exec_command(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli

@@ -18,17 +18,14 @@ int run(int argc, char** argv) {
       "Exit status: 0 ok, 1 not found, 2 usage or configuration error, 3 integrity failure,\n"
       "4 remote failure, 5 local I/O error, 6 timeout, 8 internal error.\n"
       "Run `opcache COMMAND --help` for the options of a command.");
-  app.add_option("--cache-dir,-C", context.options.cache_dir,
-                 "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)");
-  app.add_flag("--json", context.options.json, "Machine-readable output: one JSON document on stdout");
-  app.add_option("--volatile-fields", context.options.volatile_fields,
-                 "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
-                 "\"none\" disables (default: $OPCACHE_VOLATILE_FIELDS or the built-in list)");
+  context.options.add_to(app);
 
   std::vector<Command> commands;
   for (auto registrar : {opcache::cli::register_key_command, opcache::cli::register_put_command,
                          opcache::cli::register_get_commands, opcache::cli::register_list_commands,
-                         opcache::cli::register_maintenance_commands, opcache::cli::register_version_command}) {
+                         opcache::cli::register_maintenance_commands, opcache::cli::register_aging_commands,
+                         opcache::cli::register_exec_command, opcache::cli::register_config_command,
+                         opcache::cli::register_version_command}) {
     auto added = registrar(app, context);
     commands.insert(commands.end(), added.begin(), added.end());
   }

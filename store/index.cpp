@@ -39,6 +39,20 @@ CREATE TABLE counters (
   name  TEXT PRIMARY KEY NOT NULL,
   value INTEGER NOT NULL
 ) WITHOUT ROWID;
+-- store_entries / store_bytes follow every change to entries, in the same
+-- transaction, so aging can test the size without scanning the table.
+INSERT INTO counters (name, value) VALUES ('store_entries', 0), ('store_bytes', 0);
+CREATE TRIGGER entries_after_insert AFTER INSERT ON entries BEGIN
+  UPDATE counters SET value = value + 1 WHERE name = 'store_entries';
+  UPDATE counters SET value = value + NEW.bundle_size WHERE name = 'store_bytes';
+END;
+CREATE TRIGGER entries_after_delete AFTER DELETE ON entries BEGIN
+  UPDATE counters SET value = value - 1 WHERE name = 'store_entries';
+  UPDATE counters SET value = value - OLD.bundle_size WHERE name = 'store_bytes';
+END;
+CREATE TRIGGER entries_after_resize AFTER UPDATE OF bundle_size ON entries BEGIN
+  UPDATE counters SET value = value - OLD.bundle_size + NEW.bundle_size WHERE name = 'store_bytes';
+END;
 )sql",
 };
 static_assert(sizeof(k_migrations) / sizeof(k_migrations[0]) == k_index_schema_version,
@@ -125,8 +139,17 @@ Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms
 
 Status Index::prepare_statements() {
   OPCACHE_TRY_ASSIGN(m_lookup, m_db.prepare(std::string("SELECT ") + k_columns + " FROM entries WHERE key = ?1"));
-  OPCACHE_TRY_ASSIGN(m_upsert, m_db.prepare(std::string("INSERT OR REPLACE INTO entries (") + k_columns +
-                                            ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)"));
+  // An upsert (not INSERT OR REPLACE) so the size triggers see an UPDATE.
+  OPCACHE_TRY_ASSIGN(m_upsert,
+                     m_db.prepare(std::string("INSERT INTO entries (") + k_columns +
+                                  ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) "
+                                  "ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, "
+                                  "bundle_size = excluded.bundle_size, raw_size = excluded.raw_size, "
+                                  "op_type = excluded.op_type, device_mode = excluded.device_mode, "
+                                  "phase = excluded.phase, toolchain = excluded.toolchain, soc = excluded.soc, "
+                                  "scenario = excluded.scenario, created_ms = excluded.created_ms, "
+                                  "last_access_ms = excluded.last_access_ms, build_ms = excluded.build_ms, "
+                                  "hits = excluded.hits, pinned = excluded.pinned, signature = NULL"));
   OPCACHE_TRY_ASSIGN(m_remove, m_db.prepare("DELETE FROM entries WHERE key = ?1"));
   OPCACHE_TRY_ASSIGN(m_remove_if_digest, m_db.prepare("DELETE FROM entries WHERE key = ?1 AND digest = ?2"));
   OPCACHE_TRY_ASSIGN(m_digest_referenced, m_db.prepare("SELECT 1 FROM entries WHERE digest = ?1 LIMIT 1"));
@@ -275,6 +298,30 @@ Result<bool> Index::set_pinned(const std::string& key, bool pinned) {
   statement.bind(1, key).bind(2, std::int64_t{pinned ? 1 : 0});
   OPCACHE_TRY(statement.run());
   return m_db.changes() > 0;
+}
+
+Result<std::int64_t> Index::counter_value(const std::string& name) {
+  OPCACHE_TRY_ASSIGN(Statement statement, m_db.prepare("SELECT value FROM counters WHERE name = ?1"));
+  statement.bind(1, name);
+  OPCACHE_TRY_ASSIGN(bool row, statement.step());
+  return row ? statement.column_int64(0) : 0;
+}
+
+Result<std::vector<IndexEntry>> Index::least_recently_used(std::int64_t after_access_ms, const std::string& after_key,
+                                                           std::int64_t limit) {
+  OPCACHE_TRY_ASSIGN(Statement statement,
+                     m_db.prepare(std::string("SELECT ") + k_columns +
+                                  " FROM entries WHERE pinned = 0 AND (last_access_ms, key) > (?1, ?2) "
+                                  "ORDER BY last_access_ms, key LIMIT ?3"));
+  statement.bind(1, after_access_ms).bind(2, after_key).bind(3, limit);
+  std::vector<IndexEntry> entries;
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(bool row, statement.step());
+    if (!row) {
+      return entries;
+    }
+    entries.push_back(read_entry(statement));
+  }
 }
 
 }  // namespace opcache::store

@@ -37,6 +37,8 @@ inline constexpr const char* bytes_served = "bytes_served";
 inline constexpr const char* corrupt_entries = "corrupt_entries";
 inline constexpr const char* missing_objects = "missing_objects";
 inline constexpr const char* saved_ms = "compile_ms_saved";
+inline constexpr const char* store_bytes = "store_bytes";      // kept by triggers
+inline constexpr const char* store_entries = "store_entries";  // kept by triggers
 }  // namespace counter
 
 /// The index. Owns one connection; not thread-safe (LocalStore serializes).
@@ -67,6 +69,12 @@ class Index {
   /// Calls `visit` for every row in key order; stops early if it returns false.
   Status for_each(const std::function<bool(const IndexEntry&)>& visit);
   Result<bool> set_pinned(const std::string& key, bool pinned);
+  /// One counter's value (0 when never set).
+  Result<std::int64_t> counter_value(const std::string& name);
+  /// Unpinned entries in least-recently-used order, starting strictly after
+  /// (after_access_ms, after_key), at most `limit`.
+  Result<std::vector<IndexEntry>> least_recently_used(std::int64_t after_access_ms, const std::string& after_key,
+                                                      std::int64_t limit);
 
   Database& database() noexcept { return m_db; }
 

@@ -214,6 +214,7 @@ Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest
     OPCACHE_TRY(unlink_if_unreferenced(*retired_digest));
     OPCACHE_TRY(transaction.commit());
   }
+  age_after_write();
   return outcome;
 }
 
@@ -235,7 +236,7 @@ void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why,
 Status LocalStore::record_hit(const IndexEntry& entry) {
   std::lock_guard lock(m_index_mutex);
   OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  OPCACHE_TRY(m_index.record_hit(entry.key, m_options.clock(), m_options.update_access_time));
+  OPCACHE_TRY(m_index.record_hit(entry.key, m_options.clock(), m_options.aging.enabled()));
   OPCACHE_TRY(m_index.add_counter(counter::hits, 1));
   OPCACHE_TRY(m_index.add_counter(counter::bytes_served, entry.raw_size));
   OPCACHE_TRY(m_index.add_counter(counter::saved_ms, entry.build_ms));

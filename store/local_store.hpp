@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "opcache/result.hpp"
+#include "store/aging.hpp"
 #include "store/bundle_writer.hpp"
 #include "store/cache_root.hpp"
 #include "store/file_io.hpp"
@@ -37,7 +38,7 @@ struct StoreOptions {
   BundleLimits limits;
   int compression_level = 3;
   int busy_timeout_ms = 60000;
-  bool update_access_time = true;  ///< false when aging is disabled (-1)
+  AgingPolicy aging;               ///< access times are updated and gc runs only when enabled
   Clock clock;                     ///< default: system clock
   WarningSink warn;                ///< default: "opcache: warning: …" on stderr
 };
@@ -47,6 +48,8 @@ using GetOutcome = opcache::GetResult;
 using opcache::StoreStats;
 using opcache::VerifyProblem;
 using opcache::VerifyReport;
+using opcache::GcReport;
+using opcache::ClearReport;
 
 /// A local store. Thread-safe (index access is serialized by a mutex, file
 /// work is not) and process-safe (any number of processes may share a root).
@@ -78,6 +81,9 @@ class LocalStore {
   /// Readers downstream verify it again. std::nullopt when absent.
   Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> open_bundle(const std::string& key);
 
+  /// Counts a miss that did not go through get() (get_or_build's lookups).
+  Status record_miss() { return count(counter::misses); }
+
   /// The index row, without touching the object.
   Result<std::optional<IndexEntry>> lookup(const std::string& key);
   /// True when the key has a row and its object file exists.
@@ -87,6 +93,16 @@ class LocalStore {
   Result<std::vector<IndexEntry>> list(const ListFilter& filter);
   Result<StoreStats> stats();
   Result<bool> set_pinned(const std::string& key, bool pinned);
+
+  /// Ages the store (least recently used first, skipping pinned entries, stopping at
+  /// the first entry used within min_idle) until it is at most limit × ratio.
+  /// Concurrent calls in other processes are skipped (`stopped_because` says so).
+  /// Implemented in store/aging.cpp.
+  Result<GcReport> collect_garbage(const AgingPolicy& policy, GcMode mode);
+
+  /// Removes every entry and object (pinned ones too), and stale temp files.
+  /// Safe while other processes read and write: they see entries or misses.
+  Result<ClearReport> clear();
 
   /// Checks every row against its object, finds orphan objects and stale temp
   /// files; with `repair`, removes what is bad.
@@ -108,6 +124,9 @@ class LocalStore {
   void verify_entries(bool repair, VerifyReport& report);
   void verify_objects(bool repair, VerifyReport& report);
   void verify_temps(bool repair, VerifyReport& report);
+  // Runs aging after a write when the store grew past the limit (store/aging.cpp).
+  void age_after_write();
+  Result<bool> evict(const IndexEntry& candidate, std::int64_t idle_cutoff_ms);
 
   StoreOptions m_options;
   StoreLayout m_layout;

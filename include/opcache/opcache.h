@@ -82,6 +82,27 @@ opcache_status opcache_has(opcache_store* store, const char* key);
 /* Removes key. OPCACHE_NOT_FOUND when it was not present. */
 opcache_status opcache_remove(opcache_store* store, const char* key);
 
+/* Where the files of opcache_get_or_build came from. */
+typedef enum opcache_source {
+  OPCACHE_SOURCE_HIT = 0,     /* read from the cache */
+  OPCACHE_SOURCE_BUILT = 1,   /* built by this call and stored */
+  OPCACHE_SOURCE_BYPASSED = 2 /* built without the cache (mode disable or debug bypass) */
+} opcache_source;
+
+/* A build callback: writes the kernel's files into work_dir (an empty
+ * directory) and returns 0 on success, anything else on failure. */
+typedef int (*opcache_build_fn)(const char* work_dir, void* user_data);
+
+/* The transparent path: on a hit writes the kernel's files into out_dir; on a
+ * miss calls build once across all processes sharing the store (the others
+ * wait and then read its result), stores what it wrote, and moves the files
+ * into out_dir. A failing build stores nothing: OPCACHE_BUILD_FAILED, for the
+ * builder and for every process that waited for it. source_out may be NULL.
+ * Mode (OPCACHE_MODE / config) and debug bypass apply; see opcache.hpp. */
+opcache_status opcache_get_or_build(opcache_store* store, const char* descriptor_json, const char* scenario,
+                                    const char* out_dir, opcache_build_fn build, void* user_data,
+                                    opcache_source* source_out);
+
 #ifdef __cplusplus
 }
 #endif

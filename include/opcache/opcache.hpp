@@ -27,20 +27,65 @@
 
 namespace opcache {
 
-/// How to open a store. Every field has a working default.
+/// How to open a store. Every field has a working default; unset optional
+/// fields come from the environment, then the config file, then built-in
+/// defaults (docs/configuration.md). `Store::settings()` shows the result.
 struct StoreConfig {
   /// Cache root; empty means: OPCACHE_DIR, else $XDG_CACHE_HOME/opcache,
   /// else ~/.cache/opcache.
   std::filesystem::path cache_dir;
-  /// Volatile descriptor field patterns (see docs/formats.md); nullopt means
-  /// OPCACHE_VOLATILE_FIELDS, else the built-in list. "none" disables,
-  /// "+a,b" adds to the built-in list.
+  /// INI config file; empty means OPCACHE_CONFIG, else <cache root>/opcache.conf if present.
+  std::filesystem::path config_file;
+  /// "enable" (default), "force" or "disable": how get_or_build uses the cache.
+  std::optional<std::string> mode;
+  /// Aging only removes entries idle at least this long (default 1800 s).
+  std::optional<std::int64_t> min_idle_s;
+  /// Non-zero bypasses the cache in get_or_build (CANN op_debug_level).
+  std::optional<std::int64_t> op_debug_level;
+  /// Comma-separated op types for which get_or_build bypasses the cache.
+  std::optional<std::string> op_debug_list;
+  /// Volatile descriptor field patterns (see docs/formats.md): "none"
+  /// disables, "+a,b" adds to the built-in list, "a,b" replaces it.
   std::optional<std::string> volatile_fields;
+  /// How long get_or_build waits for another process building the same key (default 3600 s).
+  std::optional<std::int64_t> wait_timeout_s;
   /// zstd level for new bundles, 1..19.
   int compression_level = 3;
-  /// Receives warnings (e.g. a corrupt entry that was dropped); default prints
-  /// "opcache: warning: ..." to stderr. Called from the calling thread.
+  /// Receives warnings (a corrupt entry that was dropped, an invalid setting
+  /// that was ignored, ...); default prints "opcache: warning: ..." to stderr.
   std::function<void(const std::string& message)> on_warning;
+};
+
+/// Where the result of get_or_build came from.
+enum class BuildSource {
+  hit,       ///< read from the cache (possibly after waiting for another builder)
+  built,     ///< built by this call and stored
+  bypassed,  ///< built by this call without using the cache (mode disable, or debug bypass)
+};
+
+/// The outcome of get_or_build.
+struct BuildResult {
+  std::string key;
+  BuildSource source = BuildSource::hit;
+  std::vector<std::filesystem::path> files;  ///< the kernel's files in out_dir
+  std::int64_t build_ms = 0;                 ///< time spent building (0 on a hit)
+  std::string note;                          ///< e.g. why the cache was bypassed
+};
+
+/// Builds a kernel: writes its files into `work_dir` (an empty directory on
+/// the same file system as out_dir). Return an error (e.g. Error::build_failed)
+/// on failure; nothing is stored then.
+using BuildFunction = std::function<Status(const std::filesystem::path& work_dir)>;
+
+/// Builds a kernel wherever its command line says and returns the files to
+/// store (used by `opcache exec`). Return an error on failure.
+using BuildInPlaceFunction = std::function<Result<std::vector<std::filesystem::path>>()>;
+
+/// One effective setting, for display (`opcache config`).
+struct SettingInfo {
+  std::string name;
+  std::string value;
+  std::string source;  ///< "--mode", "OPCACHE_MODE", "<file> [cache] mode", "default", ...
 };
 
 /// Options of a put.
@@ -103,6 +148,40 @@ class Store {
   /// Checks every entry against its object, and looks for orphan objects and
   /// stale temp files; with `repair`, removes what is bad.
   Result<VerifyReport> verify(bool repair);
+
+  /// The transparent path for compilers: a hit writes the kernel's files into
+  /// `out_dir`; a miss runs `build` once across all processes sharing this
+  /// store (single flight: the others wait and then read its result), stores
+  /// the files it wrote and moves them into `out_dir`. A failed build stores
+  /// nothing and every waiter gets the failure (`build_failed`); a killed
+  /// builder is taken over by a waiter; waits end after wait_timeout (`timeout`).
+  /// Mode `force` rebuilds entries stored before this Store was opened and
+  /// replaces them (concurrent readers see the old or the new entry); mode
+  /// `disable` and debug bypass build without the cache.
+  Result<BuildResult> get_or_build(std::string_view descriptor_json, const Scenario& scenario,
+                                   const std::filesystem::path& out_dir, const BuildFunction& build);
+
+  /// Like get_or_build, but `build` writes its outputs where it likes and
+  /// returns them; on a hit the stored files are written into `out_dir`.
+  Result<BuildResult> get_or_build_in_place(std::string_view descriptor_json, const Scenario& scenario,
+                                            const std::filesystem::path& out_dir,
+                                            const BuildInPlaceFunction& build);
+
+  /// Why the transparent paths bypass the cache for this op type (mode
+  /// disable, op_debug_level, op_debug_list), or std::nullopt.
+  std::optional<std::string> bypass_reason(const std::string& op_type) const;
+
+  /// Ages the store now (CANN rules); with `dry_run` only reports.
+  Result<GcReport> gc(bool dry_run);
+
+  /// Pins (never aged) or unpins an entry; false when the key is absent.
+  Result<bool> set_pinned(std::string_view key, bool pinned);
+
+  /// Removes every entry; safe while other processes use the store.
+  Result<ClearReport> clear();
+
+  /// Every effective setting and where it came from.
+  std::vector<SettingInfo> settings() const;
 
  private:
   struct Impl;

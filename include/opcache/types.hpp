@@ -91,4 +91,26 @@ struct VerifyReport {
   std::vector<VerifyProblem> problems;
 };
 
+/// What aging did (or, in a dry run, would do).
+struct GcReport {
+  bool aging_enabled = true;
+  bool dry_run = false;
+  std::int64_t limit_bytes = 0;   ///< max_op_cache_size in bytes (-1: aging disabled)
+  std::int64_t target_bytes = 0;  ///< limit × remain ratio: aging stops at or below this
+  std::int64_t min_idle_ms = 0;
+  std::int64_t entries_before = 0;
+  std::int64_t bytes_before = 0;
+  std::int64_t entries_removed = 0;
+  std::int64_t bytes_removed = 0;
+  std::int64_t bytes_after = 0;
+  std::vector<Entry> removed;   ///< least recently used first
+  std::string stopped_because;  ///< why aging stopped where it did
+};
+
+/// What `clear` removed.
+struct ClearReport {
+  std::int64_t entries_removed = 0;
+  std::int64_t bytes_removed = 0;
+};
+
 }  // namespace opcache

@@ -1,0 +1,149 @@
+// Store::get_or_build: the transparent path compilers call. Modes, debug
+// bypass and single flight are applied here; storing and reading is store/.
+#include <algorithm>
+#include <chrono>
+
+#include "api/store_impl.hpp"
+#include "store/file_io.hpp"
+#include "store/key.hpp"
+#include "store/scenario.hpp"
+#include "store/single_flight.hpp"
+#include "store/try.hpp"
+
+namespace opcache {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
+}
+
+// Removes a directory tree when it goes out of scope.
+class ScopedDirectory {
+ public:
+  explicit ScopedDirectory(fs::path path) : m_path(std::move(path)) {}
+  ScopedDirectory(const ScopedDirectory&) = delete;
+  ScopedDirectory& operator=(const ScopedDirectory&) = delete;
+  ~ScopedDirectory() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+  const fs::path& path() const { return m_path; }
+
+ private:
+  fs::path m_path;
+};
+
+// Moves the files a build wrote into its work directory to out_dir.
+Result<std::vector<fs::path>> move_build_outputs(const fs::path& work, const fs::path& out_dir) {
+  std::vector<fs::path> produced;
+  std::error_code ec;
+  for (const auto& item : fs::directory_iterator(work, ec)) {
+    if (!item.is_regular_file(ec) || item.is_symlink(ec)) {
+      return Error::build_failed("the build wrote " + item.path().filename().string() +
+                                 ", which is not a regular file; opcache stores flat regular files only");
+    }
+    produced.push_back(item.path());
+  }
+  if (ec) {
+    return Error::io("cannot list build outputs in " + work.string() + ": " + ec.message());
+  }
+  if (produced.empty()) {
+    return Error::build_failed("the build succeeded but wrote no files into its work directory");
+  }
+  std::sort(produced.begin(), produced.end());
+  std::vector<fs::path> placed;
+  for (const auto& file : produced) {
+    fs::path target = out_dir / file.filename();
+    fs::rename(file, target, ec);
+    if (ec) {
+      return Error::io("cannot move " + file.string() + " to " + target.string() + ": " + ec.message());
+    }
+    placed.push_back(target);
+  }
+  return placed;
+}
+
+}  // namespace
+
+Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_json, const Scenario& scenario,
+                                                 const fs::path& out_dir, const BuildInPlaceFunction& build) {
+  OPCACHE_TRY_ASSIGN(auto descriptor, m_impl->descriptor(descriptor_json));
+  const auto scenario_json = store::scenario_to_json(scenario);
+  BuildResult result;
+  OPCACHE_TRY_ASSIGN(result.key, store::derive_key(descriptor.normalized, scenario_json));
+
+  if (auto reason = bypass_reason(descriptor.op_type)) {
+    const auto start = std::chrono::steady_clock::now();
+    OPCACHE_TRY_ASSIGN(result.files, build());
+    result.build_ms = elapsed_ms(start);
+    result.source = BuildSource::bypassed;
+    result.note = "cache bypassed: " + *reason;
+    return result;
+  }
+
+  store::LocalStore& local = *m_impl->local;
+  const bool force = m_impl->settings.mode.value == store::CacheMode::force;
+  auto try_hit = [&]() -> Result<bool> {
+    OPCACHE_TRY_ASSIGN(auto entry, local.lookup(result.key));
+    // In force mode only entries stored since this Store was opened count:
+    // those were rebuilt by this run (here or by a process we waited for).
+    if (!entry || (force && entry->created_ms < m_impl->opened_at_ms)) {
+      return false;
+    }
+    OPCACHE_TRY_ASSIGN(auto hit, local.get(result.key, out_dir));
+    if (!hit) {
+      return false;
+    }
+    result.files = hit->files;
+    return true;
+  };
+  auto build_and_store = [&]() -> Status {
+    const auto start = std::chrono::steady_clock::now();
+    OPCACHE_TRY_ASSIGN(auto files, build());
+    result.build_ms = elapsed_ms(start);
+    result.files = files;
+    store::BundleInput input;
+    input.descriptor = descriptor.normalized;
+    input.scenario = scenario_json;
+    input.build_ms = result.build_ms;
+    for (const auto& file : files) {
+      input.members.push_back({file.filename().string(), file, ""});
+    }
+    auto stored = local.put(input, force ? ReplacePolicy::replace : ReplacePolicy::keep_existing);
+    if (!stored) {
+      // The kernel is built and usable; failing to cache it must not fail the compile.
+      local.options().warn("built " + result.key + " but could not store it: " + stored.error().message());
+    }
+    (void)local.record_miss();
+    return {};
+  };
+
+  store::SingleFlight flight(local.layout().locks(), std::chrono::seconds(m_impl->settings.wait_timeout_s.value));
+  OPCACHE_TRY_ASSIGN(auto outcome, flight.run(result.key, try_hit, build_and_store));
+  result.source = outcome == store::FlightOutcome::hit ? BuildSource::hit : BuildSource::built;
+  return result;
+}
+
+Result<BuildResult> Store::get_or_build(std::string_view descriptor_json, const Scenario& scenario,
+                                        const fs::path& out_dir, const BuildFunction& build) {
+  OPCACHE_TRY(store::ensure_directory(out_dir));
+  auto build_in_work_dir = [&]() -> Result<std::vector<fs::path>> {
+    ScopedDirectory work(out_dir / (".opcache-build-" + store::random_token()));
+    std::error_code ec;
+    fs::create_directory(work.path(), ec);
+    if (ec) {
+      return Error::io("cannot create build directory " + work.path().string() + ": " + ec.message());
+    }
+    auto built = build(work.path());
+    if (!built) {
+      return built.error();
+    }
+    return move_build_outputs(work.path(), out_dir);
+  };
+  return get_or_build_in_place(descriptor_json, scenario, out_dir, build_in_work_dir);
+}
+
+}  // namespace opcache
