@@ -131,6 +131,9 @@ int run_exec(const Context& context, const ExecArgs& args) {
     return produced_files(args, before);
   };
 
+  if (auto checked = store->canonical_descriptor(*text); !checked) {
+    return context.fail(checked.error().with_context(args.desc));
+  }
   auto result = store->get_or_build_in_place(*text, *scenario, args.out, build);
   if (!result && result.error().code() == ErrorCode::timeout && !command_status) {
     // Never fail a compile because of the cache: run the command uncached.

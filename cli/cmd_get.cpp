@@ -33,7 +33,11 @@ struct KeySelector {
     if (!text) {
       return text.error();
     }
-    return store.key(*text, *parsed);
+    auto derived = store.key(*text, *parsed);
+    if (!derived) {
+      return derived.error().with_context(desc);
+    }
+    return derived;
   }
 };
 

@@ -28,6 +28,9 @@ int run_put(const Context& context, const PutArgs& args) {
   if (!store) {
     return context.fail(store.error());
   }
+  if (auto checked = store->canonical_descriptor(*text); !checked) {
+    return context.fail(checked.error().with_context(args.desc));
+  }
   std::vector<std::filesystem::path> files(args.files.begin(), args.files.end());
   PutOptions options;
   options.build_ms = args.build_ms;
@@ -72,7 +75,7 @@ std::vector<Command> register_put_command(CLI::App& app, Context& context) {
   args->scenario.add_to(*command, true);
   command->add_option("files", args->files, "Files to store")->required()->check(CLI::ExistingFile);
   command->add_option("--build-ms", args->build_ms, "How long the build took, in ms (for compile-time-saved stats)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer());
   command->add_flag("--replace", args->replace, "Replace an existing entry for the key");
   return {{command, [&context, args] { return run_put(context, *args); }}};
 }

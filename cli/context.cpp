@@ -10,6 +10,17 @@ namespace opcache::cli {
 
 int exit_code_for(const Error& error) { return static_cast<int>(error.code()); }
 
+CLI::Validator non_negative_integer() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 18) {
+          return "must be a non-negative integer, not \"" + value + "\"";
+        }
+        return {};
+      },
+      "INTEGER>=0");
+}
+
 void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--cache-dir,-C", cache_dir,
                  "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)");
@@ -18,16 +29,16 @@ void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--mode", mode, "Cache mode for exec/get_or_build: enable, force (rebuild and replace) or disable")
       ->check(CLI::IsMember({"enable", "force", "disable"}));
   app.add_option("--min-idle", min_idle_s, "Aging removes only entries idle this many seconds (default 1800)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer());
   app.add_option("--op-debug-level", op_debug_level, "Non-zero bypasses the cache in exec (CANN op_debug_level)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer());
   app.add_option("--op-debug-list", op_debug_list, "Op types for which exec bypasses the cache, e.g. MatMul,Conv2D");
   app.add_option("--volatile-fields", volatile_fields,
                  "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
                  "\"none\" disables");
   app.add_option("--wait-timeout", wait_timeout_s,
                  "Seconds exec waits for another process building the same kernel (default 3600)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_integer());
 }
 
 Result<Store> Context::open_store() const {
@@ -90,7 +101,8 @@ Result<Scenario> ScenarioOption::resolve() const {
   if (!m_file.empty()) {
     auto text = store::read_file(m_file);
     if (!text) {
-      return text.error().with_context("--scenario-file");
+      // A missing input file is a usage error, never confused with a cache miss (exit 1).
+      return Error::usage("--scenario-file: " + text.error().message());
     }
     return parse_scenario_json(*text, m_file);
   }
@@ -106,7 +118,8 @@ Result<std::string> read_descriptor_text(const std::string& path) {
   }
   auto text = store::read_file(path);
   if (!text) {
-    return text.error().with_context("--desc");
+    // A missing input file is a usage error, never confused with a cache miss (exit 1).
+    return Error::usage("--desc: " + text.error().message());
   }
   return text;
 }

@@ -84,7 +84,11 @@ class ScenarioOption {
   std::string m_file;
 };
 
-/// Reads a descriptor file ("-" for standard input) as text.
+/// A CLI11 check with a readable message: digits only.
+CLI::Validator non_negative_integer();
+
+/// Reads a descriptor file ("-" for standard input) as text. A missing file
+/// is a usage error (exit 2), not "not found" (exit 1 means a cache miss).
 Result<std::string> read_descriptor_text(const std::string& path);
 
 /// "1.5 KiB", "12.0 MiB", "17 B".

@@ -12,7 +12,9 @@ using opcache::cli::Command;
 int run(int argc, char** argv) {
   opcache::cli::Context context;
   CLI::App app{"opcache — a compile cache for accelerator operator kernels", "opcache"};
-  app.require_subcommand(1);
+  // At most one; none is reported below, so that an unknown word is named
+  // ("frobnicate was not expected") instead of "a subcommand is required".
+  app.require_subcommand(0, 1);
   app.fallthrough();
   app.footer(
       "Exit status: 0 ok, 1 not found, 2 usage or configuration error, 3 integrity failure,\n"
@@ -37,15 +39,14 @@ int run(int argc, char** argv) {
   } catch (const CLI::CallForAllHelp& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    app.exit(e);  // prints the message and a hint
-    return opcache::cli::k_exit_usage;
+    return context.fail(opcache::Error::usage(std::string(e.what()) + " (run `opcache --help` or `opcache COMMAND --help`)"));
   }
   for (const auto& command : commands) {
     if (command.app->parsed()) {
       return command.run();
     }
   }
-  return opcache::cli::k_exit_usage;
+  return context.fail(opcache::Error::usage("a command is required (run `opcache --help` to list them)"));
 }
 
 }  // namespace

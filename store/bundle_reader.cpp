@@ -131,9 +131,9 @@ Result<Manifest> BundleReader::read_manifest() {
   }
   std::string text(manifest_length, '\0');
   OPCACHE_TRY(read_exact(text.data(), text.size(), "manifest"));
-  auto parsed = parse_json(text, "bundle manifest");
+  auto parsed = parse_json(text, "manifest");
   if (!parsed) {
-    return Error::corrupt(parsed.error().message());
+    return Error::corrupt("bundle: " + parsed.error().message());
   }
   auto manifest = manifest_from_json(*parsed, m_limits);
   if (!manifest) {
@@ -159,10 +159,23 @@ Status BundleReader::read_members(MemberSink& sink) {
 
   std::vector<char> in_buffer(ZSTD_DStreamInSize());
   std::vector<char> out_buffer(ZSTD_DStreamOutSize());
+  // The payload must be a regular zstd frame: a skippable frame would carry
+  // bytes nobody checks.
+  unsigned char magic[4];
+  OPCACHE_TRY(read_exact(magic, sizeof magic, "payload"));
+  if (get_u32_le(magic) != ZSTD_MAGICNUMBER) {
+    return corrupt("payload is not a zstd frame");
+  }
+  std::memcpy(in_buffer.data(), magic, sizeof magic);
+  std::size_t pending = sizeof magic;  // bytes already in in_buffer
   bool frame_done = false;
   std::size_t last_result = 1;
   while (!frame_done) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, m_source.read(in_buffer.data(), in_buffer.size()));
+    std::size_t n = pending;
+    pending = 0;
+    if (n == 0) {
+      OPCACHE_TRY_ASSIGN(n, m_source.read(in_buffer.data(), in_buffer.size()));
+    }
     if (n == 0) {
       return corrupt("truncated in the payload" +
                      (splitter.complete() ? std::string() : " (member \"" + splitter.missing_member_name() + "\")"));

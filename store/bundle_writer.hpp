@@ -14,7 +14,7 @@
 
 namespace opcache::store {
 
-/// A file to put into a bundle under `name` (its base name by default).
+/// A file to put into a bundle under `name` (callers usually pass its base name).
 struct MemberSource {
   std::string name;
   std::filesystem::path path;

@@ -1,6 +1,7 @@
 #include "store/manifest.hpp"
 
 #include <ctime>
+#include <limits>
 #include <set>
 
 #include "store/canonical_json.hpp"
@@ -112,6 +113,21 @@ Status check_members(const std::vector<MemberEntry>& members, const BundleLimits
     }
   }
   return {};
+}
+
+// "YYYY-MM-DDTHH:MM:SSZ", the only form writers produce.
+bool is_rfc3339_utc(const std::string& text) {
+  static constexpr char k_shape[] = "dddd-dd-ddTdd:dd:ddZ";
+  if (text.size() != sizeof k_shape - 1) {
+    return false;
+  }
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    bool ok = k_shape[i] == 'd' ? (text[i] >= '0' && text[i] <= '9') : text[i] == k_shape[i];
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
 }
 
 // A stored scenario must be complete (no environment defaults) and exactly
@@ -261,8 +277,14 @@ Result<Manifest> manifest_from_json(const json& value, const BundleLimits& limit
   OPCACHE_TRY_ASSIGN(manifest.producer, producer_from_json(*producer));
   OPCACHE_TRY_ASSIGN(const json* created, require_field(value, "created", json::value_t::string, "a string"));
   manifest.created = created->get<std::string>();
+  if (!is_rfc3339_utc(manifest.created)) {
+    return Error::corrupt("manifest field \"created\" is not an RFC 3339 UTC time like 2026-11-22T00:51:54Z");
+  }
   OPCACHE_TRY_ASSIGN(const json* build_ms, require_field(value, "build_ms", json::value_t::number_unsigned,
                                                          "a non-negative integer"));
+  if (build_ms->is_number_unsigned() && build_ms->get<std::uint64_t>() > std::numeric_limits<std::int64_t>::max()) {
+    return Error::corrupt("manifest field \"build_ms\" is out of range");
+  }
   manifest.build_ms = build_ms->get<std::int64_t>();
 
   auto recomputed = derive_key(manifest.descriptor, manifest.scenario);

@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# Installs a built opcache into a fresh prefix and uses it the way a user
+# would: (a) a C program through pkg-config and <opcache/opcache.h>,
+# (b) a CMake project through find_package(opcache) and the C++ API.
+#
+# Usage: test_install.sh BUILD_DIR TESTS_INSTALL_DIR
+# Exits non-zero if any step fails; says which one.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+  echo "usage: $0 BUILD_DIR TESTS_INSTALL_DIR" >&2
+  exit 2
+fi
+build_dir=$(cd "$1" && pwd)
+source_dir=$(cd "$2" && pwd)
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-install-test-XXXXXX")
+cleanup() {
+  if [[ -n "${OPCACHE_KEEP_TEST_DIRS:-}" ]]; then
+    echo "test_install: keeping $tmp"
+  else
+    rm -rf "$tmp"
+  fi
+}
+trap cleanup EXIT
+
+prefix="$tmp/prefix"
+failures=0
+step() { echo "== test_install: $*"; }
+failed() {
+  echo "test_install: FAILED: $*" >&2
+  failures=$((failures + 1))
+}
+
+step "cmake --install $build_dir --prefix $prefix"
+cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" 2>&1 || {
+  cat "$tmp/install.log" >&2
+  echo "test_install: FAILED: cmake --install" >&2
+  exit 1
+}
+
+# The library directory the install used (lib, lib64, lib/<multiarch>).
+pc_file=$(find "$prefix" -path '*/pkgconfig/opcache.pc' -print -quit)
+if [[ -z "$pc_file" ]]; then
+  echo "test_install: FAILED: no pkgconfig/opcache.pc under $prefix; installed files:" >&2
+  (cd "$prefix" && find . -type f | sort) >&2
+  exit 1
+fi
+libdir=$(dirname "$(dirname "$pc_file")")
+echo "test_install: libdir is ${libdir#"$prefix"/}"
+for file in include/opcache/opcache.h include/opcache/opcache.hpp include/opcache/version.hpp; do
+  [[ -f "$prefix/$file" ]] || failed "$file is not installed"
+done
+[[ -e "$libdir/libopcache.so" ]] || failed "libopcache.so is not installed in $libdir"
+[[ -f "$libdir/libopcache.a" ]] || failed "libopcache.a is not installed in $libdir"
+[[ -f "$libdir/cmake/opcache/opcacheConfig.cmake" ]] || failed "opcacheConfig.cmake is not installed in $libdir/cmake/opcache"
+[[ -x "$prefix/bin/opcache" ]] || failed "bin/opcache is not installed"
+
+# --- (a) C consumer through pkg-config ------------------------------------
+step "pkg-config --cflags --libs opcache (PKG_CONFIG_PATH=$libdir/pkgconfig)"
+pc_flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs opcache)
+echo "test_install: pkg-config says: $pc_flags"
+# The flags must point into the prefix the package was installed to; flags
+# for another prefix would build against some other (or no) opcache. Paths
+# are compared after normalisation, so ${pcfiledir}/../.. forms are fine.
+# $1: the flag (-I or -L), $2: the directory it must name.
+pc_names_dir() {
+  local word want
+  want=$(realpath -m "$2")
+  for word in $pc_flags; do
+    if [[ "$word" == "$1"* && $(realpath -m "${word#"$1"}") == "$want" ]]; then
+      return 0
+    fi
+  done
+  return 1
+}
+if ! pc_names_dir -I "$prefix/include" || ! pc_names_dir -L "$libdir"; then
+  failed "opcache.pc does not describe the prefix it was installed to (expected -I$prefix/include and -L$libdir); \
+its prefix line is: $(grep '^prefix=' "$pc_file")"
+  # Still check the C ABI, with the prefix derived from the .pc file's location.
+  pc_flags=$(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --define-prefix --cflags --libs opcache)
+  echo "test_install: continuing with pkg-config --define-prefix: $pc_flags"
+fi
+
+step "cc -std=c11 c_consumer/main.c"
+# shellcheck disable=SC2086  # pkg-config output is a list of words
+if cc -std=c11 -Wall -Wextra -Wpedantic -Werror -o "$tmp/c_consumer" "$source_dir/c_consumer/main.c" $pc_flags; then
+  step "run c_consumer"
+  if LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/c_consumer" "$tmp/c_work" \
+      >"$tmp/c_consumer.out" 2>&1; then
+    cat "$tmp/c_consumer.out"
+    grep -qx 'c_consumer: ok' "$tmp/c_consumer.out" || failed "c_consumer exited 0 without printing 'c_consumer: ok'"
+  else
+    cat "$tmp/c_consumer.out" >&2
+    failed "c_consumer exited non-zero"
+  fi
+  # The binary must have used the installed library, not one from elsewhere.
+  if ! LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_consumer" | grep -q "$libdir/libopcache.so"; then
+    failed "c_consumer is not linked against $libdir/libopcache.so"
+  fi
+else
+  failed "compiling c_consumer/main.c"
+fi
+
+# --- (b) CMake consumer through find_package --------------------------------
+step "configure cmake_consumer with -DCMAKE_PREFIX_PATH=$prefix"
+if cmake -S "$source_dir/cmake_consumer" -B "$tmp/cmake_consumer_build" -DCMAKE_PREFIX_PATH="$prefix" \
+    -DCMAKE_BUILD_TYPE=Release >"$tmp/cmake_consumer_configure.log" 2>&1; then
+  grep 'opcache .* from' "$tmp/cmake_consumer_configure.log" || true
+  step "build cmake_consumer"
+  if cmake --build "$tmp/cmake_consumer_build" >"$tmp/cmake_consumer_build.log" 2>&1; then
+    step "run cmake_consumer"
+    if LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        "$tmp/cmake_consumer_build/cmake_consumer" "$tmp/cmake_work" >"$tmp/cmake_consumer.out" 2>&1; then
+      cat "$tmp/cmake_consumer.out"
+      grep -qx 'cmake_consumer: ok' "$tmp/cmake_consumer.out" ||
+        failed "cmake_consumer exited 0 without printing 'cmake_consumer: ok'"
+    else
+      cat "$tmp/cmake_consumer.out" >&2
+      failed "cmake_consumer exited non-zero"
+    fi
+  else
+    cat "$tmp/cmake_consumer_build.log" >&2
+    failed "building cmake_consumer"
+  fi
+else
+  cat "$tmp/cmake_consumer_configure.log" >&2
+  failed "configuring cmake_consumer (find_package(opcache))"
+fi
+
+if [[ $failures -ne 0 ]]; then
+  echo "test_install: $failures step(s) failed" >&2
+  exit 1
+fi
+echo "test_install: ok"
