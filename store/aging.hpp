@@ -14,7 +14,10 @@ struct AgingPolicy {
 
   bool enabled() const noexcept { return max_bytes >= 0; }
   /// Aging removes entries until the store is at most this size.
-  std::int64_t target_bytes() const noexcept { return max_bytes / 100 * remain_ratio; }
+  /// floor(max_bytes × remain_ratio / 100), computed without overflow.
+  std::int64_t target_bytes() const noexcept {
+    return max_bytes / 100 * remain_ratio + max_bytes % 100 * remain_ratio / 100;
+  }
 };
 
 /// Whether a gc only reports what it would remove.

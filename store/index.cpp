@@ -82,21 +82,39 @@ IndexEntry read_entry(const Statement& row) {
   return entry;
 }
 
-Result<std::int64_t> query_int(Database& db, const std::string& sql) {
-  OPCACHE_TRY_ASSIGN(Statement statement, db.prepare(sql));
+// What a database file says about itself, read in one statement (one read
+// transaction), so a concurrent creator cannot be seen half-way.
+struct Identity {
+  std::int64_t application_id = 0;
+  std::int64_t version = 0;
+  std::int64_t objects = 0;  // tables, indexes, triggers
+};
+
+Result<Identity> read_identity(Database& db) {
+  OPCACHE_TRY_ASSIGN(Statement statement,
+                     db.prepare("SELECT (SELECT application_id FROM pragma_application_id), "
+                                "(SELECT user_version FROM pragma_user_version), "
+                                "(SELECT count(*) FROM sqlite_master)"));
   OPCACHE_TRY_ASSIGN(bool row, statement.step());
-  return row ? statement.column_int64(0) : 0;
+  if (!row) {
+    return Error::internal("index identity query returned no row");
+  }
+  return Identity{statement.column_int64(0), statement.column_int64(1), statement.column_int64(2)};
 }
 
-Status check_identity(Database& db, std::int64_t application_id, std::int64_t version) {
+// Ours (any version we understand), or empty; anything else is refused.
+Status check_identity(Database& db, const Identity& identity) {
   const std::string where = "index " + db.path().string();
-  if (application_id != 0 && application_id != k_application_id) {
+  if (identity.application_id != 0 && identity.application_id != k_application_id) {
     return Error::usage(where + " is not an opcache index (foreign application_id); use another --cache-dir");
   }
-  if (version > k_index_schema_version) {
-    return Error::usage(where + " has schema version " + std::to_string(version) +
+  if (identity.version > k_index_schema_version) {
+    return Error::usage(where + " has schema version " + std::to_string(identity.version) +
                         ", newer than this opcache understands (" + std::to_string(k_index_schema_version) +
                         "); upgrade opcache or use another --cache-dir");
+  }
+  if (identity.application_id == 0 && identity.objects != 0) {
+    return Error::usage(where + " is an SQLite database that opcache did not create; use another --cache-dir");
   }
   return {};
 }
@@ -104,17 +122,9 @@ Status check_identity(Database& db, std::int64_t application_id, std::int64_t ve
 Status migrate(Database& db) {
   OPCACHE_TRY_ASSIGN(Transaction transaction, Transaction::begin(db));
   // Re-read under the write lock: another process may have migrated meanwhile.
-  OPCACHE_TRY_ASSIGN(std::int64_t application_id, query_int(db, "PRAGMA application_id"));
-  OPCACHE_TRY_ASSIGN(std::int64_t version, query_int(db, "PRAGMA user_version"));
-  OPCACHE_TRY(check_identity(db, application_id, version));
-  if (version == 0) {
-    OPCACHE_TRY_ASSIGN(std::int64_t tables, query_int(db, "SELECT count(*) FROM sqlite_master"));
-    if (tables != 0) {
-      return Error::usage("index " + db.path().string() +
-                          " is an SQLite database that opcache did not create; use another --cache-dir");
-    }
-  }
-  for (auto step = version; step < k_index_schema_version; ++step) {
+  OPCACHE_TRY_ASSIGN(Identity identity, read_identity(db));
+  OPCACHE_TRY(check_identity(db, identity));
+  for (auto step = identity.version; step < k_index_schema_version; ++step) {
     OPCACHE_TRY(db.exec(k_migrations[step]));
   }
   OPCACHE_TRY(db.exec("PRAGMA application_id=" + std::to_string(k_application_id)));
@@ -126,10 +136,11 @@ Status migrate(Database& db) {
 
 Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms) {
   OPCACHE_TRY_ASSIGN(Database db, Database::open(path, busy_timeout_ms));
-  OPCACHE_TRY_ASSIGN(std::int64_t application_id, query_int(db, "PRAGMA application_id"));
-  OPCACHE_TRY_ASSIGN(std::int64_t version, query_int(db, "PRAGMA user_version"));
-  OPCACHE_TRY(check_identity(db, application_id, version));
-  if (version < k_index_schema_version || application_id != k_application_id) {
+  // Identify the file before changing anything in it: a refused file stays as it was.
+  OPCACHE_TRY_ASSIGN(Identity identity, read_identity(db));
+  OPCACHE_TRY(check_identity(db, identity));
+  OPCACHE_TRY(db.configure());
+  if (identity.version < k_index_schema_version || identity.application_id != k_application_id) {
     OPCACHE_TRY(migrate(db));
   }
   Index index(std::move(db));

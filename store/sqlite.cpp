@@ -1,5 +1,9 @@
 #include "store/sqlite.hpp"
 
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
 #include "store/try.hpp"
 
 namespace opcache::store {
@@ -51,7 +55,8 @@ Result<bool> Statement::step() {
   if (rc == SQLITE_DONE) {
     return false;
   }
-  return sqlite_error(rc, std::string("SQLite: ") + sqlite3_errmsg(m_db));
+  const char* file = sqlite3_db_filename(m_db, "main");
+  return sqlite_error(rc, std::string("index ") + (file ? file : "?") + ": " + sqlite3_errmsg(m_db));
 }
 
 Status Statement::run() {
@@ -83,17 +88,44 @@ Result<Database> Database::open(const std::filesystem::path& path, int busy_time
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
-  Database db(raw, path);  // owns raw even on failure
+  Database db(raw, path, busy_timeout_ms);  // owns raw even on failure
   if (rc != SQLITE_OK) {
     return sqlite_error(rc, "cannot open index " + path.string() + ": " +
                                 (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
   }
   sqlite3_busy_timeout(raw, busy_timeout_ms);
   sqlite3_extended_result_codes(raw, 1);
-  OPCACHE_TRY(db.exec("PRAGMA journal_mode=WAL"));
-  OPCACHE_TRY(db.exec("PRAGMA synchronous=NORMAL"));
-  OPCACHE_TRY(db.exec("PRAGMA foreign_keys=ON"));
   return db;
+}
+
+Status Database::enable_wal() {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(m_busy_timeout_ms);
+  auto sleep = std::chrono::milliseconds(2);
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(Statement statement, prepare("PRAGMA journal_mode"));
+    OPCACHE_TRY_ASSIGN(bool row, statement.step());
+    if (row && statement.column_text(0) == "wal") {
+      return {};
+    }
+    statement = Statement();
+    char* message = nullptr;
+    int rc = sqlite3_exec(m_db.get(), "PRAGMA journal_mode=WAL", nullptr, nullptr, &message);
+    sqlite3_free(message);
+    if (rc == SQLITE_OK) {
+      continue;  // read the mode back
+    }
+    if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
+      return last_error("index " + m_path.string() + ": cannot switch to WAL mode");
+    }
+    std::this_thread::sleep_for(sleep);
+    sleep = std::min(sleep * 2, std::chrono::milliseconds(50));
+  }
+}
+
+Status Database::configure() {
+  OPCACHE_TRY(enable_wal());
+  OPCACHE_TRY(exec("PRAGMA synchronous=NORMAL"));
+  return exec("PRAGMA foreign_keys=ON");
 }
 
 Status Database::exec(const std::string& sql) {

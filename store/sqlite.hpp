@@ -51,9 +51,14 @@ class Statement {
 /// callers serialize access (the store holds a mutex).
 class Database {
  public:
-  /// Opens (creating if needed) with WAL, synchronous=NORMAL, foreign keys and
-  /// a busy timeout, so several processes can share the file.
+  /// Opens (creating if needed) with a busy timeout and extended result codes.
+  /// Changes nothing in the file: call configure() once it is known to be ours.
   static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms);
+
+  /// Switches to WAL (retrying while another process holds a lock, up to the
+  /// busy timeout: SQLite does not apply the busy handler to this switch), and
+  /// sets synchronous=NORMAL and foreign keys, so several processes can share the file.
+  Status configure();
 
   Status exec(const std::string& sql);
   Result<Statement> prepare(const std::string& sql);
@@ -65,10 +70,13 @@ class Database {
   Error last_error(const std::string& what) const;
 
  private:
-  Database(sqlite3* db, std::filesystem::path path) : m_db(db, &sqlite3_close_v2), m_path(std::move(path)) {}
+  Database(sqlite3* db, std::filesystem::path path, int busy_timeout_ms)
+      : m_db(db, &sqlite3_close_v2), m_path(std::move(path)), m_busy_timeout_ms(busy_timeout_ms) {}
+  Status enable_wal();
 
   std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> m_db{nullptr, &sqlite3_close_v2};
   std::filesystem::path m_path;
+  int m_busy_timeout_ms = 0;
 };
 
 /// BEGIN IMMEDIATE … COMMIT; rolls back in the destructor unless committed.

@@ -1,0 +1,278 @@
+// The C ABI (include/opcache/opcache.h), called in-process as a C compiler
+// driver or a ctypes binding would.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "opcache/opcache.h"
+#include "opcache/opcache.hpp"
+#include "tests/support/kernels.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using opcache::test::read_text;
+using opcache::test::TempDir;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* k_scenario_spec = "device=single,phase=train,toolchain=8.0.RC2,soc=Ascend910B1";
+constexpr const char* k_scenario_json =
+    R"({"device_mode":"single","phase":"train","toolchain":"8.0.RC2","soc":"Ascend910B1"})";
+
+// Owns a handle for the duration of a test.
+struct Handle {
+  explicit Handle(const fs::path& dir) {
+    opcache_status status = opcache_open(dir.c_str(), &store);
+    REQUIRE_MESSAGE(status == OPCACHE_OK, opcache_last_error());
+    REQUIRE(store != nullptr);
+  }
+  ~Handle() { opcache_close(store); }
+  Handle(const Handle&) = delete;
+  Handle& operator=(const Handle&) = delete;
+  opcache_store* store = nullptr;
+};
+
+bool is_key(const char* text) { return std::regex_match(text, std::regex("[0-9a-f]{64}")); }
+
+std::string last_error() { return opcache_last_error(); }
+
+}  // namespace
+
+TEST_CASE("C API opcache_version equals opcache::k_version_string") {
+  const char* version = opcache_version();
+  REQUIRE(version != nullptr);
+  CHECK(std::string(version) == opcache::k_version_string);
+  CHECK(std::regex_match(version, std::regex(R"(\d+\.\d+\.\d+)")));
+  CHECK(OPCACHE_KEY_BUFFER == 65);
+}
+
+TEST_CASE("C API opcache_status_name names every status and unknown values") {
+  CHECK(std::string(opcache_status_name(OPCACHE_OK)) == "ok");
+  CHECK(std::string(opcache_status_name(OPCACHE_NOT_FOUND)) == "not_found");
+  CHECK(std::string(opcache_status_name(OPCACHE_USAGE)) == "usage");
+  CHECK(std::string(opcache_status_name(OPCACHE_CORRUPT)) == "corrupt");
+  CHECK(std::string(opcache_status_name(OPCACHE_REMOTE)) == "remote");
+  CHECK(std::string(opcache_status_name(OPCACHE_IO)) == "io");
+  CHECK(std::string(opcache_status_name(OPCACHE_TIMEOUT)) == "timeout");
+  CHECK(std::string(opcache_status_name(OPCACHE_BUILD_FAILED)) == "build_failed");
+  CHECK(std::string(opcache_status_name(OPCACHE_INTERNAL)) == "internal");
+  CHECK(std::string(opcache_status_name(static_cast<opcache_status>(42))) == "unknown");
+  CHECK(std::string(opcache_status_name(static_cast<opcache_status>(-1))) == "unknown");
+  // The values are part of the ABI and mirror opcache::ErrorCode.
+  CHECK(OPCACHE_NOT_FOUND == static_cast<int>(opcache::ErrorCode::not_found));
+  CHECK(OPCACHE_USAGE == static_cast<int>(opcache::ErrorCode::usage));
+  CHECK(OPCACHE_CORRUPT == static_cast<int>(opcache::ErrorCode::corrupt));
+  CHECK(OPCACHE_IO == static_cast<int>(opcache::ErrorCode::io));
+  CHECK(OPCACHE_INTERNAL == static_cast<int>(opcache::ErrorCode::internal));
+}
+
+TEST_CASE("C API opcache_open creates the store, opcache_close releases it and ignores NULL") {
+  TempDir temp;
+  opcache_store* store = nullptr;
+  REQUIRE(opcache_open((temp / "cache").c_str(), &store) == OPCACHE_OK);
+  REQUIRE(store != nullptr);
+  CHECK(last_error().empty());
+  CHECK(fs::is_regular_file(temp / "cache" / "index.db"));
+  opcache_close(store);
+  opcache_close(nullptr);
+
+  CHECK(opcache_open((temp / "cache").c_str(), nullptr) == OPCACHE_USAGE);
+  CHECK(last_error().find("out") != std::string::npos);
+
+  // A cache dir that cannot be created (a regular file is in the way) fails cleanly.
+  opcache::test::write_text(temp / "file", "x");
+  store = reinterpret_cast<opcache_store*>(0x1);
+  opcache_status status = opcache_open((temp / "file" / "cache").c_str(), &store);
+  CHECK(status != OPCACHE_OK);
+  CHECK(store == nullptr);
+  CHECK_FALSE(last_error().empty());
+}
+
+TEST_CASE("C API opcache_key gives the same key for the spec and JSON scenario forms") {
+  TempDir temp;
+  auto kernel = opcache::test::make_kernel(temp / "src", "square", 16);
+  Handle handle(temp / "cache");
+  char from_spec[OPCACHE_KEY_BUFFER];
+  char from_json[OPCACHE_KEY_BUFFER];
+  std::memset(from_spec, 'x', sizeof from_spec);
+  std::memset(from_json, 'x', sizeof from_json);
+  REQUIRE(opcache_key(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, from_spec) == OPCACHE_OK);
+  REQUIRE(opcache_key(handle.store, kernel.descriptor_json.c_str(), k_scenario_json, from_json) == OPCACHE_OK);
+  CHECK(from_spec[64] == '\0');
+  CHECK(is_key(from_spec));
+  CHECK(std::string(from_spec) == std::string(from_json));
+
+  // The same key as the C++ API.
+  opcache::StoreConfig config;
+  config.cache_dir = temp / "cache";
+  auto cpp = opcache::Store::open(config);
+  REQUIRE(cpp.ok());
+  auto scenario = opcache::parse_scenario(k_scenario_spec);
+  REQUIRE(scenario.ok());
+  auto cpp_key = cpp->key(kernel.descriptor_json, *scenario);
+  REQUIRE(cpp_key.ok());
+  CHECK(*cpp_key == from_spec);
+
+  // Another scenario gives another key.
+  char multi[OPCACHE_KEY_BUFFER];
+  REQUIRE(opcache_key(handle.store, kernel.descriptor_json.c_str(),
+                      "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1", multi) == OPCACHE_OK);
+  CHECK(std::string(multi) != from_spec);
+}
+
+TEST_CASE("C API put, has, get and remove return the documented statuses and write byte-exact files") {
+  TempDir temp;
+  auto kernel = opcache::test::make_kernel(temp / "src", "relu", 16);
+  Handle handle(temp / "cache");
+  const auto paths = kernel.files();
+  std::vector<std::string> path_strings;
+  for (const auto& path : paths) {
+    path_strings.push_back(path.string());
+  }
+  std::vector<const char*> files;
+  for (const auto& path : path_strings) {
+    files.push_back(path.c_str());
+  }
+
+  char key[OPCACHE_KEY_BUFFER];
+  REQUIRE(opcache_key(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, key) == OPCACHE_OK);
+  CHECK(opcache_has(handle.store, key) == OPCACHE_NOT_FOUND);
+  auto miss_dir = temp / "miss";
+  CHECK(opcache_get(handle.store, key, miss_dir.c_str()) == OPCACHE_NOT_FOUND);
+  CHECK(last_error().find(key) != std::string::npos);
+
+  char put_key[OPCACHE_KEY_BUFFER] = {};
+  REQUIRE(opcache_put(handle.store, kernel.descriptor_json.c_str(), k_scenario_json, files.data(), files.size(), 1200,
+                      put_key) == OPCACHE_OK);
+  CHECK(last_error().empty());
+  CHECK(std::string(put_key) == key);
+  CHECK(opcache_has(handle.store, key) == OPCACHE_OK);
+  // Already present: still OK, key_out may be NULL.
+  CHECK(opcache_put(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, files.data(), files.size(), 0,
+                    nullptr) == OPCACHE_OK);
+
+  auto out = temp / "out" / "kernel_meta";
+  REQUIRE(opcache_get(handle.store, key, out.c_str()) == OPCACHE_OK);
+  for (const auto& path : paths) {
+    auto written = out / path.filename();
+    REQUIRE(fs::is_regular_file(written));
+    CHECK(read_text(written) == read_text(path));
+  }
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 3);
+
+  CHECK(opcache_remove(handle.store, key) == OPCACHE_OK);
+  CHECK(opcache_has(handle.store, key) == OPCACHE_NOT_FOUND);
+  CHECK(opcache_remove(handle.store, key) == OPCACHE_NOT_FOUND);
+  CHECK(opcache_get(handle.store, key, (temp / "gone").c_str()) == OPCACHE_NOT_FOUND);
+
+  // The build time feeds "compile time saved": two hits on a 1200 ms build.
+  REQUIRE(opcache_put(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, files.data(), files.size(), 1200,
+                      nullptr) == OPCACHE_OK);
+  REQUIRE(opcache_get(handle.store, key, out.c_str()) == OPCACHE_OK);
+  opcache::StoreConfig config;
+  config.cache_dir = temp / "cache";
+  auto cpp = opcache::Store::open(config);
+  REQUIRE(cpp.ok());
+  auto stats = cpp->stats();
+  REQUIRE(stats.ok());
+  CHECK(stats->counters.at("compile_ms_saved") == 2 * 1200);
+  CHECK(stats->counters.at("hits") == 2);
+}
+
+TEST_CASE("C API reports bad JSON, bad scenarios and bad keys as OPCACHE_USAGE with a message") {
+  TempDir temp;
+  auto kernel = opcache::test::make_kernel(temp / "src", "neg", 16);
+  Handle handle(temp / "cache");
+  const std::string object = kernel.object.string();
+  const char* files[] = {object.c_str()};
+  char key[OPCACHE_KEY_BUFFER];
+
+  CHECK(opcache_key(handle.store, R"({"op_type": )", k_scenario_spec, key) == OPCACHE_USAGE);
+  CHECK(last_error().find("descriptor") != std::string::npos);
+  CHECK(opcache_key(handle.store, R"({"shape": [1]})", k_scenario_spec, key) == OPCACHE_USAGE);
+  CHECK(last_error().find("op_type") != std::string::npos);
+  CHECK(opcache_put(handle.store, "not json", k_scenario_spec, files, 1, 0, key) == OPCACHE_USAGE);
+  CHECK(last_error().find("descriptor") != std::string::npos);
+
+  CHECK(opcache_key(handle.store, kernel.descriptor_json.c_str(), "device=single,phase=fly,toolchain=x,soc=y", key) ==
+        OPCACHE_USAGE);
+  CHECK(last_error().find("phase") != std::string::npos);
+  CHECK(opcache_key(handle.store, kernel.descriptor_json.c_str(), "device=single,phase=train,soc=y", key) ==
+        OPCACHE_USAGE);
+  CHECK(last_error().find("toolchain") != std::string::npos);
+  CHECK(opcache_key(handle.store, kernel.descriptor_json.c_str(), R"({"phase": "train", )", key) == OPCACHE_USAGE);
+  CHECK_FALSE(last_error().empty());
+
+  CHECK(opcache_get(handle.store, "not-a-key", (temp / "out").c_str()) == OPCACHE_USAGE);
+  CHECK(last_error().find("not-a-key") != std::string::npos);
+  CHECK(opcache_has(handle.store, "ABCDEF") == OPCACHE_USAGE);
+  CHECK(opcache_remove(handle.store, "../x") == OPCACHE_USAGE);
+
+  // A successful call clears the message.
+  CHECK(opcache_key(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, key) == OPCACHE_OK);
+  CHECK(last_error().empty());
+
+  // A file that does not exist is not found, and names the file.
+  const std::string missing = (temp / "missing.o").string();
+  const char* missing_files[] = {missing.c_str()};
+  CHECK(opcache_put(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, missing_files, 1, 0, nullptr) ==
+        OPCACHE_NOT_FOUND);
+  CHECK(last_error().find("missing.o") != std::string::npos);
+}
+
+TEST_CASE("C API NULL arguments are OPCACHE_USAGE, never a crash") {
+  TempDir temp;
+  auto kernel = opcache::test::make_kernel(temp / "src", "square", 8);
+  Handle handle(temp / "cache");
+  const char* descriptor = kernel.descriptor_json.c_str();
+  const std::string object = kernel.object.string();
+  const char* files[] = {object.c_str()};
+  const char* files_with_null[] = {object.c_str(), nullptr};
+  char key[OPCACHE_KEY_BUFFER];
+  const std::string out = (temp / "out").string();
+  REQUIRE(opcache_key(handle.store, descriptor, k_scenario_spec, key) == OPCACHE_OK);
+
+  auto usage = [](opcache_status status) {
+    CHECK(status == OPCACHE_USAGE);
+    CHECK_FALSE(last_error().empty());
+  };
+  usage(opcache_key(nullptr, descriptor, k_scenario_spec, key));
+  usage(opcache_key(handle.store, nullptr, k_scenario_spec, key));
+  usage(opcache_key(handle.store, descriptor, nullptr, key));
+  usage(opcache_key(handle.store, descriptor, k_scenario_spec, nullptr));
+  usage(opcache_put(nullptr, descriptor, k_scenario_spec, files, 1, 0, nullptr));
+  usage(opcache_put(handle.store, nullptr, k_scenario_spec, files, 1, 0, nullptr));
+  usage(opcache_put(handle.store, descriptor, nullptr, files, 1, 0, nullptr));
+  usage(opcache_put(handle.store, descriptor, k_scenario_spec, nullptr, 1, 0, nullptr));
+  usage(opcache_put(handle.store, descriptor, k_scenario_spec, files_with_null, 2, 0, nullptr));
+  usage(opcache_get(nullptr, key, out.c_str()));
+  usage(opcache_get(handle.store, nullptr, out.c_str()));
+  usage(opcache_get(handle.store, key, nullptr));
+  usage(opcache_has(nullptr, key));
+  usage(opcache_has(handle.store, nullptr));
+  usage(opcache_remove(nullptr, key));
+  usage(opcache_remove(handle.store, nullptr));
+
+  // Nothing was stored by the rejected calls, and the handle still works.
+  CHECK(opcache_has(handle.store, key) == OPCACHE_NOT_FOUND);
+  CHECK(opcache_put(handle.store, descriptor, k_scenario_spec, files, 1, 0, nullptr) == OPCACHE_OK);
+  CHECK(opcache_has(handle.store, key) == OPCACHE_OK);
+}
+
+TEST_CASE("C API opcache_last_error is per thread") {
+  TempDir temp;
+  Handle handle(temp / "cache");
+  CHECK(opcache_has(handle.store, "bad") == OPCACHE_USAGE);
+  const std::string here = last_error();
+  CHECK_FALSE(here.empty());
+  std::string there = "unset";
+  std::thread([&there] { there = opcache_last_error(); }).join();
+  CHECK(there.empty());
+  CHECK(last_error() == here);
+}
