@@ -222,29 +222,26 @@ bool aging_from_op_cache_ini(const std::filesystem::path& root, Settings& settin
     return false;
   }
   const auto& values = section->second;
-  auto size_it = values.find("max_op_cache_size");
-  auto ratio_it = values.find("remain_cache_size_ratio");
-  if (size_it == values.end() && ratio_it == values.end()) {
-    return false;
+  if (values.count("max_op_cache_size") == 0 && values.count("remain_cache_size_ratio") == 0) {
+    return false;  // e.g. a CANN-generated file holding only version keys
   }
   const std::string where = path.string() + ": [op_compiler_cache] ";
-  std::optional<std::int64_t> size;
-  std::optional<std::int64_t> ratio;
-  if (size_it == values.end()) {
-    settings.warnings.push_back(where + "max_op_cache_size is missing; the file counts only with both values, ignored");
-  } else if (size = parse_integer(size_it->second); !size || !satisfies(k_max_size_rule, *size)) {
-    settings.warnings.push_back(where + "max_op_cache_size=\"" + size_it->second + "\" is invalid (expected " +
-                                k_max_size_rule.expectation + "); the file is ignored");
-    size.reset();
-  }
-  if (ratio_it == values.end()) {
-    settings.warnings.push_back(where +
-                                "remain_cache_size_ratio is missing; the file counts only with both values, ignored");
-  } else if (ratio = parse_integer(ratio_it->second); !ratio || !satisfies(k_ratio_rule, *ratio)) {
-    settings.warnings.push_back(where + "remain_cache_size_ratio=\"" + ratio_it->second + "\" is invalid (expected " +
-                                k_ratio_rule.expectation + "); the file is ignored");
-    ratio.reset();
-  }
+  auto read_value = [&](const char* key, const IntegerRule& rule) -> std::optional<std::int64_t> {
+    auto it = values.find(key);
+    if (it == values.end()) {
+      settings.warnings.push_back(where + key + " is missing; the file counts only with both values, ignored");
+      return std::nullopt;
+    }
+    auto value = parse_integer(it->second);
+    if (!value || !satisfies(rule, *value)) {
+      settings.warnings.push_back(where + key + "=\"" + it->second + "\" is invalid (expected " + rule.expectation +
+                                  "); the file is ignored");
+      return std::nullopt;
+    }
+    return value;
+  };
+  const auto size = read_value("max_op_cache_size", k_max_size_rule);
+  const auto ratio = read_value("remain_cache_size_ratio", k_ratio_rule);
   if (!size || !ratio) {
     return false;
   }
