@@ -47,6 +47,11 @@ if(NOT INIH_FOUND)
   opcache_missing("inih" "libinih-dev")
 endif()
 
+find_package(Boost 1.74 QUIET)
+if(NOT Boost_FOUND)
+  opcache_missing("Boost (Asio and Beast, for opcache serve)" "libboost-dev")
+endif()
+
 find_package(Threads REQUIRED)
 
 if(OPCACHE_BUILD_TESTS)

@@ -41,6 +41,7 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
   report.limit_bytes = policy.max_bytes;
   report.target_bytes = policy.enabled() ? policy.target_bytes() : -1;
   report.min_idle_ms = policy.min_idle_ms;
+  OPCACHE_TRY(flush_hits());  // aging decides on access times
   {
     std::lock_guard lock(m_index_mutex);
     OPCACHE_TRY_ASSIGN(report.bytes_before, m_index.counter_value(counter::store_bytes));

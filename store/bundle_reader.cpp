@@ -97,7 +97,8 @@ class MemberSplitter {
 
 }  // namespace
 
-BundleReader::BundleReader(ByteSource& source, BundleLimits limits) : m_source(source), m_limits(limits) {}
+BundleReader::BundleReader(ByteSource& source, BundleLimits limits, KeyCheck key_check)
+    : m_source(source), m_limits(limits), m_key_check(key_check) {}
 
 Status BundleReader::read_exact(void* buffer, std::size_t size, const char* what) {
   auto* bytes = static_cast<char*>(buffer);
@@ -135,7 +136,7 @@ Result<Manifest> BundleReader::read_manifest() {
   if (!parsed) {
     return Error::corrupt("bundle: " + parsed.error().message());
   }
-  auto manifest = manifest_from_json(*parsed, m_limits);
+  auto manifest = manifest_from_json(*parsed, m_limits, m_key_check);
   if (!manifest) {
     return Error::corrupt("bundle: " + manifest.error().message());
   }
@@ -148,17 +149,20 @@ Status BundleReader::read_members(MemberSink& sink) {
   if (!m_have_manifest) {
     return Error::internal("BundleReader::read_members called before read_manifest");
   }
-  DCtxPtr dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+  // One context and one pair of buffers per thread, reused: creating them
+  // costs more than decoding a typical (few KB) kernel bundle.
+  static thread_local DCtxPtr dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+  static thread_local std::vector<char> in_buffer(ZSTD_DStreamInSize());
+  static thread_local std::vector<char> out_buffer(ZSTD_DStreamOutSize());
   if (!dctx) {
     return Error::internal("zstd: cannot create a decompression context");
   }
+  ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_and_parameters);
   ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, k_max_window_log);
 
   MemberSplitter splitter(m_manifest.members, sink);
   OPCACHE_TRY(splitter.start());
 
-  std::vector<char> in_buffer(ZSTD_DStreamInSize());
-  std::vector<char> out_buffer(ZSTD_DStreamOutSize());
   // The payload must be a regular zstd frame: a skippable frame would carry
   // bytes nobody checks.
   unsigned char magic[4];

@@ -36,7 +36,7 @@ class DiscardingSink final : public MemberSink {
 /// errors from the source itself (I/O) are passed through.
 class BundleReader {
  public:
-  explicit BundleReader(ByteSource& source, BundleLimits limits = {});
+  explicit BundleReader(ByteSource& source, BundleLimits limits = {}, KeyCheck key_check = KeyCheck::recompute);
 
   /// Reads and validates the header and manifest (see manifest_from_json).
   Result<Manifest> read_manifest();
@@ -54,6 +54,7 @@ class BundleReader {
 
   HashingSource m_source;
   BundleLimits m_limits;
+  KeyCheck m_key_check;
   Manifest m_manifest;
   bool m_have_manifest = false;
 };

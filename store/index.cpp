@@ -165,9 +165,10 @@ Status Index::prepare_statements() {
   OPCACHE_TRY_ASSIGN(m_remove_if_digest, m_db.prepare("DELETE FROM entries WHERE key = ?1 AND digest = ?2"));
   OPCACHE_TRY_ASSIGN(m_digest_referenced, m_db.prepare("SELECT 1 FROM entries WHERE digest = ?1 LIMIT 1"));
   OPCACHE_TRY_ASSIGN(m_record_hit,
-                     m_db.prepare("UPDATE entries SET hits = hits + 1, last_access_ms = max(last_access_ms, ?2) "
+                     m_db.prepare("UPDATE entries SET hits = hits + ?3, last_access_ms = max(last_access_ms, ?2) "
                                   "WHERE key = ?1"));
-  OPCACHE_TRY_ASSIGN(m_record_hit_no_access, m_db.prepare("UPDATE entries SET hits = hits + 1 WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_record_hit_no_access,
+                     m_db.prepare("UPDATE entries SET hits = hits + ?3 WHERE key = ?1"));
   OPCACHE_TRY_ASSIGN(m_add_counter,
                      m_db.prepare("INSERT INTO counters (name, value) VALUES (?1, ?2) "
                                   "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
@@ -229,12 +230,12 @@ Result<bool> Index::digest_referenced(const std::string& digest) {
   return row;
 }
 
-Status Index::record_hit(const std::string& key, std::int64_t now_ms, bool update_access) {
+Status Index::record_hits(const std::string& key, std::int64_t count, std::int64_t access_ms, bool update_access) {
   Statement& statement = update_access ? m_record_hit : m_record_hit_no_access;
   statement.reset();
-  statement.bind(1, key);
+  statement.bind(1, key).bind(3, count);
   if (update_access) {
-    statement.bind(2, now_ms);
+    statement.bind(2, access_ms);
   }
   auto status = statement.run();
   statement.reset();

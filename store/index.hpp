@@ -60,8 +60,9 @@ class Index {
   /// there. Returns whether a row was deleted.
   Result<bool> remove(const std::string& key, const std::optional<std::string>& only_if_digest = std::nullopt);
   Result<bool> digest_referenced(const std::string& digest);
-  /// Records a hit: hits+1, and last access = now_ms when `update_access`.
-  Status record_hit(const std::string& key, std::int64_t now_ms, bool update_access);
+  /// Records `count` hits: hits+count, and last access = max(last access,
+  /// `access_ms`) when `update_access`.
+  Status record_hits(const std::string& key, std::int64_t count, std::int64_t access_ms, bool update_access);
   Status add_counter(const std::string& name, std::int64_t delta);
   Result<std::map<std::string, std::int64_t>> counters();
   Result<IndexTotals> totals();

@@ -18,6 +18,11 @@ namespace opcache::store {
 
 namespace {
 
+// Hits are counted in memory and written in one transaction per batch, so a
+// hit costs no index write: at most this many, or this old, before a flush.
+constexpr std::int64_t k_hit_batch = 256;
+constexpr auto k_hit_batch_age = std::chrono::seconds(1);
+
 // A reader that finds a row's object gone retries the lookup this many times:
 // a concurrent replace (force mode) retires the old object after the new row
 // is committed, so a second lookup finds the new one.
@@ -52,8 +57,12 @@ IndexEntry entry_from_manifest(const Manifest& manifest, const std::string& dige
 
 // Decodes the object of `entry` into `sink`, checking that the bundle is the
 // one the row names (same key, same digest).
-Status decode_entry(ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink) {
-  BundleReader reader(source, limits);
+// `key_check`: hits trust the digest (the key was checked when the bundle was
+// stored, and the digest check below proves these are the same bytes);
+// verify() recomputes it anyway.
+Status decode_entry(ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink,
+                    KeyCheck key_check) {
+  BundleReader reader(source, limits, key_check);
   OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
   if (manifest.key != entry.key) {
     return Error::corrupt("bundle holds key " + manifest.key + ", not " + entry.key);
@@ -64,6 +73,11 @@ Status decode_entry(ByteSource& source, const BundleLimits& limits, const IndexE
     return Error::corrupt("bundle digest " + digest + " differs from the index (" + entry.digest + ")");
   }
   return {};
+}
+
+std::uint64_t source_bytes(int fd) {
+  struct stat info {};
+  return ::fstat(fd, &info) == 0 ? static_cast<std::uint64_t>(info.st_size) : 0;
 }
 
 bool older_than(const std::filesystem::path& path, std::chrono::seconds age) {
@@ -157,15 +171,18 @@ Result<PutOutcome> LocalStore::adopt(AtomicFile file, const std::string& expecte
   if (manifest.key != expected_key) {
     return Error::corrupt("bundle is for key " + manifest.key + ", not the requested " + expected_key);
   }
-  struct stat info {};
-  ::fstat(fd.get(), &info);
+  return adopt_verified(std::move(file), manifest, digest, static_cast<std::int64_t>(source_bytes(fd.get())), policy);
+}
+
+Result<PutOutcome> LocalStore::adopt_verified(AtomicFile file, const Manifest& manifest, const std::string& digest,
+                                              std::int64_t bundle_bytes, ReplacePolicy policy) {
   if (policy == ReplacePolicy::keep_existing) {
-    OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(expected_key));
+    OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(manifest.key));
     if (kept) {
       return *kept;
     }
   }
-  return publish(std::move(file), manifest, digest, static_cast<std::int64_t>(info.st_size), policy);
+  return publish(std::move(file), manifest, digest, bundle_bytes, policy);
 }
 
 Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest, const std::string& digest,
@@ -234,13 +251,48 @@ void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why,
 }
 
 Status LocalStore::record_hit(const IndexEntry& entry) {
+  bool flush_now = false;
+  {
+    std::lock_guard lock(m_hits_mutex);
+    auto& pending = m_pending_hits;
+    if (pending.hits == 0) {
+      pending.first = std::chrono::steady_clock::now();
+    }
+    auto& per_key = pending.keys[entry.key];
+    ++per_key.first;
+    per_key.second = std::max(per_key.second, m_options.clock());
+    ++pending.hits;
+    pending.bytes += entry.raw_size;
+    pending.saved_ms += entry.build_ms;
+    flush_now = pending.hits >= k_hit_batch || std::chrono::steady_clock::now() - pending.first >= k_hit_batch_age;
+  }
+  return flush_now ? flush_hits() : Status{};
+}
+
+Status LocalStore::flush_hits() {
+  PendingHits pending;
+  {
+    std::lock_guard lock(m_hits_mutex);
+    std::swap(pending, m_pending_hits);
+  }
+  if (pending.hits == 0) {
+    return {};
+  }
   std::lock_guard lock(m_index_mutex);
   OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  OPCACHE_TRY(m_index.record_hit(entry.key, m_options.clock(), m_options.aging.enabled()));
-  OPCACHE_TRY(m_index.add_counter(counter::hits, 1));
-  OPCACHE_TRY(m_index.add_counter(counter::bytes_served, entry.raw_size));
-  OPCACHE_TRY(m_index.add_counter(counter::saved_ms, entry.build_ms));
+  for (const auto& [key, hits] : pending.keys) {
+    OPCACHE_TRY(m_index.record_hits(key, hits.first, hits.second, m_options.aging.enabled()));
+  }
+  OPCACHE_TRY(m_index.add_counter(counter::hits, pending.hits));
+  OPCACHE_TRY(m_index.add_counter(counter::bytes_served, pending.bytes));
+  OPCACHE_TRY(m_index.add_counter(counter::saved_ms, pending.saved_ms));
   return transaction.commit();
+}
+
+LocalStore::~LocalStore() {
+  if (auto flushed = flush_hits(); !flushed) {
+    m_options.warn("hits not recorded: " + flushed.error().message());
+  }
 }
 
 Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const std::filesystem::path& out_dir) {
@@ -267,7 +319,7 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
     }
     FdSource source(fd->get(), object);
     DirectorySink sink(out_dir);
-    auto decoded = decode_entry(source, m_options.limits, *entry, sink);
+    auto decoded = decode_entry(source, m_options.limits, *entry, sink, KeyCheck::trust_digest);
     if (!decoded && decoded.error().code() == ErrorCode::corrupt) {
       drop_bad_entry(*entry, decoded.error().message(), counter::corrupt_entries);
       OPCACHE_TRY(count(counter::misses));
@@ -334,6 +386,7 @@ Result<std::vector<IndexEntry>> LocalStore::list(const ListFilter& filter) {
 }
 
 Result<StoreStats> LocalStore::stats() {
+  OPCACHE_TRY(flush_hits());
   std::lock_guard lock(m_index_mutex);
   StoreStats stats;
   OPCACHE_TRY_ASSIGN(stats.totals, m_index.totals());
@@ -378,7 +431,7 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
     } else {
       FdSource source(fd->get(), object);
       DiscardingSink sink;
-      auto decoded = decode_entry(source, m_options.limits, entry, sink);
+      auto decoded = decode_entry(source, m_options.limits, entry, sink, KeyCheck::recompute);
       report.bytes_checked += entry.bundle_size;
       if (!decoded) {
         problem = VerifyProblem{"corrupt_entry", entry.key, decoded.error().message(), false};

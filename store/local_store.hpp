@@ -3,6 +3,7 @@
 // the store as before or after an operation) and shared by many processes.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -57,6 +58,10 @@ class LocalStore {
  public:
   /// Creates the layout if needed and opens the index.
   static Result<std::unique_ptr<LocalStore>> open(StoreOptions options);
+  /// Flushes hits counted in memory (see flush_hits).
+  ~LocalStore();
+  LocalStore(const LocalStore&) = delete;
+  LocalStore& operator=(const LocalStore&) = delete;
 
   const StoreLayout& layout() const noexcept { return m_layout; }
   const StoreOptions& options() const noexcept { return m_options; }
@@ -72,6 +77,11 @@ class LocalStore {
   /// if its manifest key equals `expected_key`; `corrupt` otherwise.
   Result<PutOutcome> adopt(AtomicFile file, const std::string& expected_key, ReplacePolicy policy);
 
+  /// Stores a bundle the caller has already checked with verify_bundle()
+  /// (`manifest`, `digest` and `bundle_bytes` are what that returned).
+  Result<PutOutcome> adopt_verified(AtomicFile file, const Manifest& manifest, const std::string& digest,
+                                    std::int64_t bundle_bytes, ReplacePolicy policy);
+
   /// Verifies the entry and writes its members into `out_dir` (created if
   /// missing). A miss, a missing object or a corrupt object is std::nullopt;
   /// the latter two are reported through the warning sink and dropped.
@@ -80,6 +90,12 @@ class LocalStore {
   /// Opens the verified-on-write bundle of `key` for streaming (server GET).
   /// Readers downstream verify it again. std::nullopt when absent.
   Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> open_bundle(const std::string& key);
+
+  /// Hits are counted in memory and written to the index in batches (every
+  /// 256 hits, after 1 s, before stats() and aging, and on destruction), so a
+  /// hit needs no index write. A process killed with hits pending loses
+  /// those counts (never entries). Writes the pending hits now.
+  Status flush_hits();
 
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
@@ -128,10 +144,20 @@ class LocalStore {
   void age_after_write();
   Result<bool> evict(const IndexEntry& candidate, std::int64_t idle_cutoff_ms);
 
+  struct PendingHits {
+    std::map<std::string, std::pair<std::int64_t, std::int64_t>> keys;  // key -> (hits, last access ms)
+    std::int64_t hits = 0;
+    std::int64_t bytes = 0;
+    std::int64_t saved_ms = 0;
+    std::chrono::steady_clock::time_point first;
+  };
+
   StoreOptions m_options;
   StoreLayout m_layout;
   std::mutex m_index_mutex;
   Index m_index;
+  std::mutex m_hits_mutex;
+  PendingHits m_pending_hits;
 };
 
 }  // namespace opcache::store

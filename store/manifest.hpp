@@ -68,11 +68,19 @@ std::string role_for_member_name(std::string_view name);
 /// The manifest as JSON (serialize with canonical_json for the bundle bytes).
 nlohmann::json manifest_to_json(const Manifest& manifest);
 
+/// Whether reading a manifest recomputes its key from descriptor and scenario.
+enum class KeyCheck {
+  recompute,     ///< always, for bundles from outside (uploads, downloads, imports)
+  trust_digest,  ///< skip: the caller checks the bundle's digest against an index
+                 ///< written only after the bundle was fully verified (local hits)
+};
+
 /// Parses and validates a manifest: every field present and of the right type,
 /// no unknown fields, members within `limits` and safely named and unique, and
-/// the key equal to the key recomputed from descriptor and scenario.
-/// Errors are `corrupt` (a bundle that lies about itself).
-Result<Manifest> manifest_from_json(const nlohmann::json& value, const BundleLimits& limits);
+/// (with KeyCheck::recompute) the key equal to the key recomputed from
+/// descriptor and scenario. Errors are `corrupt` (a bundle that lies about itself).
+Result<Manifest> manifest_from_json(const nlohmann::json& value, const BundleLimits& limits,
+                                    KeyCheck key_check = KeyCheck::recompute);
 
 /// Now as RFC 3339 UTC with seconds precision.
 std::string rfc3339_now();

@@ -189,7 +189,7 @@ const char* const k_known_config_keys[] = {"mode", "min_idle", "op_debug_level",
 void warn_unknown_config_keys(const IniValues& config, const std::string& path, std::vector<std::string>& warnings) {
   for (const auto& [section, values] : config) {
     if (section != "cache") {
-      if (section.rfind("remote", 0) != 0) {
+      if (section.rfind("remote", 0) != 0 && section != "serve") {
         warnings.push_back(path + ": unknown section [" + section + "] ignored");
       }
       continue;

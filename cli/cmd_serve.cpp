@@ -1,0 +1,187 @@
+// opcache serve: the team cache server.
+#include <csignal>
+#include <iostream>
+
+#include "cli/context.hpp"
+#include "remote/server/auth.hpp"
+#include "remote/server/http_server.hpp"
+#include "remote/server/server_config.hpp"
+#include "remote/server/storage_factory.hpp"
+#include "store/file_io.hpp"
+
+namespace opcache::cli {
+
+namespace {
+
+namespace server = opcache::remote::server;
+
+// Flags as given; each one set overrides the config file.
+struct ServeArgs {
+  std::vector<std::string> listen;
+  std::optional<int> threads;
+  std::optional<int> workers;
+  std::optional<std::string> storage;
+  std::optional<std::string> tokens;
+  bool anonymous_read = false;
+  std::optional<std::string> tls_cert;
+  std::optional<std::string> tls_key;
+  std::optional<std::uint64_t> max_body;
+  std::optional<int> request_timeout;
+  std::optional<int> idle_timeout;
+  std::optional<int> max_inflight;
+  std::optional<std::string> log_format;
+  std::optional<std::string> access_log;
+  std::optional<std::string> port_file;
+  bool hash_token = false;
+  std::string token_name = "NAME";
+  std::string token_scopes = "read";
+};
+
+Status apply_flags(const ServeArgs& args, server::ServerConfig& config) {
+  if (!args.listen.empty()) {
+    config.listen.clear();
+    for (const auto& text : args.listen) {
+      auto address = server::parse_listen_address(text);
+      if (!address) {
+        return address.error();
+      }
+      config.listen.push_back(*address);
+    }
+  }
+  auto set = [](auto& target, const auto& value) {
+    if (value) {
+      target = *value;
+    }
+  };
+  set(config.threads, args.threads);
+  set(config.workers, args.workers);
+  set(config.storage, args.storage);
+  if (args.tokens) {
+    config.tokens_file = *args.tokens;
+  }
+  config.anonymous_read = config.anonymous_read || args.anonymous_read;
+  if (args.tls_cert) {
+    config.tls_cert = *args.tls_cert;
+  }
+  if (args.tls_key) {
+    config.tls_key = *args.tls_key;
+  }
+  set(config.max_body_bytes, args.max_body);
+  set(config.request_timeout_s, args.request_timeout);
+  set(config.idle_timeout_s, args.idle_timeout);
+  set(config.max_inflight, args.max_inflight);
+  if (args.log_format) {
+    config.log_format = *args.log_format == "json" ? server::LogFormat::json : server::LogFormat::text;
+  }
+  if (args.access_log) {
+    config.access_log = *args.access_log;
+  }
+  if (args.port_file) {
+    config.port_file = *args.port_file;
+  }
+  return server::validate_server_config(config);
+}
+
+int run_hash_token(const Context& context, const ServeArgs& args) {
+  std::string token;
+  std::getline(std::cin, token);
+  while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) {
+    token.pop_back();
+  }
+  if (token.empty()) {
+    return context.fail(Error::usage("--hash-token reads the token from standard input; got an empty line"));
+  }
+  auto line = server::hash_token(token) + " " + args.token_name + " " + args.token_scopes;
+  if (auto checked = server::TokenTable::parse(line, "--hash-token"); !checked) {
+    return context.fail(checked.error());
+  }
+  std::cout << line << '\n';
+  return k_exit_ok;
+}
+
+int run_serve(const Context& context, const ServeArgs& args) {
+  if (args.hash_token) {
+    return run_hash_token(context, args);
+  }
+  server::ServerConfig config;
+  if (!context.options.config_file.empty()) {
+    if (auto loaded = server::load_server_config_file(context.options.config_file, config); !loaded) {
+      return context.fail(loaded.error());
+    }
+  }
+  if (auto applied = apply_flags(args, config); !applied) {
+    return context.fail(applied.error());
+  }
+  server::TokenTable tokens;
+  if (!config.tokens_file.empty()) {
+    auto loaded = server::TokenTable::load(config.tokens_file);
+    if (!loaded) {
+      return context.fail(loaded.error().with_context("--tokens"));
+    }
+    tokens = std::move(*loaded);
+  } else if (!config.anonymous_read) {
+    context.note("warning: no --tokens and no --anonymous-read: every request except /healthz will be refused");
+  }
+  auto warn = [&context](const std::string& message) { context.note("warning: " + message); };
+  auto storage = server::open_storage(config, store::process_environment(), warn);
+  if (!storage) {
+    return context.fail(storage.error());
+  }
+  std::signal(SIGPIPE, SIG_IGN);
+  server::HttpServer http(config, std::move(*storage), std::move(tokens));
+  auto bound = http.start();
+  if (!bound) {
+    return context.fail(bound.error());
+  }
+  if (!config.port_file.empty()) {
+    std::string lines;
+    for (const auto& address : *bound) {
+      lines += address + "\n";
+    }
+    if (auto written = store::write_file_atomic(config.port_file, lines); !written) {
+      return context.fail(written.error());
+    }
+  }
+  http.run();
+  return k_exit_ok;
+}
+
+}  // namespace
+
+std::vector<Command> register_serve_command(CLI::App& app, Context& context) {
+  auto args = std::make_shared<ServeArgs>();
+  auto* command = app.add_subcommand("serve", "Run the team cache server (HTTP API v1, docs/protocol.md)");
+  command->footer(
+      "Settings come from flags, else the [serve] section of the --config file, else defaults.\n"
+      "SIGTERM/SIGINT finish requests in flight and stop; SIGHUP reloads --tokens and the TLS certificate.\n\n"
+      "Examples:\n"
+      "  opcache serve --storage /srv/opcache --listen 0.0.0.0:8080 --tokens /etc/opcache/tokens\n"
+      "  opcache serve --storage 's3://kernels/team?endpoint=https://minio.local:9000' --tls-cert c.pem --tls-key k.pem\n"
+      "  echo \"$TOKEN\" | opcache serve --hash-token --token-name ci --token-scopes write   # a tokens-file line");
+  command->add_option("--listen,-l", args->listen, "Address to listen on, HOST:PORT (repeatable; default 127.0.0.1:8080)");
+  command->add_option("--storage", args->storage, "A local directory, or s3://BUCKET/PREFIX?endpoint=URL&region=R");
+  command->add_option("--threads", args->threads, "I/O threads (default 2)")->check(CLI::Range(1, 256));
+  command->add_option("--workers", args->workers, "Threads for storage work (default 4)")->check(CLI::Range(1, 1024));
+  command->add_option("--tokens", args->tokens, "Tokens file: '<sha256 of token> <name> <scope>[,<scope>]' per line");
+  command->add_flag("--anonymous-read", args->anonymous_read, "Allow reads without a token");
+  command->add_option("--tls-cert", args->tls_cert, "PEM certificate chain (enables TLS, with --tls-key)");
+  command->add_option("--tls-key", args->tls_key, "PEM private key");
+  command->add_option("--max-body", args->max_body, "Largest accepted upload in bytes (default 536870912)");
+  command->add_option("--request-timeout", args->request_timeout, "Seconds a request may take to arrive (default 120)")
+      ->check(CLI::Range(1, 86400));
+  command->add_option("--idle-timeout", args->idle_timeout, "Seconds an idle keep-alive connection stays open (default 30)")
+      ->check(CLI::Range(1, 86400));
+  command->add_option("--max-inflight", args->max_inflight, "Storage operations in progress before 429 (default 256)")
+      ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--log-format", args->log_format, "Access log format: text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  command->add_option("--access-log", args->access_log, "Access log file (default: standard error)");
+  command->add_option("--port-file", args->port_file, "Write the bound addresses here once listening");
+  command->add_flag("--hash-token", args->hash_token,
+                    "Print a tokens-file line for the token read from standard input, and exit");
+  command->add_option("--token-name", args->token_name, "Name for --hash-token (shown in the access log)");
+  command->add_option("--token-scopes", args->token_scopes, "Scopes for --hash-token: read, write, admin");
+  return {{command, [&context, args] { return run_serve(context, *args); }}};
+}
+
+}  // namespace opcache::cli

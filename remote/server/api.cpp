@@ -1,0 +1,342 @@
+#include "remote/server/api.hpp"
+
+#include <sys/stat.h>
+
+#include "opcache/version.hpp"
+#include "store/bundle_reader.hpp"
+#include "store/byte_stream.hpp"
+#include "store/json_parse.hpp"
+#include "store/key.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote::server {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::string_view k_entries_prefix = "/v1/entries/";
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string percent_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '+') {
+      out.push_back(' ');
+    } else if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 && hex_value(text[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2])));
+      i += 2;
+    } else {
+      out.push_back(text[i]);
+    }
+  }
+  return out;
+}
+
+ApiResponse json_response(int status, const json& body) {
+  ApiResponse response;
+  response.status = status;
+  response.body = body.dump() + "\n";
+  return response;
+}
+
+std::uint64_t source_size(int fd) {
+  struct stat info {};
+  return ::fstat(fd, &info) == 0 ? static_cast<std::uint64_t>(info.st_size) : 0;
+}
+
+std::string quoted_etag(const std::string& digest) { return "\"" + digest + "\""; }
+
+// Applies a partial scenario "phase=train,soc=X" to a listing query.
+Status apply_scenario_filter(const std::string& spec, ListQuery& query) {
+  std::size_t start = 0;
+  while (start < spec.size()) {
+    std::size_t end = spec.find(',', start);
+    std::string item = spec.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    start = end == std::string::npos ? spec.size() : end + 1;
+    auto equals = item.find('=');
+    if (equals == std::string::npos) {
+      return Error::usage("scenario filter item \"" + item + "\" is not FIELD=VALUE");
+    }
+    std::string field = item.substr(0, equals);
+    std::string value = item.substr(equals + 1);
+    std::string* slot = field == "device" || field == "device_mode" ? &query.device_mode
+                        : field == "phase"                          ? &query.phase
+                        : field == "toolchain"                      ? &query.toolchain
+                        : field == "soc"                            ? &query.soc
+                                                                    : nullptr;
+    if (slot == nullptr) {
+      return Error::usage("scenario filter field \"" + field + "\" is unknown (allowed: device, phase, toolchain, soc)");
+    }
+    *slot = value;
+  }
+  return {};
+}
+
+ApiResponse storage_failure(const Error& error) {
+  int status = error.code() == ErrorCode::remote || error.code() == ErrorCode::timeout ? 503 : 500;
+  return error_response(status, status == 503 ? "unavailable" : "internal", error.message());
+}
+
+}  // namespace
+
+Route match_route(std::string_view method, std::string_view path) {
+  Route route;
+  auto only = [&](std::initializer_list<std::string_view> methods, const char* allow) {
+    for (auto allowed : methods) {
+      if (method == allowed) {
+        return true;
+      }
+    }
+    route.error_status = 405;
+    route.error_message = std::string(method) + " is not allowed on " + std::string(path);
+    route.allow = allow;
+    return false;
+  };
+  if (path.substr(0, k_entries_prefix.size()) == k_entries_prefix && path != "/v1/entries/query") {
+    route.name = "entry";
+    route.key = std::string(path.substr(k_entries_prefix.size()));
+    if (!only({"GET", "HEAD", "PUT", "DELETE"}, "GET, HEAD, PUT, DELETE")) {
+      return route;
+    }
+    if (auto valid = store::check_key(route.key); !valid) {
+      route.error_status = 400;
+      route.error_message = valid.error().message();
+      return route;
+    }
+    route.scope = method == "PUT" ? Scope::write : method == "DELETE" ? Scope::admin : Scope::read;
+    route.body = method == "PUT" ? BodyKind::upload : BodyKind::none;
+    return route;
+  }
+  if (path == "/v1/entries/query") {
+    route.name = "query";
+    if (only({"POST"}, "POST")) {
+      route.scope = Scope::read;
+      route.body = BodyKind::small;
+    }
+    return route;
+  }
+  if (path == "/v1/entries") {
+    route.name = "list";
+    if (only({"GET", "HEAD"}, "GET, HEAD")) {
+      route.scope = Scope::read;
+    }
+    return route;
+  }
+  if (path == "/v1/status" || path == "/metrics") {
+    route.name = path == "/metrics" ? "metrics" : "status";
+    if (only({"GET", "HEAD"}, "GET, HEAD")) {
+      route.scope = Scope::read;
+    }
+    return route;
+  }
+  if (path == "/healthz") {
+    route.name = "healthz";
+    only({"GET", "HEAD"}, "GET, HEAD");
+    return route;
+  }
+  route.error_status = 404;
+  route.error_message = "no such endpoint: " + std::string(path) + " (the API lives under /v1/, see docs/protocol.md)";
+  return route;
+}
+
+ApiResponse error_response(int status, const std::string& code, const std::string& message) {
+  return json_response(status, {{"error", code}, {"message", message}});
+}
+
+std::pair<std::string, std::map<std::string, std::string>> split_target(std::string_view target) {
+  std::map<std::string, std::string> parameters;
+  auto question = target.find('?');
+  std::string path = percent_decode(target.substr(0, question));
+  if (question == std::string_view::npos) {
+    return {path, parameters};
+  }
+  std::string_view query = target.substr(question + 1);
+  std::size_t start = 0;
+  while (start < query.size()) {
+    auto end = query.find('&', start);
+    auto item = query.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+    start = end == std::string_view::npos ? query.size() : end + 1;
+    auto equals = item.find('=');
+    parameters[percent_decode(item.substr(0, equals))] =
+        equals == std::string_view::npos ? std::string() : percent_decode(item.substr(equals + 1));
+  }
+  return {path, parameters};
+}
+
+Api::Api(Storage& storage, Metrics& metrics, const ServerConfig& config)
+    : m_storage(storage), m_metrics(metrics), m_config(config) {}
+
+ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_view if_none_match) {
+  auto found = m_storage.open(key);
+  if (!found) {
+    return storage_failure(found.error());
+  }
+  if (!*found) {
+    return error_response(404, "not_found", "no entry for key " + key);
+  }
+  ApiResponse response;
+  response.content_type = "application/vnd.opcache.bundle";
+  response.headers.push_back({"ETag", quoted_etag((*found)->digest)});
+  if (if_none_match == quoted_etag((*found)->digest)) {
+    response.status = 304;
+    return response;
+  }
+  response.head_only = head_only;
+  response.bundle = std::move(**found);
+  return response;
+}
+
+ApiResponse Api::put_entry(const std::string& key, store::AtomicFile upload) {
+  if (auto finished = upload.finish_writing(); !finished) {
+    return storage_failure(finished.error());
+  }
+  auto fd = store::open_for_reading(upload.temp_path());
+  if (!fd) {
+    return storage_failure(fd.error());
+  }
+  store::FdSource source(fd->get(), upload.temp_path());
+  std::string digest;
+  auto manifest = store::verify_bundle(source, store::BundleLimits{}, &digest);
+  if (!manifest) {
+    m_metrics.record_rejected_upload(manifest.error().code() == ErrorCode::corrupt ? "corrupt" : "unreadable");
+    if (manifest.error().code() != ErrorCode::corrupt) {
+      return storage_failure(manifest.error());
+    }
+    return error_response(400, "corrupt_bundle", manifest.error().message());
+  }
+  if (manifest->key != key) {
+    m_metrics.record_rejected_upload("key_mismatch");
+    return error_response(409, "key_mismatch",
+                          "the bundle is for key " + manifest->key + ", not for the URL's key " + key);
+  }
+  const auto bytes = static_cast<std::int64_t>(source_size(fd->get()));
+  fd->reset();
+  auto stored = m_storage.store_verified(std::move(upload), *manifest, digest, bytes);
+  if (!stored) {
+    return storage_failure(stored.error());
+  }
+  ApiResponse response = json_response(stored->stored ? 201 : 200, {{"key", key},
+                                                                   {"digest", stored->digest},
+                                                                   {"bytes", stored->bytes},
+                                                                   {"stored", stored->stored}});
+  response.headers.push_back({"ETag", quoted_etag(stored->digest)});
+  return response;
+}
+
+ApiResponse Api::delete_entry(const std::string& key) {
+  auto removed = m_storage.remove(key);
+  if (!removed) {
+    return storage_failure(removed.error());
+  }
+  if (!*removed) {
+    return error_response(404, "not_found", "no entry for key " + key);
+  }
+  return json_response(200, {{"key", key}, {"deleted", true}});
+}
+
+ApiResponse Api::query(const std::string& body) {
+  auto parsed = store::parse_json(body, "request body");
+  if (!parsed) {
+    return error_response(400, "bad_request", parsed.error().message());
+  }
+  auto keys = parsed->find("keys");
+  if (!parsed->is_object() || keys == parsed->end() || !keys->is_array()) {
+    return error_response(400, "bad_request", "request body must be {\"keys\": [\"<64 hex>\", ...]}");
+  }
+  if (keys->size() > m_config.max_query_keys) {
+    return error_response(413, "too_many_keys",
+                          "at most " + std::to_string(m_config.max_query_keys) + " keys per query, got " +
+                              std::to_string(keys->size()));
+  }
+  std::vector<std::string> wanted;
+  for (const auto& key : *keys) {
+    if (!key.is_string() || !store::check_key(key.get<std::string>())) {
+      return error_response(400, "invalid_key", "keys[" + std::to_string(wanted.size()) +
+                                                    "] is not a cache key (64 lowercase hex characters)");
+    }
+    wanted.push_back(key.get<std::string>());
+  }
+  auto present = m_storage.present(wanted);
+  if (!present) {
+    return storage_failure(present.error());
+  }
+  json found = json::array();
+  json missing = json::array();
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    ((*present)[i] ? found : missing).push_back(wanted[i]);
+  }
+  return json_response(200, {{"present", found}, {"missing", missing}});
+}
+
+ApiResponse Api::list(const std::map<std::string, std::string>& parameters) {
+  ListQuery query;
+  for (const auto& [name, value] : parameters) {
+    if (name == "scenario") {
+      if (auto applied = apply_scenario_filter(value, query); !applied) {
+        return error_response(400, "bad_request", applied.error().message());
+      }
+    } else if (name == "op_type") {
+      query.op_type = value;
+    } else if (name == "after") {
+      query.after = value;
+    } else if (name == "limit") {
+      char* end = nullptr;
+      long limit = std::strtol(value.c_str(), &end, 10);
+      if (value.empty() || *end != '\0' || limit < 1 || limit > 1000) {
+        return error_response(400, "bad_request", "limit must be an integer from 1 to 1000");
+      }
+      query.limit = static_cast<int>(limit);
+    } else {
+      return error_response(400, "bad_request",
+                            "unknown parameter \"" + name + "\" (allowed: scenario, op_type, after, limit)");
+    }
+  }
+  auto page = m_storage.list(query);
+  if (!page) {
+    return storage_failure(page.error());
+  }
+  json entries = json::array();
+  for (const auto& entry : page->entries) {
+    entries.push_back({{"key", entry.key},
+                       {"op_type", entry.op_type},
+                       {"scenario", entry.scenario},
+                       {"bundle_bytes", entry.bundle_bytes},
+                       {"created_ms", entry.created_ms}});
+  }
+  json body = {{"entries", entries}};
+  body["next"] = page->next.empty() ? json(nullptr) : json(page->next);
+  return json_response(200, body);
+}
+
+ApiResponse Api::status() {
+  auto gauges = m_storage.gauges();
+  auto optional_number = [](const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); };
+  double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+  return json_response(200, {{"version", k_version_string},
+                             {"api", "v1"},
+                             {"storage", m_storage.describe()},
+                             {"entries", optional_number(gauges.entries)},
+                             {"bytes", optional_number(gauges.bytes)},
+                             {"hits", m_metrics.hits()},
+                             {"misses", m_metrics.misses()},
+                             {"uptime_seconds", uptime}});
+}
+
+ApiResponse Api::metrics() {
+  double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+  ApiResponse response;
+  response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+  response.body = m_metrics.render(m_storage.gauges(), uptime);
+  return response;
+}
+
+ApiResponse Api::healthz() { return json_response(200, {{"status", "ok"}}); }
+
+}  // namespace opcache::remote::server

@@ -1,0 +1,87 @@
+// HTTP API v1 of `opcache serve` (docs/protocol.md): routing, and handlers
+// that parse and validate, call the storage, and map outcomes to statuses.
+// Independent of the HTTP library: the session layer (http_server.cpp)
+// converts to and from Beast.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "remote/server/auth.hpp"
+#include "remote/server/metrics.hpp"
+#include "remote/server/server_config.hpp"
+#include "remote/server/storage.hpp"
+
+namespace opcache::remote::server {
+
+/// How a request's body is read.
+enum class BodyKind {
+  none,    ///< no body expected (any sent is refused)
+  small,   ///< read into memory, up to k_small_body_limit
+  upload,  ///< streamed into a storage temp file, up to max_body_bytes
+};
+
+/// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
+inline constexpr std::size_t k_small_body_limit = 2u << 20;
+
+/// What a request's method and path resolve to.
+struct Route {
+  std::string name = "unknown";  ///< metric label: entry, query, list, status, metrics, healthz, unknown
+  std::string key;               ///< for /v1/entries/{key}
+  Scope scope = Scope::none;
+  BodyKind body = BodyKind::none;
+  int error_status = 0;          ///< 404 / 405 / 400 when the route itself is wrong
+  std::string error_message;
+  std::string allow;             ///< for 405: the allowed methods
+};
+
+/// Resolves a method and a path (without query string).
+Route match_route(std::string_view method, std::string_view path);
+
+/// A response before it is turned into HTTP.
+struct ApiResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::optional<StoredBundle> bundle;  ///< streamed as the body instead of `body`
+  bool head_only = false;              ///< HEAD: headers (incl. Content-Length) without a body
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+/// A JSON error body {"error": code, "message": message} with `status`.
+ApiResponse error_response(int status, const std::string& code, const std::string& message);
+
+/// Splits "path?query" and percent-decodes the query parameters.
+std::pair<std::string, std::map<std::string, std::string>> split_target(std::string_view target);
+
+/// The handlers. Thread-safe (the storage and metrics are).
+class Api {
+ public:
+  Api(Storage& storage, Metrics& metrics, const ServerConfig& config);
+
+  ApiResponse get_entry(const std::string& key, bool head_only, std::string_view if_none_match);
+  /// Verifies `upload` (a complete body) against `key` and stores it.
+  ApiResponse put_entry(const std::string& key, store::AtomicFile upload);
+  ApiResponse delete_entry(const std::string& key);
+  ApiResponse query(const std::string& body);
+  ApiResponse list(const std::map<std::string, std::string>& parameters);
+  ApiResponse status();
+  ApiResponse metrics();
+  ApiResponse healthz();
+
+  /// A fresh temp file for an upload body.
+  Result<store::AtomicFile> create_upload() { return m_storage.create_upload(); }
+
+ private:
+  Storage& m_storage;
+  Metrics& m_metrics;
+  const ServerConfig& m_config;
+  std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
+};
+
+}  // namespace opcache::remote::server

@@ -1,0 +1,110 @@
+#include "remote/server/metrics.hpp"
+
+#include <cstdio>
+
+namespace opcache::remote::server {
+
+namespace {
+
+std::string format_double(double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, "%.9g", value);
+  return buffer;
+}
+
+void append_family(std::string& out, const char* name, const char* type, const char* help) {
+  out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+}
+
+}  // namespace
+
+void Metrics::record_request(const std::string& route, const std::string& method, int status, double seconds,
+                             std::uint64_t bytes_in, std::uint64_t bytes_out) {
+  std::lock_guard lock(m_mutex);
+  ++m_requests[{route, method, status}];
+  auto& histogram = m_latency[route];
+  for (std::size_t i = 0; i < k_buckets.size(); ++i) {
+    if (seconds <= k_buckets[i]) {
+      ++histogram.buckets[i];
+    }
+  }
+  ++histogram.count;
+  histogram.sum += seconds;
+  m_bytes_in += bytes_in;
+  m_bytes_out += bytes_out;
+  if (route == "entry" && (method == "GET" || method == "HEAD")) {
+    if (status == 200 || status == 304) {
+      ++m_hits;
+    } else if (status == 404) {
+      ++m_misses;
+    }
+  }
+}
+
+void Metrics::record_rejected_upload(const std::string& reason) {
+  std::lock_guard lock(m_mutex);
+  ++m_rejected_uploads[reason];
+}
+
+std::int64_t Metrics::hits() const {
+  std::lock_guard lock(m_mutex);
+  return m_hits;
+}
+
+std::int64_t Metrics::misses() const {
+  std::lock_guard lock(m_mutex);
+  return m_misses;
+}
+
+std::string Metrics::render(const StorageGauges& gauges, double uptime_seconds) const {
+  std::lock_guard lock(m_mutex);
+  std::string out;
+  append_family(out, "opcache_http_requests_total", "counter", "HTTP requests by route, method and status.");
+  for (const auto& [labels, count] : m_requests) {
+    const auto& [route, method, status] = labels;
+    out += "opcache_http_requests_total{route=\"" + route + "\",method=\"" + method + "\",status=\"" +
+           std::to_string(status) + "\"} " + std::to_string(count) + "\n";
+  }
+  append_family(out, "opcache_http_request_duration_seconds", "histogram",
+                "Time from the first byte of a request to the last byte of its response.");
+  for (const auto& [route, histogram] : m_latency) {
+    for (std::size_t i = 0; i < k_buckets.size(); ++i) {
+      out += "opcache_http_request_duration_seconds_bucket{route=\"" + route + "\",le=\"" +
+             format_double(k_buckets[i]) + "\"} " + std::to_string(histogram.buckets[i]) + "\n";
+    }
+    out += "opcache_http_request_duration_seconds_bucket{route=\"" + route + "\",le=\"+Inf\"} " +
+           std::to_string(histogram.count) + "\n";
+    out += "opcache_http_request_duration_seconds_sum{route=\"" + route + "\"} " + format_double(histogram.sum) + "\n";
+    out += "opcache_http_request_duration_seconds_count{route=\"" + route + "\"} " + std::to_string(histogram.count) +
+           "\n";
+  }
+  append_family(out, "opcache_http_received_bytes_total", "counter", "Request body bytes received.");
+  out += "opcache_http_received_bytes_total " + std::to_string(m_bytes_in) + "\n";
+  append_family(out, "opcache_http_sent_bytes_total", "counter", "Response body bytes sent.");
+  out += "opcache_http_sent_bytes_total " + std::to_string(m_bytes_out) + "\n";
+  append_family(out, "opcache_uploads_rejected_total", "counter", "Uploads refused, by reason.");
+  for (const auto& [reason, count] : m_rejected_uploads) {
+    out += "opcache_uploads_rejected_total{reason=\"" + reason + "\"} " + std::to_string(count) + "\n";
+  }
+  append_family(out, "opcache_cache_hits_total", "counter", "Entry reads that found the entry.");
+  out += "opcache_cache_hits_total " + std::to_string(m_hits) + "\n";
+  append_family(out, "opcache_cache_misses_total", "counter", "Entry reads that did not find the entry.");
+  out += "opcache_cache_misses_total " + std::to_string(m_misses) + "\n";
+  if (gauges.entries) {
+    append_family(out, "opcache_store_entries", "gauge", "Entries in the store.");
+    out += "opcache_store_entries " + std::to_string(*gauges.entries) + "\n";
+  }
+  if (gauges.bytes) {
+    append_family(out, "opcache_store_bytes", "gauge", "Bytes of bundles in the store.");
+    out += "opcache_store_bytes " + std::to_string(*gauges.bytes) + "\n";
+  }
+  if (gauges.evictions) {
+    append_family(out, "opcache_store_evictions_total", "counter", "Entries removed by aging.");
+    out += "opcache_store_evictions_total " + std::to_string(*gauges.evictions) + "\n";
+  }
+  append_family(out, "opcache_uptime_seconds", "gauge", "Seconds since the server started.");
+  out += "opcache_uptime_seconds " + format_double(uptime_seconds) + "\n";
+  return out;
+}
+
+}  // namespace opcache::remote::server

@@ -1,0 +1,57 @@
+// Prometheus metrics of `opcache serve` (text exposition format 0.0.4).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <tuple>
+
+namespace opcache::remote::server {
+
+/// Store-level gauges sampled when /metrics is scraped (absent when the
+/// storage cannot tell cheaply, e.g. S3).
+struct StorageGauges {
+  std::optional<std::int64_t> entries;
+  std::optional<std::int64_t> bytes;
+  std::optional<std::int64_t> evictions;
+};
+
+/// Request counters and latency histograms by route, method and status;
+/// bytes in and out; rejected uploads by reason. Thread-safe.
+class Metrics {
+ public:
+  /// Upper bounds (seconds) of the latency histogram buckets.
+  static constexpr std::array<double, 12> k_buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                      0.05,   0.1,   0.25,   0.5,   1.0,  5.0};
+
+  void record_request(const std::string& route, const std::string& method, int status, double seconds,
+                      std::uint64_t bytes_in, std::uint64_t bytes_out);
+  void record_rejected_upload(const std::string& reason);
+  /// Hits and misses of GET/HEAD on entries (for /v1/status).
+  std::int64_t hits() const;
+  std::int64_t misses() const;
+
+  /// The exposition text, including `gauges` and process uptime.
+  std::string render(const StorageGauges& gauges, double uptime_seconds) const;
+
+ private:
+  struct Histogram {
+    std::array<std::uint64_t, k_buckets.size()> buckets{};
+    std::uint64_t count = 0;
+    double sum = 0;
+  };
+
+  mutable std::mutex m_mutex;
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> m_requests;
+  std::map<std::string, Histogram> m_latency;
+  std::map<std::string, std::uint64_t> m_rejected_uploads;
+  std::uint64_t m_bytes_in = 0;
+  std::uint64_t m_bytes_out = 0;
+  std::int64_t m_hits = 0;
+  std::int64_t m_misses = 0;
+};
+
+}  // namespace opcache::remote::server

@@ -1,0 +1,163 @@
+#include "remote/server/server_config.hpp"
+
+#include <ini.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "store/file_io.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote::server {
+
+namespace {
+
+Result<std::int64_t> parse_number(const std::string& where, const std::string& text, std::int64_t min,
+                                  std::int64_t max) {
+  char* end = nullptr;
+  long long value = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < min || value > max) {
+    return Error::usage(where + " = \"" + text + "\" must be an integer from " + std::to_string(min) + " to " +
+                        std::to_string(max));
+  }
+  return value;
+}
+
+Result<bool> parse_bool(const std::string& where, const std::string& text) {
+  if (text == "true" || text == "yes" || text == "1" || text == "on") {
+    return true;
+  }
+  if (text == "false" || text == "no" || text == "0" || text == "off") {
+    return false;
+  }
+  return Error::usage(where + " = \"" + text + "\" must be true or false");
+}
+
+Status apply(ServerConfig& config, const std::string& where, const std::string& key, const std::string& value) {
+  const std::string at = where + " " + key;
+  if (key == "listen") {
+    config.listen.clear();
+    std::size_t start = 0;
+    while (start <= value.size()) {
+      auto end = value.find(',', start);
+      OPCACHE_TRY_ASSIGN(auto address, parse_listen_address(value.substr(start, end == std::string::npos
+                                                                                    ? std::string::npos
+                                                                                    : end - start)));
+      config.listen.push_back(address);
+      if (end == std::string::npos) {
+        break;
+      }
+      start = end + 1;
+    }
+  } else if (key == "threads") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 256));
+    config.threads = static_cast<int>(n);
+  } else if (key == "workers") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 1024));
+    config.workers = static_cast<int>(n);
+  } else if (key == "storage") {
+    config.storage = value;
+  } else if (key == "tokens") {
+    config.tokens_file = value;
+  } else if (key == "anonymous_read") {
+    OPCACHE_TRY_ASSIGN(config.anonymous_read, parse_bool(at, value));
+  } else if (key == "tls_cert") {
+    config.tls_cert = value;
+  } else if (key == "tls_key") {
+    config.tls_key = value;
+  } else if (key == "max_body") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1024, 1ll << 40));
+    config.max_body_bytes = static_cast<std::uint64_t>(n);
+  } else if (key == "max_header") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1024, 1 << 20));
+    config.max_header_bytes = static_cast<std::uint32_t>(n);
+  } else if (key == "request_timeout") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 86400));
+    config.request_timeout_s = static_cast<int>(n);
+  } else if (key == "idle_timeout") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 86400));
+    config.idle_timeout_s = static_cast<int>(n);
+  } else if (key == "max_inflight") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 1 << 20));
+    config.max_inflight = static_cast<int>(n);
+  } else if (key == "log_format") {
+    if (value != "text" && value != "json") {
+      return Error::usage(at + " = \"" + value + "\" must be text or json");
+    }
+    config.log_format = value == "json" ? LogFormat::json : LogFormat::text;
+  } else if (key == "access_log") {
+    config.access_log = value;
+  } else if (key == "temp_dir") {
+    config.temp_dir = value;
+  } else {
+    return Error::usage(at + " is not a known setting (see docs/operations.md)");
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<ListenAddress> parse_listen_address(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos) {
+    return Error::usage("listen address \"" + text + "\" must be HOST:PORT, [IPv6]:PORT or :PORT");
+  }
+  std::string host = text.substr(0, colon);
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
+    host = host.substr(1, host.size() - 2);
+  }
+  if (host.empty()) {
+    host = "0.0.0.0";
+  }
+  auto port = parse_number("listen address \"" + text + "\" port", text.substr(colon + 1), 0, 65535);
+  if (!port) {
+    return port.error();
+  }
+  return ListenAddress{host, static_cast<std::uint16_t>(*port)};
+}
+
+Status load_server_config_file(const std::filesystem::path& path, ServerConfig& config) {
+  OPCACHE_TRY_ASSIGN(std::string text, store::read_file(path));
+  struct Context {
+    ServerConfig* config;
+    std::string where;
+    std::optional<Error> error;
+  } context{&config, path.string(), std::nullopt};
+  auto handler = [](void* user, const char* section, const char* name, const char* value) -> int {
+    auto* context = static_cast<Context*>(user);
+    if (context->error) {
+      return 1;
+    }
+    if (std::string(section) != "serve") {
+      context->error = Error::usage(context->where + ": unknown section [" + section + "] (use [serve])");
+      return 1;
+    }
+    if (auto status = apply(*context->config, context->where + ": [serve]", name, value); !status) {
+      context->error = status.error();
+    }
+    return 1;
+  };
+  int line = ini_parse_string(text.c_str(), handler, &context);
+  if (line != 0) {
+    return Error::usage(path.string() + ": line " + std::to_string(line) + " is not INI syntax (key = value)");
+  }
+  if (context.error) {
+    return *context.error;
+  }
+  return {};
+}
+
+Status validate_server_config(const ServerConfig& config) {
+  if (config.storage.empty()) {
+    return Error::usage("no storage: pass --storage DIR or --storage s3://BUCKET/PREFIX?endpoint=...");
+  }
+  if (config.listen.empty()) {
+    return Error::usage("no listen address: pass --listen HOST:PORT");
+  }
+  if (config.tls_cert.empty() != config.tls_key.empty()) {
+    return Error::usage("TLS needs both --tls-cert and --tls-key");
+  }
+  return {};
+}
+
+}  // namespace opcache::remote::server

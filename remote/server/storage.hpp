@@ -1,0 +1,80 @@
+// Where `opcache serve` keeps bundles: the local store (embedded default) or
+// an S3-compatible bucket. Handlers (api.cpp) only talk to this interface.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "opcache/result.hpp"
+#include "remote/server/metrics.hpp"
+#include "store/file_io.hpp"
+#include "store/manifest.hpp"
+
+namespace opcache::remote::server {
+
+/// An open bundle, ready to stream.
+struct StoredBundle {
+  store::FileDescriptor fd;  ///< positioned at the start
+  std::int64_t size = 0;
+  std::string digest;        ///< SHA-256 of the bundle (the ETag)
+};
+
+/// The outcome of storing an upload.
+struct UploadOutcome {
+  bool stored = false;  ///< false: the key was already present (idempotent PUT)
+  std::string digest;
+  std::int64_t bytes = 0;
+};
+
+/// One entry in a listing.
+struct ListedEntry {
+  std::string key;
+  std::string op_type;
+  nlohmann::json scenario;
+  std::int64_t bundle_bytes = 0;
+  std::int64_t created_ms = 0;
+};
+
+/// Filters and cursor of a listing; empty strings match everything.
+struct ListQuery {
+  std::string device_mode, phase, toolchain, soc, op_type;
+  std::string after;  ///< opaque cursor from a previous page's `next`
+  int limit = 100;
+};
+
+struct ListPage {
+  std::vector<ListedEntry> entries;
+  std::string next;  ///< cursor for the next page; empty when this is the last
+};
+
+/// A storage backend. Implementations are thread-safe: handlers call them
+/// concurrently from the worker pool.
+class Storage {
+ public:
+  virtual ~Storage() = default;
+
+  /// "local /path" or "s3 bucket/prefix at endpoint", for logs.
+  virtual std::string describe() const = 0;
+  /// The bundle of `key`, or std::nullopt.
+  virtual Result<std::optional<StoredBundle>> open(const std::string& key) = 0;
+  /// A fresh temp file for an upload; discarded unless handed to store_verified.
+  virtual Result<store::AtomicFile> create_upload() = 0;
+  /// Makes a bundle visible under its key. The caller verified it completely
+  /// (verify_bundle) and checked the key; `bytes` is the file's size.
+  virtual Result<UploadOutcome> store_verified(store::AtomicFile upload, const store::Manifest& manifest,
+                                               const std::string& digest, std::int64_t bytes) = 0;
+  /// Deletes an entry; false when absent.
+  virtual Result<bool> remove(const std::string& key) = 0;
+  /// For each key, whether it is present (same order).
+  virtual Result<std::vector<bool>> present(const std::vector<std::string>& keys) = 0;
+  virtual Result<ListPage> list(const ListQuery& query) = 0;
+  /// Entries, bytes and evictions where cheap to know.
+  virtual StorageGauges gauges() = 0;
+};
+
+}  // namespace opcache::remote::server

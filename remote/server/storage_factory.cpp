@@ -1,0 +1,36 @@
+#include "remote/server/storage_factory.hpp"
+
+#include "remote/server/local_storage.hpp"
+#include "store/settings.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote::server {
+
+namespace {
+
+Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const store::EnvLookup& env,
+                                            const std::function<void(const std::string&)>& warn) {
+  store::SettingOverrides overrides;
+  overrides.cache_dir = config.storage;
+  OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(overrides, env));
+  for (const auto& warning : settings.warnings) {
+    warn(warning);
+  }
+  store::StoreOptions options;
+  options.root = config.storage;
+  options.aging = settings.aging();
+  options.warn = warn;
+  return make_local_storage(std::move(options));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const store::EnvLookup& env,
+                                              const std::function<void(const std::string&)>& warn) {
+  if (config.storage.rfind("s3://", 0) == 0) {
+    return Error::usage("S3 storage is not available in this build yet");
+  }
+  return open_local(config, env, warn);
+}
+
+}  // namespace opcache::remote::server

@@ -1,0 +1,21 @@
+// Chooses the server's storage backend from its --storage value:
+// "s3://bucket/prefix?..." is S3, anything else a local directory.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "opcache/result.hpp"
+#include "remote/server/server_config.hpp"
+#include "remote/server/storage.hpp"
+#include "store/scenario.hpp"
+
+namespace opcache::remote::server {
+
+/// Opens the storage named by `config.storage`. A local store ages by the
+/// same rules as a client's (op_cache.ini in it, ASCEND_* variables).
+/// `warn` receives setting warnings.
+Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const store::EnvLookup& env,
+                                              const std::function<void(const std::string&)>& warn);
+
+}  // namespace opcache::remote::server
