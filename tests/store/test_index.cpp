@@ -333,32 +333,38 @@ TEST_CASE("store::Index digest_referenced is true while any row points at the di
   CHECK_FALSE(*index.digest_referenced(shared));
 }
 
-TEST_CASE("store::Index record_hit counts hits and moves the access time forward only when asked") {
+TEST_CASE("store::Index record_hits counts hits and moves the access time forward only when asked") {
   opcache::test::TempDir temp;
   Index index = open_index(temp / "index.db");
   auto entry = make_entry(hex_key('a'), hex_key('d'));
   entry.last_access_ms = 5000;
   REQUIRE(index.upsert(entry).ok());
 
-  REQUIRE(index.record_hit(entry.key, 9000, true).ok());
+  REQUIRE(index.record_hits(entry.key, 1, 9000, true).ok());
   auto found = index.lookup(entry.key);
   CHECK((*found)->hits == 1);
   CHECK((*found)->last_access_ms == 9000);
 
   // An older clock reading never moves the access time backwards.
-  REQUIRE(index.record_hit(entry.key, 7000, true).ok());
+  REQUIRE(index.record_hits(entry.key, 1, 7000, true).ok());
   found = index.lookup(entry.key);
   CHECK((*found)->hits == 2);
   CHECK((*found)->last_access_ms == 9000);
 
   // Aging disabled: hits still count, the access time stays.
-  REQUIRE(index.record_hit(entry.key, 20000, false).ok());
+  REQUIRE(index.record_hits(entry.key, 1, 20000, false).ok());
   found = index.lookup(entry.key);
   CHECK((*found)->hits == 3);
+
+  // A batch of hits adds its count at once.
+  REQUIRE(index.record_hits(entry.key, 5, 8000, true).ok());
+  found = index.lookup(entry.key);
+  CHECK((*found)->hits == 8);
+  CHECK((*found)->last_access_ms == 9000);
   CHECK((*found)->last_access_ms == 9000);
 
   // A hit on a key without a row changes nothing and creates no row.
-  REQUIRE(index.record_hit(hex_key('b'), 20000, true).ok());
+  REQUIRE(index.record_hits(hex_key('b'), 1, 20000, true).ok());
   CHECK_FALSE(index.lookup(hex_key('b'))->has_value());
   CHECK(index.totals()->entries == 1);
 }
