@@ -2,12 +2,14 @@
 // turns every failure, including exceptions, into a status code.
 #include "opcache/opcache.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <string>
 
 #include "opcache/opcache.hpp"
+#include "store/json_parse.hpp"
 
 struct opcache_store {
   opcache::Store store;
@@ -52,6 +54,68 @@ void copy_key(const std::string& key, char* key_out) {
   }
 }
 
+char* copy_string(const std::string& text) {
+  char* copy = static_cast<char*>(std::malloc(text.size() + 1));
+  if (copy == nullptr) {
+    throw std::bad_alloc();
+  }
+  std::memcpy(copy, text.c_str(), text.size() + 1);
+  return copy;
+}
+
+// StoreConfig from the JSON options of opcache_open_ex.
+opcache::Result<opcache::StoreConfig> config_from_json(const char* options_json) {
+  auto parsed = opcache::store::parse_json(options_json, "opcache_open_ex options");
+  if (!parsed) {
+    return parsed.error();
+  }
+  if (!parsed->is_object()) {
+    return opcache::Error::usage("opcache_open_ex options must be a JSON object");
+  }
+  opcache::StoreConfig config;
+  for (const auto& [name, value] : parsed->items()) {
+    auto text = [&]() -> opcache::Result<std::string> {
+      if (!value.is_string()) {
+        return opcache::Error::usage("opcache_open_ex option \"" + name + "\" must be a string");
+      }
+      return value.get<std::string>();
+    };
+    auto number = [&]() -> opcache::Result<std::int64_t> {
+      if (!value.is_number_integer()) {
+        return opcache::Error::usage("opcache_open_ex option \"" + name + "\" must be an integer");
+      }
+      return value.get<std::int64_t>();
+    };
+    if (name == "cache_dir" || name == "config_file" || name == "mode" || name == "op_debug_list" ||
+        name == "volatile_fields") {
+      auto value_text = text();
+      if (!value_text) {
+        return value_text.error();
+      }
+      if (name == "cache_dir") config.cache_dir = *value_text;
+      if (name == "config_file") config.config_file = *value_text;
+      if (name == "mode") config.mode = *value_text;
+      if (name == "op_debug_list") config.op_debug_list = *value_text;
+      if (name == "volatile_fields") config.volatile_fields = *value_text;
+    } else if (name == "min_idle_s" || name == "op_debug_level" || name == "wait_timeout_s" ||
+               name == "compression_level") {
+      auto value_number = number();
+      if (!value_number) {
+        return value_number.error();
+      }
+      if (name == "min_idle_s") config.min_idle_s = *value_number;
+      if (name == "op_debug_level") config.op_debug_level = *value_number;
+      if (name == "wait_timeout_s") config.wait_timeout_s = *value_number;
+      if (name == "compression_level") config.compression_level = static_cast<int>(*value_number);
+    } else {
+      return opcache::Error::usage("opcache_open_ex: unknown option \"" + name +
+                                   "\" (allowed: cache_dir, config_file, mode, min_idle_s, op_debug_level, "
+                                   "op_debug_list, volatile_fields, wait_timeout_s, compression_level)");
+    }
+  }
+  return config;  // values are validated by Store::open
+}
+
 }  // namespace
 
 extern "C" {
@@ -90,6 +154,47 @@ opcache_status opcache_open(const char* cache_dir, opcache_store** out) {
 }
 
 void opcache_close(opcache_store* store) { delete store; }
+
+opcache_status opcache_open_ex(const char* options_json, opcache_store** out) {
+  return guarded([&] {
+    if (out == nullptr) {
+      return fail_usage("opcache_open_ex: out must not be NULL");
+    }
+    *out = nullptr;
+    auto config = config_from_json(options_json == nullptr ? "{}" : options_json);
+    if (!config) {
+      return fail(config.error());
+    }
+    auto store = opcache::Store::open(*config);
+    if (!store) {
+      return fail(store.error());
+    }
+    *out = new opcache_store{std::move(*store)};
+    return OPCACHE_OK;
+  });
+}
+
+opcache_status opcache_stats_json(opcache_store* store, char** json_out) {
+  return guarded([&] {
+    if (store == nullptr || json_out == nullptr) {
+      return fail_usage("opcache_stats_json: store and json_out must not be NULL");
+    }
+    *json_out = nullptr;
+    auto stats = store->store.stats();
+    if (!stats) {
+      return fail(stats.error());
+    }
+    nlohmann::json document = {{"entries", stats->totals.entries},
+                               {"bundle_bytes", stats->totals.bundle_bytes},
+                               {"raw_bytes", stats->totals.raw_bytes},
+                               {"pinned", stats->totals.pinned},
+                               {"counters", stats->counters}};
+    *json_out = copy_string(document.dump());
+    return OPCACHE_OK;
+  });
+}
+
+void opcache_string_free(char* text) { std::free(text); }
 
 opcache_status opcache_key(opcache_store* store, const char* descriptor_json, const char* scenario, char* key_out) {
   return guarded([&] {

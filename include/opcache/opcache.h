@@ -56,6 +56,13 @@ const char* opcache_last_error(void);
  * ~/.cache/opcache). On success *out owns the handle. */
 opcache_status opcache_open(const char* cache_dir, opcache_store** out);
 
+/* Like opcache_open, with settings as a JSON object (NULL or "{}" for
+ * defaults). Keys, all optional: "cache_dir", "config_file", "mode"
+ * ("enable"|"force"|"disable"), "min_idle_s", "op_debug_level",
+ * "op_debug_list" (comma-separated), "volatile_fields", "wait_timeout_s",
+ * "compression_level". Unknown keys are OPCACHE_USAGE. Warnings go to stderr. */
+opcache_status opcache_open_ex(const char* options_json, opcache_store** out);
+
 /* Closes a handle; NULL is ignored. */
 void opcache_close(opcache_store* store);
 
@@ -81,6 +88,14 @@ opcache_status opcache_has(opcache_store* store, const char* key);
 
 /* Removes key. OPCACHE_NOT_FOUND when it was not present. */
 opcache_status opcache_remove(opcache_store* store, const char* key);
+
+/* Totals and counters as a JSON object ({"entries","bundle_bytes","raw_bytes",
+ * "pinned","counters":{...}}), in a string the caller frees with
+ * opcache_string_free. */
+opcache_status opcache_stats_json(opcache_store* store, char** json_out);
+
+/* Frees a string returned by opcache; NULL is ignored. */
+void opcache_string_free(char* text);
 
 /* Where the files of opcache_get_or_build came from. */
 typedef enum opcache_source {
