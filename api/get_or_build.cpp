@@ -87,7 +87,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   store::LocalStore& local = *m_impl->local;
   const bool force = m_impl->settings.mode.value == store::CacheMode::force;
   auto try_hit = [&]() -> Result<bool> {
-    OPCACHE_TRY_ASSIGN(auto entry, local.lookup(result.key));
+    OPCACHE_TRY_ASSIGN(auto entry, local.find(result.key));
     // In force mode only entries stored since this Store was opened count:
     // those were rebuilt by this run (here or by a process we waited for).
     if (!entry || (force && entry->created_ms < m_impl->opened_at_ms)) {

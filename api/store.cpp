@@ -108,6 +108,19 @@ Result<std::optional<Entry>> Store::lookup(std::string_view key) {
   return m_impl->local->lookup(std::string(key));
 }
 
+Result<std::optional<std::vector<std::string>>> Store::member_names(std::string_view key) {
+  OPCACHE_TRY(store::check_key(key));
+  OPCACHE_TRY_ASSIGN(auto manifest, m_impl->local->read_manifest(std::string(key)));
+  if (!manifest) {
+    return std::optional<std::vector<std::string>>();
+  }
+  std::vector<std::string> names;
+  for (const auto& member : manifest->members) {
+    names.push_back(member.name);
+  }
+  return std::optional<std::vector<std::string>>(std::move(names));
+}
+
 Result<bool> Store::contains(std::string_view key) { return m_impl->local->contains(std::string(key)); }
 
 Result<bool> Store::remove(std::string_view key) { return m_impl->local->remove(std::string(key)); }

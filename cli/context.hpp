@@ -114,5 +114,6 @@ std::vector<Command> register_config_command(CLI::App& app, Context& context);
 std::vector<Command> register_aging_commands(CLI::App& app, Context& context);
 std::vector<Command> register_exec_command(CLI::App& app, Context& context);
 std::vector<Command> register_serve_command(CLI::App& app, Context& context);
+std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli

@@ -26,7 +26,8 @@ int run(int argc, char** argv) {
   for (auto registrar : {opcache::cli::register_key_command, opcache::cli::register_put_command,
                          opcache::cli::register_get_commands, opcache::cli::register_list_commands,
                          opcache::cli::register_maintenance_commands, opcache::cli::register_aging_commands,
-                         opcache::cli::register_exec_command, opcache::cli::register_serve_command,
+                         opcache::cli::register_exec_command, opcache::cli::register_layout_commands,
+                         opcache::cli::register_serve_command,
                          opcache::cli::register_config_command,
                          opcache::cli::register_version_command}) {
     auto added = registrar(app, context);

@@ -34,7 +34,7 @@ Result<bool> LocalStore::evict(const IndexEntry& candidate, std::int64_t idle_cu
   return true;
 }
 
-Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode mode) {
+Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode mode, const std::string& keep_key) {
   GcReport report;
   report.aging_enabled = policy.enabled();
   report.dry_run = mode == GcMode::dry_run;
@@ -95,6 +95,9 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
         report.bytes_after = size;
         return report;
       }
+      if (candidate.key == keep_key) {
+        continue;
+      }
       bool removed = true;
       if (mode == GcMode::remove) {
         OPCACHE_TRY_ASSIGN(removed, evict(candidate, idle_cutoff));
@@ -116,7 +119,7 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
   return report;
 }
 
-void LocalStore::age_after_write() {
+void LocalStore::age_after_write(const std::string& written_key) {
   if (!m_options.aging.enabled()) {
     return;
   }
@@ -132,7 +135,7 @@ void LocalStore::age_after_write() {
   if (size <= m_options.aging.max_bytes) {
     return;
   }
-  auto report = collect_garbage(m_options.aging, GcMode::remove);
+  auto report = collect_garbage(m_options.aging, GcMode::remove, written_key);
   if (!report) {
     m_options.warn("aging after a write failed: " + report.error().message());
   }

@@ -135,7 +135,7 @@ Status LocalStore::count(const char* counter_name, std::int64_t delta) {
 }
 
 Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string& key) {
-  OPCACHE_TRY_ASSIGN(auto existing, lookup(key));
+  OPCACHE_TRY_ASSIGN(auto existing, find(key));
   if (!existing || !object_exists(existing->digest)) {
     return std::optional<PutOutcome>();
   }
@@ -231,7 +231,7 @@ Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest
     OPCACHE_TRY(unlink_if_unreferenced(*retired_digest));
     OPCACHE_TRY(transaction.commit());
   }
-  age_after_write();
+  age_after_write(manifest.key);
   return outcome;
 }
 
@@ -251,7 +251,13 @@ void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why,
 }
 
 Status LocalStore::record_hit(const IndexEntry& entry) {
-  bool flush_now = false;
+  const std::int64_t now = m_options.clock();
+  // An access time that aging could soon act on is written at once (so
+  // another process's gc never removes an entry in use); the rest wait for a
+  // batch. With the default 30 min idle rule that is one write per key per 15 min.
+  const bool access_is_stale =
+      m_options.aging.enabled() && now - entry.last_access_ms >= m_options.aging.min_idle_ms / 2;
+  bool flush_now = access_is_stale;
   {
     std::lock_guard lock(m_hits_mutex);
     auto& pending = m_pending_hits;
@@ -260,11 +266,12 @@ Status LocalStore::record_hit(const IndexEntry& entry) {
     }
     auto& per_key = pending.keys[entry.key];
     ++per_key.first;
-    per_key.second = std::max(per_key.second, m_options.clock());
+    per_key.second = std::max(per_key.second, now);
     ++pending.hits;
     pending.bytes += entry.raw_size;
     pending.saved_ms += entry.build_ms;
-    flush_now = pending.hits >= k_hit_batch || std::chrono::steady_clock::now() - pending.first >= k_hit_batch_age;
+    flush_now = flush_now || pending.hits >= k_hit_batch ||
+                std::chrono::steady_clock::now() - pending.first >= k_hit_batch_age;
   }
   return flush_now ? flush_hits() : Status{};
 }
@@ -299,7 +306,7 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
   OPCACHE_TRY(check_key(key));
   OPCACHE_TRY(ensure_directory(out_dir));
   for (int attempt = 1;; ++attempt) {
-    OPCACHE_TRY_ASSIGN(auto entry, lookup(key));
+    OPCACHE_TRY_ASSIGN(auto entry, find(key));
     if (!entry) {
       OPCACHE_TRY(count(counter::misses));
       return std::optional<GetOutcome>();
@@ -339,7 +346,7 @@ Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> LocalStore::open_bu
   using Found = std::optional<std::pair<IndexEntry, FileDescriptor>>;
   OPCACHE_TRY(check_key(key));
   for (int attempt = 1; attempt <= k_lookup_attempts; ++attempt) {
-    OPCACHE_TRY_ASSIGN(auto entry, lookup(key));
+    OPCACHE_TRY_ASSIGN(auto entry, find(key));
     if (!entry) {
       return Found();
     }
@@ -354,14 +361,31 @@ Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> LocalStore::open_bu
   return Found();
 }
 
-Result<std::optional<IndexEntry>> LocalStore::lookup(const std::string& key) {
+Result<std::optional<Manifest>> LocalStore::read_manifest(const std::string& key) {
+  OPCACHE_TRY_ASSIGN(auto found, open_bundle(key));
+  if (!found) {
+    return std::optional<Manifest>();
+  }
+  auto object = m_layout.object_path(found->first.digest);
+  FdSource source(found->second.get(), object);
+  BundleReader reader(source, m_options.limits, KeyCheck::trust_digest);
+  OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
+  return std::optional<Manifest>(std::move(manifest));
+}
+
+Result<std::optional<IndexEntry>> LocalStore::find(const std::string& key) {
   std::lock_guard lock(m_index_mutex);
   return m_index.lookup(key);
 }
 
+Result<std::optional<IndexEntry>> LocalStore::lookup(const std::string& key) {
+  OPCACHE_TRY(flush_hits());
+  return find(key);
+}
+
 Result<bool> LocalStore::contains(const std::string& key) {
   OPCACHE_TRY(check_key(key));
-  OPCACHE_TRY_ASSIGN(auto entry, lookup(key));
+  OPCACHE_TRY_ASSIGN(auto entry, find(key));
   return entry.has_value() && object_exists(entry->digest);
 }
 
@@ -381,6 +405,7 @@ Result<bool> LocalStore::remove(const std::string& key) {
 }
 
 Result<std::vector<IndexEntry>> LocalStore::list(const ListFilter& filter) {
+  OPCACHE_TRY(flush_hits());
   std::lock_guard lock(m_index_mutex);
   return m_index.list(filter);
 }

@@ -93,19 +93,30 @@ class LocalStore {
 
   /// Hits are counted in memory and written to the index in batches (every
   /// 256 hits, after 1 s, before stats() and aging, and on destruction), so a
-  /// hit needs no index write. A process killed with hits pending loses
-  /// those counts (never entries). Writes the pending hits now.
+  /// hit rarely needs an index write; a hit on an entry whose stored access
+  /// time is older than half the aging idle time is written at once, so no
+  /// other process ages an entry in use. A process killed with hits pending
+  /// loses those counts (never entries). Writes the pending hits now.
   Status flush_hits();
 
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
 
-  /// The index row, without touching the object.
+  /// The manifest of `key`'s bundle (header and manifest only, no payload;
+  /// the members are not verified here). std::nullopt when absent.
+  Result<std::optional<Manifest>> read_manifest(const std::string& key);
+
+  /// The index row, without touching the object, including this process's
+  /// hits (pending hits are flushed first).
   Result<std::optional<IndexEntry>> lookup(const std::string& key);
+  /// The index row as stored: cheaper (no flush), but hits of this process
+  /// still pending in memory are not counted in it. For hot paths.
+  Result<std::optional<IndexEntry>> find(const std::string& key);
   /// True when the key has a row and its object file exists.
   Result<bool> contains(const std::string& key);
   /// Removes the entry (and its object when no other row uses it).
   Result<bool> remove(const std::string& key);
+  /// Rows matching `filter` (pending hits are flushed first).
   Result<std::vector<IndexEntry>> list(const ListFilter& filter);
   Result<StoreStats> stats();
   Result<bool> set_pinned(const std::string& key, bool pinned);
@@ -114,7 +125,8 @@ class LocalStore {
   /// the first entry used within min_idle) until it is at most limit × ratio.
   /// Concurrent calls in other processes are skipped (`stopped_because` says so).
   /// Implemented in store/aging.cpp.
-  Result<GcReport> collect_garbage(const AgingPolicy& policy, GcMode mode);
+  /// `keep_key`, when not empty, is never removed (the entry a put just wrote).
+  Result<GcReport> collect_garbage(const AgingPolicy& policy, GcMode mode, const std::string& keep_key = {});
 
   /// Removes every entry and object (pinned ones too), and stale temp files.
   /// Safe while other processes read and write: they see entries or misses.
@@ -141,7 +153,7 @@ class LocalStore {
   void verify_objects(bool repair, VerifyReport& report);
   void verify_temps(bool repair, VerifyReport& report);
   // Runs aging after a write when the store grew past the limit (store/aging.cpp).
-  void age_after_write();
+  void age_after_write(const std::string& written_key);
   Result<bool> evict(const IndexEntry& candidate, std::int64_t idle_cutoff_ms);
 
   struct PendingHits {

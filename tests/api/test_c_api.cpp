@@ -175,6 +175,10 @@ TEST_CASE("C API put, has, get and remove return the documented statuses and wri
   REQUIRE(opcache_put(handle.store, kernel.descriptor_json.c_str(), k_scenario_spec, files.data(), files.size(), 1200,
                       nullptr) == OPCACHE_OK);
   REQUIRE(opcache_get(handle.store, key, out.c_str()) == OPCACHE_OK);
+  // Hits are batched per handle and written when the handle closes (or after
+  // a second); another handle sees them after that.
+  opcache_close(handle.store);
+  handle.store = nullptr;
   opcache::StoreConfig config;
   config.cache_dir = temp / "cache";
   auto cpp = opcache::Store::open(config);

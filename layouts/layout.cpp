@@ -1,0 +1,87 @@
+#include "layouts/layout.hpp"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+
+namespace opcache::layouts {
+
+const char* to_string(Layout layout) noexcept {
+  switch (layout) {
+    case Layout::mindspore: return "mindspore";
+    case Layout::cann: return "cann";
+    case Layout::torchair: return "torchair";
+  }
+  return "mindspore";
+}
+
+std::optional<Layout> parse_layout(const std::string& name) {
+  if (name == "mindspore") return Layout::mindspore;
+  if (name == "cann") return Layout::cann;
+  if (name == "torchair") return Layout::torchair;
+  return std::nullopt;
+}
+
+std::string relative_text(const std::filesystem::path& path, const std::filesystem::path& base) {
+  auto relative = path.lexically_relative(base);
+  return relative.empty() || relative.native().rfind("..", 0) == 0 ? path.string() : relative.string();
+}
+
+Listing list_directory(const std::filesystem::path& dir, const std::filesystem::path& base,
+                       std::vector<Skipped>& skipped) {
+  Listing listing;
+  std::error_code ec;
+  for (const auto& item : std::filesystem::directory_iterator(dir, ec)) {
+    struct stat info {};
+    if (::lstat(item.path().c_str(), &info) != 0) {
+      continue;
+    }
+    if (S_ISLNK(info.st_mode)) {
+      skipped.push_back({relative_text(item.path(), base), "is a symlink (not followed)"});
+    } else if (S_ISDIR(info.st_mode)) {
+      listing.directories.push_back(item.path());
+    } else if (S_ISREG(info.st_mode)) {
+      listing.files.push_back(item.path());
+    } else {
+      skipped.push_back({relative_text(item.path(), base), "is not a regular file"});
+    }
+  }
+  if (ec) {
+    skipped.push_back({relative_text(dir, base), "cannot be listed: " + ec.message()});
+  }
+  std::sort(listing.files.begin(), listing.files.end());
+  std::sort(listing.directories.begin(), listing.directories.end());
+  return listing;
+}
+
+Result<Layout> detect_layout(const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return Error::usage(dir.string() + " is not a directory");
+  }
+  if (fs::exists(dir / "aclnn_static_shape_kernel_outputs", ec) ||
+      dir.filename().string().find("_outputs") != std::string::npos) {
+    return Layout::torchair;
+  }
+  if (fs::exists(dir / "kernel_cache", ec) || fs::exists(dir / "op_cache.ini", ec)) {
+    return Layout::cann;
+  }
+  bool has_info = false;
+  bool has_te = false;
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    const auto name = item.path().filename().string();
+    has_info = has_info || item.path().extension() == ".info" || name.rfind("rank_", 0) == 0 || name == "kernel_meta";
+    has_te = has_te || name.rfind("te_", 0) == 0;
+  }
+  if (has_info) {
+    return Layout::mindspore;
+  }
+  if (has_te) {
+    return Layout::cann;
+  }
+  return Error::usage("cannot tell the layout of " + dir.string() +
+                      " (no rank_*/kernel_meta, *.info, kernel_cache, te_* or *_outputs); pass --layout");
+}
+
+}  // namespace opcache::layouts
