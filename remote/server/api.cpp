@@ -307,8 +307,8 @@ ApiResponse Api::list(const std::map<std::string, std::string>& parameters) {
     entries.push_back({{"key", entry.key},
                        {"op_type", entry.op_type},
                        {"scenario", entry.scenario},
-                       {"bundle_bytes", entry.bundle_bytes},
-                       {"created_ms", entry.created_ms}});
+                       {"bundle_bytes", entry.bundle_bytes < 0 ? json(nullptr) : json(entry.bundle_bytes)},
+                       {"created_ms", entry.created_ms > 0 ? json(entry.created_ms) : json(nullptr)}});
   }
   json body = {{"entries", entries}};
   body["next"] = page->next.empty() ? json(nullptr) : json(page->next);

@@ -36,8 +36,8 @@ struct ListedEntry {
   std::string key;
   std::string op_type;
   nlohmann::json scenario;
-  std::int64_t bundle_bytes = 0;
-  std::int64_t created_ms = 0;
+  std::int64_t bundle_bytes = -1;  ///< -1 when the storage cannot tell cheaply (S3)
+  std::int64_t created_ms = 0;     ///< 0 when unknown
 };
 
 /// Filters and cursor of a listing; empty strings match everything.

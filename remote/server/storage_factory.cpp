@@ -1,6 +1,7 @@
 #include "remote/server/storage_factory.hpp"
 
 #include "remote/server/local_storage.hpp"
+#include "remote/server/s3_storage.hpp"
 #include "store/settings.hpp"
 #include "store/try.hpp"
 
@@ -28,7 +29,7 @@ Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const st
 Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const store::EnvLookup& env,
                                               const std::function<void(const std::string&)>& warn) {
   if (config.storage.rfind("s3://", 0) == 0) {
-    return Error::usage("S3 storage is not available in this build yet");
+    return make_s3_storage(config.storage, env, config.temp_dir, static_cast<std::int64_t>(config.max_body_bytes));
   }
   return open_local(config, env, warn);
 }

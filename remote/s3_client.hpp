@@ -1,0 +1,182 @@
+// A client for S3-compatible object stores (AWS S3, MinIO, Ceph RGW) over
+// libcurl, signed with libcurl's built-in SigV4 (CURLOPT_AWS_SIGV4); no AWS SDK.
+// Used by the team server's S3 storage backend and by the `s3://` remote.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opcache/result.hpp"
+#include "store/scenario.hpp"
+
+namespace opcache::remote {
+
+/// Where objects live: an endpoint, a bucket and a key prefix inside it.
+struct S3Location {
+  std::string endpoint;  ///< "scheme://host[:port]", no trailing slash
+  std::string bucket;    ///< a valid S3 bucket name
+  std::string prefix;    ///< key prefix without leading or trailing '/'; may be empty
+  std::string region = "us-east-1";
+  bool path_style = true;  ///< "<endpoint>/<bucket>/<key>"; false: "<scheme>://<bucket>.<host>/<key>"
+};
+
+/// Parses "s3://bucket[/some/prefix][?endpoint=URL&region=NAME&path_style=true|false]".
+/// Percent-escapes in the prefix and in parameter values are decoded. Defaults:
+/// region "us-east-1"; endpoint "https://s3.<region>.amazonaws.com"; path_style
+/// true when an endpoint is given (MinIO, Ceph, moto), false (virtual-hosted
+/// style) for the AWS default endpoint unless the bucket name contains a dot.
+/// Returns a `usage` error naming the bad part (scheme, bucket, prefix segment,
+/// parameter) and why. Pure function; thread-safe.
+Result<S3Location> parse_s3_url(std::string_view url);
+
+/// An access key pair, an optional session token and where they came from.
+struct S3Credentials {
+  std::string access_key_id;
+  std::string secret_access_key;
+  std::string session_token;  ///< empty unless temporary credentials
+  std::string source;         ///< for messages: "environment" or "<file> [profile]"; never a secret
+};
+
+/// Finds credentials the way the AWS tools do, first match wins:
+///  1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
+///  2. the shared credentials file (AWS_SHARED_CREDENTIALS_FILE, else
+///     $HOME/.aws/credentials), section AWS_PROFILE (else "default"), keys
+///     aws_access_key_id, aws_secret_access_key, aws_session_token.
+/// A `usage` error when only one of the two variables is set, when the file
+/// is not INI, when the profile is missing or incomplete, and when nothing is
+/// found (the message lists what was looked at). An unreadable file is `io`.
+/// Thread-safe if `env` is.
+Result<S3Credentials> load_s3_credentials(const store::EnvLookup& env);
+
+/// Limits for every request of one client.
+struct S3Options {
+  long connect_timeout_ms = 3000;  ///< per attempt, to establish the connection
+  long timeout_ms = 30000;         ///< per attempt, for the whole request including the body
+  int retries = 2;                 ///< extra attempts after a transient failure
+};
+
+/// An object as reported by HEAD or a listing.
+struct S3Object {
+  std::string name;  ///< relative to the location's prefix
+  std::int64_t size = 0;
+  std::string etag;                                ///< without the surrounding quotes
+  std::map<std::string, std::string> metadata;     ///< x-amz-meta-* (lowercase names); empty from listings
+};
+
+/// One page of a listing.
+struct S3ListPage {
+  std::vector<S3Object> objects;        ///< in key order
+  std::string next_continuation_token;  ///< empty when the listing is complete
+};
+
+/// An S3 client bound to one location and one set of credentials.
+///
+/// Thread-safe: calls may run concurrently from many threads. Connections are
+/// reused through a pool of libcurl easy handles.
+///
+/// Requests are signed with SigV4 by libcurl. Idempotent requests (all of
+/// them: GET, HEAD, whole-object PUT, DELETE, list) are retried with
+/// exponential backoff and jitter after connection failures, timeouts, 5xx and
+/// 429 (a Retry-After of up to 5 s is honoured; a longer one ends the retries);
+/// other 4xx are never retried. A 403, or an S3 error code about credentials
+/// (InvalidToken, ExpiredToken, AuthorizationHeaderMalformed, ...), is a
+/// `remote` error saying the credentials (named by their source) were refused. Network failures are `remote` errors (`timeout`
+/// when a limit ran out) whose message names the method and URL, never the
+/// credentials.
+///
+/// All `name`s are relative to the location's prefix ("a/b" is the key
+/// "<prefix>/a/b"), must be non-empty valid UTF-8 without control characters,
+/// and are sent URL-encoded per SigV4 (only A-Z a-z 0-9 - _ . ~ / verbatim).
+class S3Client {
+ public:
+  /// A client for `location` signing with `credentials`. Performs no I/O.
+  S3Client(S3Location location, S3Credentials credentials, S3Options options = {});
+  ~S3Client();
+  /// Moves the client; the moved-from object may only be destroyed or assigned to.
+  S3Client(S3Client&&) noexcept;
+  S3Client& operator=(S3Client&&) noexcept;
+  S3Client(const S3Client&) = delete;
+  S3Client& operator=(const S3Client&) = delete;
+
+  /// The location this client reads and writes.
+  const S3Location& location() const;
+
+  /// The object's size, ETag and user metadata (x-amz-meta-*); nullopt on 404
+  /// (a missing bucket also reads as absent: HEAD responses carry no body).
+  Result<std::optional<S3Object>> head(const std::string& name);
+
+  /// Streams the object's body to `fd` (written at its current position, no
+  /// whole-object buffering). False on 404 NoSuchKey; a missing bucket is an
+  /// error. An object larger than `max_bytes` is a `remote` error (detected from
+  /// Content-Length before any byte is written, else while streaming). After an
+  /// error `fd` may hold a partial body; the caller discards it. A transfer that
+  /// fails midway is retried only when `fd` is a regular file (it is truncated
+  /// back to where it started); write failures on `fd` are `io` errors.
+  Result<bool> get_to_fd(const std::string& name, int fd, std::int64_t max_bytes);
+
+  /// Uploads `file` as the whole object (a single PUT with Content-Length,
+  /// streamed from the file), replacing any previous version, with user
+  /// `metadata` (names: lowercase a-z 0-9 - _; values: printable ASCII without
+  /// leading or trailing blanks; 2 KiB in total) and `content_type`. Invalid
+  /// metadata is a `usage` error; an unreadable file is `not_found`/`io`; a file
+  /// that changes size during the upload is an `io` error. Single PUT: at most
+  /// 5 GiB (larger is a `usage` error).
+  Status put_from_file(const std::string& name, const std::filesystem::path& file,
+                       const std::map<std::string, std::string>& metadata,
+                       const std::string& content_type = "application/octet-stream");
+
+  /// Deletes the object. S3 answers DELETE with 204 whether or not the key
+  /// existed, so this sends HEAD first: false (and no DELETE) when the object
+  /// is absent, else DELETE and true. A concurrent writer may recreate the key
+  /// at any time; the result reflects the HEAD.
+  Result<bool> remove(const std::string& name);
+
+  /// One page (at most `max_keys`, 1..1000) of ListObjectsV2 over the keys
+  /// "<prefix>/<name_prefix>…", in key order, names relative to the prefix.
+  /// `start_after` (a name) and `continuation_token` (from the previous page)
+  /// may be empty. A response that is not a well-formed ListBucketResult, or a
+  /// key outside the prefix, is a `remote` error.
+  Result<S3ListPage> list(const std::string& name_prefix, const std::string& start_after,
+                          const std::string& continuation_token, int max_keys);
+
+  /// Creates the bucket unless it exists and is ours (HEAD bucket, then PUT
+  /// with a LocationConstraint outside us-east-1). For tests and first-time
+  /// setup; a bucket owned by someone else is a `remote` error.
+  Status create_bucket_if_missing();
+
+ private:
+  class Impl;
+  std::unique_ptr<Impl> m_impl;
+};
+
+// ---------------------------------------------------------------------------
+// Protocol helpers, exposed for tests and for other S3 code in remote/.
+
+/// URI-encodes `text` per SigV4: A-Z a-z 0-9 - _ . ~ stay, '/' stays when
+/// `keep_slash`, every other byte becomes %XX (uppercase hex).
+std::string s3_uri_encode(std::string_view text, bool keep_slash);
+
+/// Parses a ListObjectsV2 response body. Every <Contents><Key> must start with
+/// `key_prefix`, which is stripped from the returned names. Decodes the five
+/// predefined XML entities and numeric character references; accepts comments,
+/// CDATA and an XML declaration; ignores unknown elements. Returns a `remote`
+/// error for anything malformed: truncated or mismatched tags, bad entities,
+/// a root other than <ListBucketResult> (an S3 <Error> document is reported
+/// with its Code and Message), a <Contents> without <Key> or with a bad <Size>,
+/// or IsTruncated=true without a NextContinuationToken.
+Result<S3ListPage> parse_list_objects_v2(std::string_view xml, std::string_view key_prefix);
+
+/// The Code and Message of an S3 <Error> document; nullopt when `xml` is not one.
+struct S3ErrorDocument {
+  std::string code;
+  std::string message;
+};
+std::optional<S3ErrorDocument> parse_s3_error(std::string_view xml);
+
+}  // namespace opcache::remote

@@ -1,0 +1,103 @@
+#include "remote/s3_layout.hpp"
+
+#include <vector>
+
+#include "store/sha256.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+bool is_plain(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
+         c == '_';
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  for (;;) {
+    auto end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) {
+      return parts;
+    }
+    start = end + 1;
+  }
+}
+
+}  // namespace
+
+std::string s3_component_encode(const std::string& text) {
+  static constexpr char k_hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (char c : text) {
+    if (is_plain(c)) {
+      out.push_back(c);
+    } else {
+      auto byte = static_cast<unsigned char>(c);
+      out.push_back('%');
+      out.push_back(k_hex[byte >> 4]);
+      out.push_back(k_hex[byte & 0xf]);
+    }
+  }
+  // An empty or dot-only component would make an awkward key segment.
+  return out.empty() || out == "." || out == ".." ? "%" + out : out;
+}
+
+std::string s3_component_decode(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+    } else if (i + 2 < text.size() && hex_digit(text[i + 1]) >= 0 && hex_digit(text[i + 2]) >= 0) {
+      out.push_back(static_cast<char>(hex_digit(text[i + 1]) * 16 + hex_digit(text[i + 2])));
+      i += 2;
+    }
+    // A lone '%' marks an empty or dot-only component; it decodes to nothing.
+  }
+  return out;
+}
+
+std::string s3_bundle_name(const std::string& key) { return "v1/bundles/" + key; }
+
+std::string s3_index_name(const S3IndexFields& fields, const std::string& key) {
+  return std::string(k_s3_index_root) + s3_component_encode(fields.device_mode) + "/" +
+         s3_component_encode(fields.phase) + "/" + s3_component_encode(fields.toolchain) + "/" +
+         s3_component_encode(fields.soc) + "/" + s3_component_encode(fields.op_type) + "/" + key;
+}
+
+std::string s3_index_prefix(const S3IndexFields& filter) {
+  std::string prefix = k_s3_index_root;
+  for (const std::string* field :
+       {&filter.device_mode, &filter.phase, &filter.toolchain, &filter.soc, &filter.op_type}) {
+    if (field->empty()) {
+      break;
+    }
+    prefix += s3_component_encode(*field) + "/";
+  }
+  return prefix;
+}
+
+std::optional<std::pair<S3IndexFields, std::string>> parse_s3_index_name(const std::string& name) {
+  const std::string root = k_s3_index_root;
+  if (name.rfind(root, 0) != 0) {
+    return std::nullopt;
+  }
+  auto parts = split(name.substr(root.size()), '/');
+  if (parts.size() != 6 || !store::is_sha256_hex(parts[5])) {
+    return std::nullopt;
+  }
+  S3IndexFields fields{s3_component_decode(parts[0]), s3_component_decode(parts[1]), s3_component_decode(parts[2]),
+                       s3_component_decode(parts[3]), s3_component_decode(parts[4])};
+  return std::make_pair(fields, parts[5]);
+}
+
+}  // namespace opcache::remote

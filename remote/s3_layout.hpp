@@ -1,0 +1,48 @@
+// How opcache lays out a bucket (docs/formats.md, "S3 layout"), shared by the
+// server's S3 storage and the client's s3:// remote so both read and write
+// the same objects:
+//   <prefix>/v1/bundles/<key>                                        the bundle bytes
+//   <prefix>/v1/index/<device>/<phase>/<toolchain>/<soc>/<op_type>/<key>  an empty marker, for listing
+// Path components are percent-encoded (only A-Z a-z 0-9 - . _ stay).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace opcache::remote {
+
+/// The fields of an entry that its index marker's name carries.
+struct S3IndexFields {
+  std::string device_mode;
+  std::string phase;
+  std::string toolchain;
+  std::string soc;
+  std::string op_type;
+};
+
+/// "v1/bundles/<key>".
+std::string s3_bundle_name(const std::string& key);
+
+/// "v1/index/" — every marker starts with it.
+inline constexpr const char* k_s3_index_root = "v1/index/";
+
+/// The marker name of an entry.
+std::string s3_index_name(const S3IndexFields& fields, const std::string& key);
+
+/// The longest marker-name prefix fixed by the leading non-empty fields
+/// (device, then phase, toolchain, soc, op_type), for narrowing a listing.
+std::string s3_index_prefix(const S3IndexFields& filter);
+
+/// Parses a marker name back; nullopt when it is not one.
+std::optional<std::pair<S3IndexFields, std::string>> parse_s3_index_name(const std::string& name);
+
+/// Percent-encodes a path component (A-Z a-z 0-9 - . _ stay).
+std::string s3_component_encode(const std::string& text);
+std::string s3_component_decode(const std::string& text);
+
+/// Metadata stored on a bundle object: its digest and the name of its marker.
+inline constexpr const char* k_s3_meta_digest = "opcache-digest";
+inline constexpr const char* k_s3_meta_index = "opcache-index";
+
+}  // namespace opcache::remote
