@@ -11,7 +11,7 @@ packages=(
   libcurl4-openssl-dev libssl-dev libzstd-dev libsqlite3-dev
   nlohmann-json3-dev libcli11-dev libinih-dev libboost-dev
   # tests
-  doctest-dev libvalijson-dev openssl zstd sqlite3 procps
+  doctest-dev libvalijson-dev openssl zstd sqlite3 procps python3 curl
 )
 
 missing=()

@@ -1,0 +1,418 @@
+"""Store: a handle on a local opcache store, over the C ABI."""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import dataclasses
+import functools
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Optional, Union
+
+from . import _lib
+from ._lib import lib
+from .errors import UsageError, from_status
+from .scenario import DescriptorLike, ScenarioLike, descriptor_text, scenario_text
+
+PathLike = Union[str, "os.PathLike[str]"]
+BuildFunction = Callable[[Path], Any]
+
+_SOURCES = {_lib.SOURCE_HIT: "hit", _lib.SOURCE_BUILT: "built", _lib.SOURCE_BYPASSED: "bypassed"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Result:
+    """The outcome of get_or_build.
+
+    ``source`` is "hit" (read from the cache, possibly after waiting for
+    another process that built it), "built" (built by this call and stored) or
+    "bypassed" (built by this call without the cache: mode "disable" or debug
+    bypass). ``files`` are the kernel's files in ``out_dir``, sorted by name —
+    exactly the files of this kernel, not whatever else out_dir holds.
+    ``build_ms`` is the time build_fn took (0 on a hit).
+    """
+
+    key: str
+    source: str
+    files: list[Path]
+    out_dir: Path
+    build_ms: int = 0
+
+    @property
+    def hit(self) -> bool:
+        return self.source == "hit"
+
+
+def _check(code: int) -> None:
+    if code != _lib.OK:
+        raise from_status(code)
+
+
+def _join_list(value: Union[str, Iterable[str], None]) -> Optional[str]:
+    if value is None or isinstance(value, str):
+        return value
+    return ",".join(value)
+
+
+class Store:
+    """An open opcache store (a cache directory shared by threads and processes).
+
+    ``Store()`` opens the default root (OPCACHE_DIR, else $XDG_CACHE_HOME/opcache,
+    else ~/.cache/opcache); keyword arguments override the environment and the
+    config file, exactly like opcache_open_ex's JSON options:
+
+    * ``mode``: "enable" (default), "force" (rebuild entries older than this
+      Store and replace them) or "disable" (get_or_build builds without the cache);
+    * ``op_debug_level``: non-zero bypasses the cache in get_or_build (CANN);
+    * ``op_debug_list``: op types (a list or "A,B") that bypass the cache;
+    * ``volatile_fields``: descriptor fields dropped before hashing ("none",
+      "+a,b" adds to the built-in list, "a,b" replaces it; a list is joined);
+    * ``wait_timeout_s``: how long get_or_build waits for another builder;
+    * ``min_idle_s``: aging only removes entries idle this long;
+    * ``config_file``: an INI file instead of <root>/opcache.conf;
+    * ``compression_level``: zstd level 1..19 for new bundles.
+
+    Raises UsageError for bad settings, CacheIOError when the root cannot be
+    created. Use as a context manager (``with Store(...) as store:``) or call
+    close(); a Store that is garbage-collected is closed.
+
+    Thread safety: one Store may be used from several threads at once (the C
+    handle is thread-safe and ctypes releases the GIL during each call);
+    close() waits for calls running in other threads. Processes: open one
+    Store per process; a Store passed to another process (pickled, e.g. to a
+    multiprocessing pool) is reopened there with the same options.
+    """
+
+    def __init__(
+        self,
+        cache_dir: Optional[PathLike] = None,
+        *,
+        mode: Optional[str] = None,
+        op_debug_level: Optional[int] = None,
+        op_debug_list: Union[str, Iterable[str], None] = None,
+        volatile_fields: Union[str, Iterable[str], None] = None,
+        wait_timeout_s: Optional[int] = None,
+        min_idle_s: Optional[int] = None,
+        config_file: Optional[PathLike] = None,
+        compression_level: Optional[int] = None,
+    ) -> None:
+        self._handle: Optional[ctypes.c_void_p] = None
+        self._cond = threading.Condition()
+        self._active = 0
+        self._closing = False
+        self._local = threading.local()
+        options: dict[str, Any] = {
+            "cache_dir": os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else None,
+            "config_file": os.path.abspath(os.fspath(config_file)) if config_file is not None else None,
+            "mode": mode,
+            "op_debug_level": op_debug_level,
+            "op_debug_list": _join_list(op_debug_list),
+            "volatile_fields": _join_list(volatile_fields),
+            "wait_timeout_s": wait_timeout_s,
+            "min_idle_s": min_idle_s,
+            "compression_level": compression_level,
+        }
+        self._options = {name: value for name, value in options.items() if value is not None}
+        handle = ctypes.c_void_p()
+        _check(lib.opcache_open_ex(json.dumps(self._options).encode("utf-8"), ctypes.byref(handle)))
+        self._handle = handle
+
+    # -- lifetime -----------------------------------------------------------
+
+    @property
+    def closed(self) -> bool:
+        return self._handle is None
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The options this Store was opened with (unset ones left out)."""
+        return dict(self._options)
+
+    def close(self) -> None:
+        """Closes the handle; waits for calls running in other threads. Idempotent."""
+        with self._cond:
+            if self._handle is None:
+                return
+            if getattr(self._local, "depth", 0):
+                raise UsageError("cannot close an opcache Store from inside one of its own calls (e.g. a build function)")
+            self._closing = True
+            while self._active:
+                self._cond.wait()
+            handle, self._handle = self._handle, None
+        lib.opcache_close(handle)
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def __reduce__(self):
+        return (_reopen, (self._options,))
+
+    def __repr__(self) -> str:
+        where = self._options.get("cache_dir", "<default root>")
+        return f"<opcache.Store {where} {'closed' if self.closed else 'open'}>"
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[ctypes.c_void_p]:
+        """The handle, kept open for the duration of the block."""
+        with self._cond:
+            if self._handle is None or self._closing:
+                raise UsageError("the opcache Store is closed")
+            self._active += 1
+            handle = self._handle
+        self._local.depth = getattr(self._local, "depth", 0) + 1
+        try:
+            yield handle
+        finally:
+            self._local.depth -= 1
+            with self._cond:
+                self._active -= 1
+                if not self._active:
+                    self._cond.notify_all()
+
+    # -- operations ---------------------------------------------------------
+
+    def key(self, descriptor: DescriptorLike, scenario: ScenarioLike) -> str:
+        """The cache key (64 lowercase hex) of descriptor in scenario; the same
+        as `opcache key`. Pure: touches no files. UsageError for a bad descriptor
+        (must be a JSON object with "op_type") or scenario (names the field)."""
+        buffer = ctypes.create_string_buffer(_lib.KEY_BUFFER)
+        desc, scen = descriptor_text(descriptor), scenario_text(scenario)
+        with self._using() as handle:
+            _check(lib.opcache_key(handle, desc, scen, buffer))
+        return buffer.value.decode("ascii")
+
+    def put(
+        self,
+        descriptor: DescriptorLike,
+        scenario: ScenarioLike,
+        files: Union[PathLike, Iterable[PathLike]],
+        build_ms: int = 0,
+    ) -> str:
+        """Stores files (members keep their base names) as the kernel of
+        descriptor + scenario and returns its key. An existing entry is kept.
+        NotFoundError when a file is missing."""
+        if isinstance(files, (str, bytes, os.PathLike)):
+            files = [files]
+        encoded = [os.fsencode(path) for path in files]
+        array = (ctypes.c_char_p * max(len(encoded), 1))(*encoded)
+        buffer = ctypes.create_string_buffer(_lib.KEY_BUFFER)
+        desc, scen = descriptor_text(descriptor), scenario_text(scenario)
+        with self._using() as handle:
+            _check(lib.opcache_put(handle, desc, scen, array, len(encoded), int(build_ms), buffer))
+        return buffer.value.decode("ascii")
+
+    def get(self, key: str, out_dir: PathLike) -> bool:
+        """Writes the members of key into out_dir (created if needed), each
+        verified; False on a miss (a corrupt entry is dropped, warned about on
+        stderr, and a miss)."""
+        with self._using() as handle:
+            code = lib.opcache_get(handle, key.encode("ascii", "replace"), os.fsencode(out_dir))
+        if code == _lib.NOT_FOUND:
+            return False
+        _check(code)
+        return True
+
+    def has(self, key: str) -> bool:
+        """True when key has an entry."""
+        with self._using() as handle:
+            code = lib.opcache_has(handle, key.encode("ascii", "replace"))
+        if code == _lib.NOT_FOUND:
+            return False
+        _check(code)
+        return True
+
+    def remove(self, key: str) -> bool:
+        """Removes key's entry; False when there was none."""
+        with self._using() as handle:
+            code = lib.opcache_remove(handle, key.encode("ascii", "replace"))
+        if code == _lib.NOT_FOUND:
+            return False
+        _check(code)
+        return True
+
+    def stats(self) -> dict[str, Any]:
+        """{"entries", "bundle_bytes", "raw_bytes", "pinned", "counters": {...}}."""
+        text = ctypes.c_void_p()
+        with self._using() as handle:
+            _check(lib.opcache_stats_json(handle, ctypes.byref(text)))
+        try:
+            return json.loads(ctypes.string_at(text.value).decode("utf-8"))
+        finally:
+            lib.opcache_string_free(text)
+
+    def get_or_build(
+        self,
+        descriptor: DescriptorLike,
+        scenario: ScenarioLike,
+        out_dir: PathLike,
+        build_fn: BuildFunction,
+    ) -> Result:
+        """The transparent path: on a hit writes the kernel's files into
+        out_dir; on a miss calls ``build_fn(work_dir)`` once across every
+        process sharing the store (the others wait, then read its result),
+        stores what it wrote and moves the files into out_dir.
+
+        build_fn receives a pathlib.Path to an empty directory on out_dir's file
+        system, writes the kernel's flat regular files there, and returns
+        (its return value is ignored) or raises.
+
+        If build_fn raises, nothing is stored, processes waiting for this build
+        get BuildFailedError, and *this* call re-raises build_fn's own exception
+        object (its traceback still points into build_fn; a note names the key).
+        The exception never crosses the C boundary: the ctypes callback catches
+        it (BaseException, so KeyboardInterrupt and SystemExit too) and returns
+        non-zero. Other failures raise OpcacheError subclasses: BuildFailedError
+        (another process's build failed, or build_fn wrote no files),
+        CacheTimeoutError, UsageError, CacheIOError.
+        """
+        desc, scen = descriptor_text(descriptor), scenario_text(scenario)
+        key = self.key(desc, scen)
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        # The C ABI does not report which files it wrote, so it writes into a
+        # private staging directory next to out_dir; listing that directory gives
+        # exactly this kernel's files even while others write into out_dir.
+        staging = Path(tempfile.mkdtemp(prefix=".opcache-py-", dir=out))
+        failure: list[BaseException] = []
+        build_ms = [0]
+
+        def callback(work_dir: bytes, _user_data: Optional[int]) -> int:
+            start = time.monotonic()
+            try:
+                build_fn(Path(os.fsdecode(work_dir)))
+                return 0
+            except BaseException as error:  # must not unwind through C
+                failure.append(error)
+                return 1
+            finally:
+                build_ms[0] = int((time.monotonic() - start) * 1000)
+
+        c_callback = _lib.BUILD_FN(callback)  # referenced until the call returns
+        source = ctypes.c_int(-1)
+        try:
+            with self._using() as handle:
+                code = lib.opcache_get_or_build(
+                    handle, desc, scen, os.fsencode(staging), c_callback, None, ctypes.byref(source)
+                )
+            if failure:
+                error = failure.pop()
+                if hasattr(error, "add_note"):
+                    error.add_note(f"opcache: the build of {key} failed; nothing was stored")
+                try:
+                    raise error
+                finally:
+                    del error
+            _check(code)
+            files = []
+            for entry in sorted(os.scandir(staging), key=lambda item: item.name):
+                if entry.is_file(follow_symlinks=False):
+                    target = out / entry.name
+                    os.replace(entry.path, target)
+                    files.append(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+            del c_callback
+        name = _SOURCES.get(source.value)
+        if name is None:
+            raise from_status(_lib.INTERNAL, f"opcache_get_or_build returned unknown source {source.value}")
+        return Result(key=key, source=name, files=files, out_dir=out, build_ms=0 if name == "hit" else build_ms[0])
+
+    def cached(
+        self,
+        scenario: Union[ScenarioLike, Callable[[Any], ScenarioLike]],
+        out_dir: Union[PathLike, Callable[[Any], PathLike]],
+    ) -> Callable[[Callable[..., Any]], Callable[..., Result]]:
+        """A decorator for an op compiler ``compile(descriptor, work_dir, *args, **kwargs)``.
+
+        The decorated function takes ``(descriptor, *args, **kwargs)`` and
+        returns a Result: it runs get_or_build(descriptor, scenario, out_dir,
+        ...) and calls the original function only on a miss. ``scenario`` and
+        ``out_dir`` may be values or callables of the descriptor. Extra
+        arguments are passed through to the compiler but are NOT part of the
+        key: everything that changes the kernel belongs in the descriptor or
+        the scenario. The wrapper has ``.key(descriptor)``, ``.store()`` (the
+        Store it uses) and ``.uncached`` (the original function).
+        """
+        return _cached(lambda: self, scenario, out_dir)
+
+
+def _reopen(options: dict[str, Any]) -> Store:
+    return Store(**options)
+
+
+def _cached(
+    store_of: Callable[[], Store],
+    scenario: Union[ScenarioLike, Callable[[Any], ScenarioLike]],
+    out_dir: Union[PathLike, Callable[[Any], PathLike]],
+) -> Callable[[Callable[..., Any]], Callable[..., Result]]:
+    def resolve(value: Any, descriptor: Any) -> Any:
+        return value(descriptor) if callable(value) else value
+
+    def decorate(compile_fn: Callable[..., Any]) -> Callable[..., Result]:
+        @functools.wraps(compile_fn)
+        def wrapper(descriptor: DescriptorLike, *args: Any, **kwargs: Any) -> Result:
+            return store_of().get_or_build(
+                descriptor,
+                resolve(scenario, descriptor),
+                resolve(out_dir, descriptor),
+                lambda work_dir: compile_fn(descriptor, work_dir, *args, **kwargs),
+            )
+
+        def key(descriptor: DescriptorLike) -> str:
+            return store_of().key(descriptor, resolve(scenario, descriptor))
+
+        wrapper.key = key  # type: ignore[attr-defined]
+        wrapper.uncached = compile_fn  # type: ignore[attr-defined]
+        wrapper.store = store_of  # type: ignore[attr-defined]
+        return wrapper
+
+    return decorate
+
+
+_default_lock = threading.Lock()
+_default: Optional[tuple[int, Store]] = None
+
+
+def default_store() -> Store:
+    """A process-wide Store on the default root (OPCACHE_DIR, ...), opened on
+    first use and reopened in a forked child (an SQLite handle must not be used
+    across fork)."""
+    global _default
+    with _default_lock:
+        if _default is None or _default[0] != os.getpid() or _default[1].closed:
+            _default = (os.getpid(), Store())
+        return _default[1]
+
+
+def get_or_build(
+    descriptor: DescriptorLike, scenario: ScenarioLike, out_dir: PathLike, build_fn: BuildFunction
+) -> Result:
+    """Store.get_or_build on default_store()."""
+    return default_store().get_or_build(descriptor, scenario, out_dir, build_fn)
+
+
+def cached(
+    scenario: Union[ScenarioLike, Callable[[Any], ScenarioLike]],
+    out_dir: Union[PathLike, Callable[[Any], PathLike]],
+    store: Optional[Store] = None,
+) -> Callable[[Callable[..., Any]], Callable[..., Result]]:
+    """Like Store.cached; without ``store`` it uses default_store(), opened at
+    the first call (so decorating at import time opens nothing)."""
+    if store is not None:
+        return store.cached(scenario, out_dir)
+    return _cached(default_store, scenario, out_dir)

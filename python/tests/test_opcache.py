@@ -1,0 +1,507 @@
+"""Tests of the Python binding (python/opcache), standard library only.
+
+Run with the system Python:
+    python/tests/run_tests.sh <build dir>
+or
+    OPCACHE_LIBRARY=build/libopcache.so OPCACHE_CLI=build/opcache \
+        /usr/bin/python3 -m unittest discover -s python/tests -v
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import pickle
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import traceback
+import unittest
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "python"))
+
+import opcache  # noqa: E402
+
+CLI = Path(os.environ.get("OPCACHE_CLI", str(REPO / "build" / "opcache")))
+SCENARIO = "device=single,phase=train,toolchain=8.0.RC2,soc=Ascend910B1"
+SCENARIO_DICT = {"device_mode": "single", "phase": "train", "toolchain": "8.0.RC2", "soc": "Ascend910B1"}
+
+
+def setUpModule() -> None:
+    # Settings from the caller's environment must not change what is tested.
+    for name in list(os.environ):
+        if name.startswith("OPCACHE_") and name not in ("OPCACHE_LIBRARY", "OPCACHE_CLI"):
+            del os.environ[name]
+    for name in ("RANK_SIZE", "LOCAL_WORLD_SIZE", "ASCEND_MAX_OP_CACHE_SIZE", "ASCEND_REMAIN_CACHE_SIZE_RATIO"):
+        os.environ.pop(name, None)
+
+
+def descriptor(op_type: str = "MatMul", n: int = 0) -> dict:
+    return {
+        "op_type": op_type,
+        "inputs": [
+            {"shape": [16, 32 + n], "dtype": "float16", "format": "ND"},
+            {"shape": [32 + n, 64], "dtype": "float16", "format": "ND"},
+        ],
+        "outputs": [{"shape": [16, 64], "dtype": "float16", "format": "ND"}],
+        "attrs": {"transpose_a": False, "transpose_b": False, "big": 2**60 + 1},
+    }
+
+
+def write_kernel(work_dir: Path, name: str, payload: bytes) -> None:
+    (work_dir / f"{name}.o").write_bytes(payload)
+    (work_dir / f"{name}.json").write_text(json.dumps({"kernelName": name, "binFileName": name}))
+
+
+def _mp_worker(cache_dir: str, out_root: str, counter: str, worker: int) -> list[tuple[int, str, list[str]]]:
+    """One process of the single-flight test: 10 keys in a shuffled order."""
+    outcomes = []
+    order = list(range(10))
+    random.Random(worker).shuffle(order)
+    with opcache.Store(cache_dir) as store:
+        for i in order:
+
+            def build(work_dir: Path, i: int = i) -> None:
+                fd = os.open(counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                try:
+                    os.write(fd, f"{i}\n".encode())
+                finally:
+                    os.close(fd)
+                time.sleep(0.05)  # keep the build window open so the others must wait
+                write_kernel(work_dir, f"k{i}", f"kernel {i}".encode() * 100)
+
+            result = store.get_or_build(descriptor("MatMul", i), SCENARIO, Path(out_root) / f"w{worker}", build)
+            outcomes.append((i, result.source, [path.name for path in result.files]))
+    return outcomes
+
+
+class TempDirTestCase(unittest.TestCase):
+    def setUp(self) -> None:
+        self._tmp = tempfile.TemporaryDirectory(prefix="opcache-py-test-")
+        self.tmp = Path(self._tmp.name)
+        self.cache_dir = self.tmp / "cache"
+
+    def tearDown(self) -> None:
+        self._tmp.cleanup()
+
+    def store(self, **options) -> opcache.Store:
+        store = opcache.Store(self.cache_dir, **options)
+        self.addCleanup(store.close)
+        return store
+
+
+class KeyTest(TempDirTestCase):
+    def cli_key(self, descriptor_text: str, scenario_spec: str) -> str:
+        if not CLI.exists():
+            self.skipTest(f"opcache CLI not found at {CLI} (set OPCACHE_CLI)")
+        path = self.tmp / "desc.json"
+        path.write_text(descriptor_text)
+        completed = subprocess.run(
+            [str(CLI), "--cache-dir", str(self.cache_dir), "key", "--desc", str(path), "--scenario", scenario_spec],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        self.assertEqual(completed.returncode, 0, completed.stderr)
+        return completed.stdout.strip()
+
+    def test_key_equals_cli_for_every_scenario_form(self) -> None:
+        store = self.store()
+        desc = descriptor()
+        expected = self.cli_key(json.dumps(desc), SCENARIO)
+        self.assertRegex(expected, r"^[0-9a-f]{64}$")
+        scenario_object = opcache.Scenario(device_mode="single", phase="train", toolchain="8.0.RC2", soc="Ascend910B1")
+        for scenario in (SCENARIO, SCENARIO_DICT, scenario_object, json.dumps(SCENARIO_DICT)):
+            with self.subTest(scenario=scenario):
+                self.assertEqual(store.key(desc, scenario), expected)
+        # A JSON string with other key order and whitespace is the same descriptor.
+        reordered = json.dumps(dict(reversed(list(desc.items()))), indent=3)
+        self.assertEqual(store.key(reordered, SCENARIO), expected)
+
+    def test_key_equals_cli_with_extra_and_large_integers(self) -> None:
+        store = self.store()
+        desc = descriptor("Conv2D")
+        desc["attrs"]["big"] = 2**63 + 7  # beyond 2^53: must stay exact
+        spec = "device=multi,phase=infer,toolchain=7.0.0,soc=Ascend310P3,extra.python=3.11"
+        expected = self.cli_key(json.dumps(desc), spec)
+        scenario = opcache.Scenario(
+            device_mode="multi", phase="infer", toolchain="7.0.0", soc="Ascend310P3", extra={"python": "3.11"}
+        )
+        self.assertEqual(store.key(desc, scenario), expected)
+        self.assertEqual(store.key(desc, spec), expected)
+        desc["attrs"]["big"] += 1
+        self.assertNotEqual(store.key(desc, spec), expected)
+
+    def test_scenarios_differ_in_key(self) -> None:
+        store = self.store()
+        train = store.key(descriptor(), SCENARIO)
+        infer = store.key(descriptor(), SCENARIO.replace("train", "infer"))
+        self.assertNotEqual(train, infer)
+
+    def test_scenario_to_json(self) -> None:
+        scenario = opcache.Scenario(phase="train", toolchain="8.0.RC2", soc="Ascend910B1")
+        self.assertEqual(json.loads(scenario.to_json()), {"phase": "train", "toolchain": "8.0.RC2", "soc": "Ascend910B1"})
+        scenario.extra["debug"] = "1"
+        self.assertEqual(json.loads(scenario.to_json())["extra"], {"debug": "1"})
+
+
+class ErrorTest(TempDirTestCase):
+    def test_bad_scenario_is_usage_error_naming_the_field(self) -> None:
+        store = self.store()
+        cases = [
+            ("phase=tran,toolchain=8.0.RC2,soc=Ascend910B1", "phase"),
+            ("phase=train,soc=Ascend910B1", "toolchain"),
+            ({"phase": "train", "toolchain": "8.0.RC2"}, "soc"),
+            ({"phase": "train", "toolchain": "8.0.RC2", "soc": "x", "colour": "red"}, "colour"),
+            (opcache.Scenario(phase="train", toolchain="8.0.RC2", soc="x", device_mode="many"), "device"),
+        ]
+        for scenario, field in cases:
+            with self.subTest(scenario=scenario):
+                with self.assertRaises(opcache.UsageError) as caught:
+                    store.key(descriptor(), scenario)
+                self.assertIn(field, str(caught.exception))
+                self.assertEqual(caught.exception.status, "usage")
+                self.assertEqual(caught.exception.code, 2)
+                self.assertIsInstance(caught.exception, opcache.OpcacheError)
+                # get_or_build validates before building anything.
+                with self.assertRaises(opcache.UsageError):
+                    store.get_or_build(descriptor(), scenario, self.tmp / "out", lambda work_dir: self.fail("built"))
+
+    def test_bad_descriptor_is_usage_error(self) -> None:
+        store = self.store()
+        with self.assertRaises(opcache.UsageError) as caught:
+            store.key({"inputs": []}, SCENARIO)
+        self.assertIn("op_type", str(caught.exception))
+        with self.assertRaises(opcache.UsageError):
+            store.key("{not json", SCENARIO)
+        with self.assertRaises(opcache.UsageError):
+            store.key({"op_type": "Add", "x": float("nan")}, SCENARIO)
+        with self.assertRaises(TypeError):
+            store.key(42, SCENARIO)  # type: ignore[arg-type]
+
+    def test_bad_option_is_usage_error(self) -> None:
+        with self.assertRaises(opcache.UsageError) as caught:
+            opcache.Store(self.cache_dir, mode="sometimes")
+        self.assertIn("sometimes", str(caught.exception))
+
+    def test_put_of_missing_file_raises(self) -> None:
+        store = self.store()
+        with self.assertRaises(opcache.OpcacheError) as caught:
+            store.put(descriptor(), SCENARIO, [self.tmp / "missing.o"])
+        self.assertIn("missing.o", str(caught.exception))
+
+    def test_missing_library_is_a_clear_import_error(self) -> None:
+        env = dict(os.environ, OPCACHE_LIBRARY=str(self.tmp / "nowhere" / "libopcache.so"))
+        completed = subprocess.run(
+            [sys.executable, "-c", "import opcache"],
+            env=env,
+            cwd=str(REPO / "python"),
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        self.assertNotEqual(completed.returncode, 0)
+        self.assertIn("ImportError", completed.stderr)
+        self.assertIn("nowhere/libopcache.so", completed.stderr)
+        self.assertIn("OPCACHE_LIBRARY", completed.stderr)
+
+
+class PutGetTest(TempDirTestCase):
+    def compile_object(self) -> Path:
+        compiler = shutil.which("cc") or shutil.which("gcc")
+        if compiler is None:
+            self.skipTest("no C compiler to produce a real object file")
+        source = self.tmp / "add_kernel.c"
+        source.write_text("int add_kernel(int a, int b) { return a + b; }\n")
+        obj = self.tmp / "add_kernel.o"
+        subprocess.run([compiler, "-c", str(source), "-o", str(obj)], check=True, timeout=60)
+        return obj
+
+    def test_put_get_round_trip_is_byte_exact(self) -> None:
+        store = self.store()
+        obj = self.compile_object()
+        meta = self.tmp / "add_kernel.json"
+        meta.write_text(json.dumps({"kernelName": "add_kernel", "magic": "RT_DEV_BINARY_MAGIC_ELF"}))
+        key = store.put(descriptor("Add"), SCENARIO, [obj, str(meta)], build_ms=1234)
+        self.assertEqual(key, store.key(descriptor("Add"), SCENARIO))
+        self.assertTrue(store.has(key))
+        out = self.tmp / "out" / "nested"
+        self.assertTrue(store.get(key, out))
+        self.assertEqual(sorted(path.name for path in out.iterdir()), ["add_kernel.json", "add_kernel.o"])
+        self.assertEqual((out / "add_kernel.o").read_bytes(), obj.read_bytes())
+        self.assertEqual((out / "add_kernel.json").read_bytes(), meta.read_bytes())
+        # A second put of the same key keeps the entry.
+        self.assertEqual(store.put(descriptor("Add"), SCENARIO, obj), key)
+        self.assertEqual(store.stats()["entries"], 1)
+
+    def test_miss(self) -> None:
+        store = self.store()
+        key = store.key(descriptor("Absent"), SCENARIO)
+        out = self.tmp / "out"
+        self.assertFalse(store.get(key, out))
+        self.assertFalse(store.has(key))
+        self.assertFalse(store.remove(key))
+        self.assertFalse(out.exists() and any(out.iterdir()))
+
+    def test_remove(self) -> None:
+        store = self.store()
+        payload = self.tmp / "k.o"
+        payload.write_bytes(b"\x7fELF" + bytes(range(256)))
+        key = store.put(descriptor(), SCENARIO, [payload])
+        self.assertTrue(store.remove(key))
+        self.assertFalse(store.has(key))
+        self.assertFalse(store.get(key, self.tmp / "out"))
+
+    def test_stats_counts(self) -> None:
+        store = self.store()
+        self.assertEqual(store.stats()["entries"], 0)
+        desc = descriptor("Relu")
+        store.get_or_build(desc, SCENARIO, self.tmp / "a", lambda work_dir: write_kernel(work_dir, "relu", b"x" * 1000))
+        store.get_or_build(desc, SCENARIO, self.tmp / "b", lambda work_dir: self.fail("must hit"))
+        stats = store.stats()
+        self.assertEqual(stats["entries"], 1)
+        self.assertGreater(stats["bundle_bytes"], 0)
+        self.assertEqual(stats["raw_bytes"], 1000 + len((self.tmp / "a" / "relu.json").read_bytes()))
+        self.assertEqual(stats["counters"]["hits"], 1)
+        self.assertEqual(stats["counters"]["misses"], 1)
+        self.assertEqual(stats["counters"]["stores"], 1)
+
+
+class GetOrBuildTest(TempDirTestCase):
+    def test_miss_builds_once_then_hits(self) -> None:
+        store = self.store()
+        calls = []
+
+        def build(work_dir: Path) -> None:
+            calls.append(work_dir)
+            self.assertIsInstance(work_dir, Path)
+            self.assertEqual(list(work_dir.iterdir()), [])
+            write_kernel(work_dir, "matmul", b"\x00\x01binary")
+
+        out = self.tmp / "kernel_meta"
+        out.mkdir()
+        (out / "unrelated.o").write_bytes(b"someone else's kernel")
+        first = store.get_or_build(descriptor(), SCENARIO, out, build)
+        self.assertEqual(first.source, "built")
+        self.assertFalse(first.hit)
+        self.assertEqual(first.key, store.key(descriptor(), SCENARIO))
+        self.assertEqual([path.name for path in first.files], ["matmul.json", "matmul.o"])
+        self.assertEqual(len(calls), 1)
+        self.assertTrue(store.has(first.key))
+        self.assertEqual((out / "matmul.o").read_bytes(), b"\x00\x01binary")
+        # No staging or work directories are left behind.
+        self.assertEqual(sorted(path.name for path in out.iterdir()), ["matmul.json", "matmul.o", "unrelated.o"])
+
+        out2 = self.tmp / "other_meta"
+        second = store.get_or_build(descriptor(), SCENARIO, out2, build)
+        self.assertEqual(second.source, "hit")
+        self.assertTrue(second.hit)
+        self.assertEqual(second.build_ms, 0)
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(second.files, [out2 / "matmul.json", out2 / "matmul.o"])
+        self.assertEqual((out2 / "matmul.o").read_bytes(), b"\x00\x01binary")
+
+    def test_failing_build_reraises_and_stores_nothing(self) -> None:
+        store = self.store()
+        out = self.tmp / "out"
+
+        def build(work_dir: Path) -> None:
+            write_kernel(work_dir, "half", b"partial")
+            raise ValueError("tiling failed for shape [16, 32]")
+
+        # Not assertRaises: it drops the traceback this test wants to inspect.
+        try:
+            store.get_or_build(descriptor(), SCENARIO, out, build)
+        except ValueError as caught:
+            error = caught
+        else:
+            self.fail("the ValueError from build did not reach the caller")
+        self.assertEqual(str(error), "tiling failed for shape [16, 32]")
+        frames = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
+        self.assertIn("build", frames)  # the original traceback is kept
+        self.assertTrue(any("nothing was stored" in note for note in getattr(error, "__notes__", [])))
+        key = store.key(descriptor(), SCENARIO)
+        self.assertFalse(store.has(key))
+        self.assertEqual(list(out.iterdir()), [])
+        # The next call builds again and succeeds.
+        result = store.get_or_build(descriptor(), SCENARIO, out, lambda work_dir: write_kernel(work_dir, "ok", b"1"))
+        self.assertEqual(result.source, "built")
+
+    def test_keyboard_interrupt_in_build_does_not_cross_c(self) -> None:
+        store = self.store()
+
+        def build(work_dir: Path) -> None:
+            raise KeyboardInterrupt
+
+        with self.assertRaises(KeyboardInterrupt):
+            store.get_or_build(descriptor(), SCENARIO, self.tmp / "out", build)
+        self.assertFalse(store.has(store.key(descriptor(), SCENARIO)))
+
+    def test_build_writing_nothing_is_build_failed(self) -> None:
+        store = self.store()
+        with self.assertRaises(opcache.BuildFailedError) as caught:
+            store.get_or_build(descriptor(), SCENARIO, self.tmp / "out", lambda work_dir: None)
+        self.assertEqual(caught.exception.status, "build_failed")
+        self.assertIn("no files", str(caught.exception))
+
+    def test_mode_disable_bypasses(self) -> None:
+        store = self.store(mode="disable")
+        calls = []
+
+        def build(work_dir: Path) -> None:
+            calls.append(1)
+            write_kernel(work_dir, "k", b"bypass")
+
+        for _ in range(2):
+            result = store.get_or_build(descriptor(), SCENARIO, self.tmp / "out", build)
+            self.assertEqual(result.source, "bypassed")
+            self.assertEqual([path.name for path in result.files], ["k.json", "k.o"])
+        self.assertEqual(len(calls), 2)
+        self.assertFalse(store.has(result.key))
+
+    def test_op_debug_list_bypasses_listed_ops_only(self) -> None:
+        store = self.store(op_debug_list=["Add", "Mul"])
+        add = store.get_or_build(descriptor("Add"), SCENARIO, self.tmp / "a", lambda d: write_kernel(d, "add", b"1"))
+        matmul = store.get_or_build(descriptor(), SCENARIO, self.tmp / "m", lambda d: write_kernel(d, "mm", b"2"))
+        self.assertEqual(add.source, "bypassed")
+        self.assertEqual(matmul.source, "built")
+
+    def test_single_flight_across_processes(self) -> None:
+        counter = self.tmp / "builds.log"
+        out_root = self.tmp / "out"
+        context = multiprocessing.get_context("spawn")
+        with context.Pool(4) as pool:
+            results = pool.starmap(
+                _mp_worker, [(str(self.cache_dir), str(out_root), str(counter), worker) for worker in range(4)]
+            )
+        builds = counter.read_text().split()
+        self.assertEqual(sorted(builds, key=int), [str(i) for i in range(10)], "each key must be built exactly once")
+        for i in range(10):
+            sources = sorted(source for outcomes in results for key, source, _ in outcomes if key == i)
+            self.assertEqual(sources, ["built", "hit", "hit", "hit"], f"key {i}")
+        for worker, outcomes in enumerate(results):
+            for i, _, names in outcomes:
+                self.assertEqual(names, [f"k{i}.json", f"k{i}.o"])
+                data = (out_root / f"w{worker}" / f"k{i}.o").read_bytes()
+                self.assertEqual(data, f"kernel {i}".encode() * 100)
+        with opcache.Store(self.cache_dir) as store:
+            self.assertEqual(store.stats()["entries"], 10)
+
+    def test_single_flight_across_threads(self) -> None:
+        store = self.store()
+        calls = []
+        lock = threading.Lock()
+        results = []
+
+        def build(work_dir: Path) -> None:
+            with lock:
+                calls.append(1)
+            time.sleep(0.1)
+            write_kernel(work_dir, "t", b"threads")
+
+        def run(index: int) -> None:
+            result = store.get_or_build(descriptor(), SCENARIO, self.tmp / f"out{index}", build)
+            with lock:
+                results.append(result.source)
+
+        threads = [threading.Thread(target=run, args=(index,)) for index in range(6)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+        self.assertEqual(len(calls), 1)
+        self.assertEqual(sorted(results), ["built"] + ["hit"] * 5)
+
+
+class StoreLifetimeTest(TempDirTestCase):
+    def test_context_manager_closes(self) -> None:
+        with opcache.Store(self.cache_dir) as store:
+            key = store.key(descriptor(), SCENARIO)
+            self.assertFalse(store.closed)
+        self.assertTrue(store.closed)
+        with self.assertRaises(opcache.UsageError) as caught:
+            store.has(key)
+        self.assertIn("closed", str(caught.exception))
+        store.close()  # idempotent
+
+    def test_close_from_inside_a_build_is_refused(self) -> None:
+        store = self.store()
+
+        def build(work_dir: Path) -> None:
+            store.close()
+
+        with self.assertRaises(opcache.UsageError):
+            store.get_or_build(descriptor(), SCENARIO, self.tmp / "out", build)
+        self.assertFalse(store.closed)
+
+    def test_pickled_store_reopens_with_same_options(self) -> None:
+        store = self.store(mode="disable", op_debug_level=0)
+        copy = pickle.loads(pickle.dumps(store))
+        self.addCleanup(copy.close)
+        self.assertEqual(copy.options, store.options)
+        self.assertEqual(copy.options["cache_dir"], str(self.cache_dir))
+        result = copy.get_or_build(descriptor(), SCENARIO, self.tmp / "o", lambda d: write_kernel(d, "p", b"p"))
+        self.assertEqual(result.source, "bypassed")
+
+    def test_version(self) -> None:
+        self.assertRegex(opcache.version(), r"^\d+\.\d+\.\d+")
+        self.assertEqual(opcache.__version__, opcache.version())
+
+
+class CachedDecoratorTest(TempDirTestCase):
+    def test_decorated_compiler_builds_once(self) -> None:
+        store = self.store()
+        calls = []
+
+        @store.cached(scenario=opcache.Scenario(**SCENARIO_DICT), out_dir=self.tmp / "kernel_meta")
+        def compile_op(desc: dict, work_dir: Path, *, impl_mode: str = "high_performance") -> None:
+            """Compiles one op."""
+            calls.append((desc["op_type"], impl_mode))
+            write_kernel(work_dir, desc["op_type"].lower(), impl_mode.encode())
+
+        first = compile_op(descriptor("Add"), impl_mode="high_precision")
+        second = compile_op(descriptor("Add"))
+        other = compile_op(descriptor("Sub"))
+        self.assertEqual((first.source, second.source, other.source), ("built", "hit", "built"))
+        self.assertEqual(calls, [("Add", "high_precision"), ("Sub", "high_performance")])
+        self.assertEqual((self.tmp / "kernel_meta" / "add.o").read_bytes(), b"high_precision")
+        self.assertEqual(compile_op.key(descriptor("Add")), first.key)
+        self.assertIs(compile_op.store(), store)
+        self.assertEqual(compile_op.__name__, "compile_op")
+        self.assertEqual(compile_op.__doc__, "Compiles one op.")
+
+    def test_module_level_decorator_with_callables(self) -> None:
+        store = self.store()
+
+        @opcache.cached(
+            scenario=lambda desc: dict(SCENARIO_DICT, phase=desc.get("phase", "train")),
+            out_dir=lambda desc: self.tmp / "meta" / desc["op_type"],
+            store=store,
+        )
+        def compile_op(desc: dict, work_dir: Path) -> None:
+            write_kernel(work_dir, "kernel", desc["op_type"].encode())
+
+        result = compile_op({"op_type": "Gelu", "phase": "infer"})
+        self.assertEqual(result.out_dir, self.tmp / "meta" / "Gelu")
+        self.assertEqual(result.key, store.key({"op_type": "Gelu", "phase": "infer"}, dict(SCENARIO_DICT, phase="infer")))
+        self.assertEqual(compile_op({"op_type": "Gelu", "phase": "infer"}).source, "hit")
+
+    def test_default_store_uses_opcache_dir(self) -> None:
+        os.environ["OPCACHE_DIR"] = str(self.cache_dir)
+        self.addCleanup(os.environ.pop, "OPCACHE_DIR", None)
+        result = opcache.get_or_build(descriptor(), SCENARIO, self.tmp / "o", lambda d: write_kernel(d, "x", b"1"))
+        self.addCleanup(opcache.default_store().close)
+        self.assertEqual(result.source, "built")
+        with opcache.Store(self.cache_dir) as store:
+            self.assertTrue(store.has(result.key))
+
+
+if __name__ == "__main__":
+    unittest.main()
