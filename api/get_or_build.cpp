@@ -88,6 +88,13 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   const bool force = m_impl->settings.mode.value == store::CacheMode::force;
   auto try_hit = [&]() -> Result<bool> {
     OPCACHE_TRY_ASSIGN(auto entry, local.find(result.key));
+    if (!entry && !force) {
+      // Layered lookup: a verified remote hit becomes a local entry.
+      OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(result.key));
+      if (fetched) {
+        OPCACHE_TRY_ASSIGN(entry, local.find(result.key));
+      }
+    }
     // In force mode only entries stored since this Store was opened count:
     // those were rebuilt by this run (here or by a process we waited for).
     if (!entry || (force && entry->created_ms < m_impl->opened_at_ms)) {
@@ -116,6 +123,8 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
     if (!stored) {
       // The kernel is built and usable; failing to cache it must not fail the compile.
       local.options().warn("built " + result.key + " but could not store it: " + stored.error().message());
+    } else if (stored->stored) {
+      m_impl->after_store(result.key);
     }
     (void)local.record_miss();
     return {};

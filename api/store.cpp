@@ -7,6 +7,7 @@
 #include "store/json_parse.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
+#include "remote/transfer.hpp"
 #include "store/try.hpp"
 
 namespace opcache {
@@ -40,6 +41,13 @@ std::string join(const std::vector<std::string>& items) {
 
 }  // namespace
 
+Result<bool> Store::Impl::fetch_from_remotes(const std::string& key) {
+  if (!remotes || remotes->empty()) {
+    return false;
+  }
+  return remotes->fetch_into_local(key);
+}
+
 Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {
   OPCACHE_TRY_ASSIGN(auto raw, store::parse_json(json_text, "descriptor"));
   return store::normalize_descriptor(raw, volatile_fields, "descriptor");
@@ -69,6 +77,21 @@ Result<Store> Store::open(const StoreConfig& config) {
   auto impl = std::make_unique<Impl>();
   impl->opened_at_ms = local->options().clock();
   impl->local = std::move(local);
+  remote::RemoteOverrides remote_overrides;
+  remote_overrides.remotes = config.remotes;
+  remote_overrides.no_remote = config.no_remote;
+  if (!config.token_file.empty()) {
+    remote_overrides.token_file = config.token_file;
+  }
+  std::optional<std::filesystem::path> config_file;
+  if (!settings.config_file.value.empty()) {
+    config_file = settings.config_file.value;
+  }
+  auto env = store::process_environment();
+  OPCACHE_TRY_ASSIGN(auto remote_options, remote::resolve_remotes(remote_overrides, env, config_file));
+  if (!remote_options.empty()) {
+    OPCACHE_TRY_ASSIGN(impl->remotes, remote::RemoteSet::open(remote_options, *impl->local, env));
+  }
   impl->settings = std::move(settings);
   impl->volatile_fields = std::move(filter);
   return Store(std::move(impl));
@@ -96,11 +119,24 @@ Result<PutResult> Store::put(std::string_view descriptor_json, const Scenario& s
   for (const auto& file : files) {
     input.members.push_back({file.filename().string(), file, ""});
   }
-  return m_impl->local->put(input, options.replace);
+  OPCACHE_TRY_ASSIGN(auto result, m_impl->local->put(input, options.replace));
+  if (result.stored) {
+    m_impl->after_store(result.key);
+  }
+  return result;
 }
 
 Result<std::optional<GetResult>> Store::get(std::string_view key, const std::filesystem::path& out_dir) {
-  return m_impl->local->get(std::string(key), out_dir);
+  const std::string wanted(key);
+  OPCACHE_TRY_ASSIGN(auto local, m_impl->local->get(wanted, out_dir));
+  if (local) {
+    return local;
+  }
+  OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(wanted));
+  if (!fetched) {
+    return local;
+  }
+  return m_impl->local->get(wanted, out_dir);
 }
 
 Result<std::optional<Entry>> Store::lookup(std::string_view key) {
@@ -148,6 +184,51 @@ std::optional<std::string> Store::bypass_reason(const std::string& op_type) cons
     return "mode is disable (from " + settings.mode.source + ")";
   }
   return settings.bypass_reason(op_type);
+}
+
+std::vector<std::string> Store::remote_names() const {
+  std::vector<std::string> names;
+  if (m_impl->remotes) {
+    for (const auto& remote : m_impl->remotes->remotes()) {
+      std::string attributes;
+      if (remote.options.read_only) attributes += " read-only";
+      if (remote.options.upload) attributes += " upload";
+      names.push_back(remote.store->name() + attributes + " (" + remote.options.source + ")");
+    }
+  }
+  return names;
+}
+
+namespace {
+
+remote::TransferRequest transfer_request(const Store::TransferOptions& options) {
+  remote::TransferRequest request;
+  request.keys = options.keys;
+  request.filter = options.filter;
+  request.parallelism = options.parallelism;
+  request.progress = options.progress;
+  request.cancel = options.cancel;
+  return request;
+}
+
+}  // namespace
+
+Result<TransferSummary> Store::push(const TransferOptions& options) {
+  if (!m_impl->remotes) {
+    return Error::usage("no remote configured: pass --remote URL, set OPCACHE_REMOTE, or add a [remote \"NAME\"] "
+                        "section to the config file");
+  }
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->remotes->select(options.remote));
+  return remote::push(*m_impl->local, *remote, transfer_request(options));
+}
+
+Result<TransferSummary> Store::pull(const TransferOptions& options) {
+  if (!m_impl->remotes) {
+    return Error::usage("no remote configured: pass --remote URL, set OPCACHE_REMOTE, or add a [remote \"NAME\"] "
+                        "section to the config file");
+  }
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->remotes->select(options.remote));
+  return remote::pull(*m_impl->local, *remote, transfer_request(options));
 }
 
 std::vector<SettingInfo> Store::settings() const {

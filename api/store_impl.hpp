@@ -5,6 +5,7 @@
 #include <string_view>
 
 #include "opcache/opcache.hpp"
+#include "remote/remote_set.hpp"
 #include "store/descriptor.hpp"
 #include "store/local_store.hpp"
 #include "store/settings.hpp"
@@ -14,9 +15,20 @@ namespace opcache {
 
 struct Store::Impl {
   std::unique_ptr<store::LocalStore> local;
+  std::unique_ptr<remote::RemoteSet> remotes;  ///< destroyed before `local`, which it refers to
   store::Settings settings;
   store::VolatileFieldFilter volatile_fields;
   std::int64_t opened_at_ms = 0;  ///< force mode rebuilds entries stored before this
+
+  /// The local store, then the remotes: true when `key` is (now) stored locally.
+  Result<bool> fetch_from_remotes(const std::string& key);
+
+  /// Queues a freshly stored key for background upload.
+  void after_store(const std::string& key) {
+    if (remotes) {
+      remotes->enqueue_upload(key);
+    }
+  }
 
   /// Parses and normalizes a descriptor given as JSON text.
   Result<store::Descriptor> descriptor(std::string_view json_text) const;

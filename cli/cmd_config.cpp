@@ -21,8 +21,12 @@ std::vector<Command> register_config_command(CLI::App& app, Context& context) {
                for (const auto& setting : settings) {
                  document[setting.name] = {{"value", setting.value}, {"source", setting.source}};
                }
+               document["remotes"] = store->remote_names();
                context.print_json(document);
                return static_cast<int>(k_exit_ok);
+             }
+             for (const auto& remote : store->remote_names()) {
+               settings.push_back({"remote", remote, ""});
              }
              for (const auto& setting : settings) {
                char line[1024];

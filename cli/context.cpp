@@ -36,6 +36,12 @@ void GlobalOptions::add_to(CLI::App& app) {
   app.add_option("--volatile-fields", volatile_fields,
                  "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
                  "\"none\" disables");
+  app.add_option("--remote", remotes,
+                 "Remote cache, repeatable, in lookup order: URL[|read-only][|upload][|timeout=MS]... "
+                 "(http(s)://host:port, s3://bucket/prefix?endpoint=URL, file:///dir; default: $OPCACHE_REMOTE, "
+                 "else [remote] sections of the config file)");
+  app.add_flag("--no-remote", no_remote, "Use no remote, whatever the environment and config say");
+  app.add_option("--token-file", token_file, "File holding the bearer token for http(s) remotes (default: $OPCACHE_TOKEN)");
   app.add_option("--wait-timeout", wait_timeout_s,
                  "Seconds exec waits for another process building the same kernel (default 3600)")
       ->check(non_negative_integer());
@@ -51,6 +57,9 @@ Result<Store> Context::open_store() const {
   config.op_debug_list = options.op_debug_list;
   config.volatile_fields = options.volatile_fields;
   config.wait_timeout_s = options.wait_timeout_s;
+  config.remotes = options.remotes;
+  config.no_remote = options.no_remote;
+  config.token_file = options.token_file;
   return Store::open(config);
 }
 

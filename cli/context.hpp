@@ -41,6 +41,9 @@ struct GlobalOptions {
   std::optional<std::string> op_debug_list;
   std::optional<std::string> volatile_fields;
   std::optional<std::int64_t> wait_timeout_s;
+  std::vector<std::string> remotes;
+  bool no_remote = false;
+  std::string token_file;
   bool json = false;
 
   /// Adds the options to the top-level command.
@@ -115,5 +118,6 @@ std::vector<Command> register_aging_commands(CLI::App& app, Context& context);
 std::vector<Command> register_exec_command(CLI::App& app, Context& context);
 std::vector<Command> register_serve_command(CLI::App& app, Context& context);
 std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
+std::vector<Command> register_transfer_commands(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli

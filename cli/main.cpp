@@ -27,6 +27,7 @@ int run(int argc, char** argv) {
                          opcache::cli::register_get_commands, opcache::cli::register_list_commands,
                          opcache::cli::register_maintenance_commands, opcache::cli::register_aging_commands,
                          opcache::cli::register_exec_command, opcache::cli::register_layout_commands,
+                         opcache::cli::register_transfer_commands,
                          opcache::cli::register_serve_command,
                          opcache::cli::register_config_command,
                          opcache::cli::register_version_command}) {

@@ -101,6 +101,8 @@ class LocalStore {
 
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
+  /// Adds `delta` to the counter `name` (remote hits, errors, ...).
+  Status record_counter(const char* name, std::int64_t delta) { return count(name, delta); }
 
   /// The manifest of `key`'s bundle (header and manifest only, no payload;
   /// the members are not verified here). std::nullopt when absent.

@@ -11,6 +11,7 @@
 //   if (auto hit = store.get(key, "kernel_meta").value()) { ... } else { build; store.put(...); }
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -49,6 +50,13 @@ struct StoreConfig {
   std::optional<std::string> volatile_fields;
   /// How long get_or_build waits for another process building the same key (default 3600 s).
   std::optional<std::int64_t> wait_timeout_s;
+  /// Remotes, in lookup order ("URL[|attribute…]", see docs/remotes.md);
+  /// empty means OPCACHE_REMOTE, else the config file's [remote "…"] sections.
+  std::vector<std::string> remotes;
+  /// Use no remote at all, whatever the environment and config say.
+  bool no_remote = false;
+  /// File holding the bearer token for http(s) remotes; empty means OPCACHE_TOKEN.
+  std::filesystem::path token_file;
   /// zstd level for new bundles, 1..19.
   int compression_level = 3;
   /// Receives warnings (a corrupt entry that was dropped, an invalid setting
@@ -126,12 +134,18 @@ class Store {
                         const std::vector<std::filesystem::path>& files, const PutOptions& options = {});
 
   /// Writes the members of `key` into `out_dir` (created if missing), each
-  /// byte-exact and verified. std::nullopt on a miss; an entry whose object is
-  /// missing or corrupt is reported through on_warning, dropped, and a miss.
+  /// byte-exact and verified. Looks in the local store first, then in each
+  /// remote in order (a remote hit is verified, stored locally, then written
+  /// out). std::nullopt on a miss; an entry whose object is missing or corrupt
+  /// is reported through on_warning, dropped, and a miss.
   Result<std::optional<GetResult>> get(std::string_view key, const std::filesystem::path& out_dir);
 
   /// The index entry of `key`, or std::nullopt. Does not verify the object.
   Result<std::optional<Entry>> lookup(std::string_view key);
+
+  /// The member file names of `key`'s entry, in bundle order, read from its
+  /// manifest without decompressing; std::nullopt when absent.
+  Result<std::optional<std::vector<std::string>>> member_names(std::string_view key);
 
   /// True when `key` has an entry whose object file exists.
   Result<bool> contains(std::string_view key);
@@ -182,6 +196,27 @@ class Store {
 
   /// Every effective setting and where it came from.
   std::vector<SettingInfo> settings() const;
+
+  /// The remotes in use, as "URL (source)" lines for display; credentials removed.
+  std::vector<std::string> remote_names() const;
+
+  /// Options of push and pull.
+  struct TransferOptions {
+    std::string remote;             ///< URL or 1-based position; empty: the first remote
+    std::vector<std::string> keys;  ///< explicit keys; empty: every entry matching `filter`
+    ListFilter filter;
+    int parallelism = 0;            ///< 0: the remote's attribute
+    std::function<void(const TransferProgress&)> progress;  ///< called from worker threads
+    const std::atomic<bool>* cancel = nullptr;               ///< stop starting new transfers
+  };
+
+  /// Uploads the local entries (keys, or all matching the filter) that the
+  /// remote lacks: one batch query, then parallel uploads.
+  Result<TransferSummary> push(const TransferOptions& options);
+
+  /// Downloads the entries (keys, or all the remote lists for the filter)
+  /// that the local store lacks, verifying each before it is stored.
+  Result<TransferSummary> pull(const TransferOptions& options);
 
  private:
   struct Impl;

@@ -113,4 +113,25 @@ struct ClearReport {
   std::int64_t bytes_removed = 0;
 };
 
+/// Progress of a push or pull, reported while it runs.
+struct TransferProgress {
+  std::int64_t total = 0;        ///< items to transfer (after the batch query)
+  std::int64_t done = 0;         ///< transferred or failed so far
+  std::int64_t bytes = 0;        ///< bundle bytes transferred so far
+  double seconds = 0;            ///< since the transfers began
+};
+
+/// The outcome of a push or pull.
+struct TransferSummary {
+  std::string remote;
+  std::int64_t requested = 0;    ///< keys considered
+  std::int64_t transferred = 0;
+  std::int64_t skipped = 0;      ///< already on the other side (or absent from the source)
+  std::int64_t failed = 0;
+  std::int64_t bytes = 0;
+  double seconds = 0;
+  bool interrupted = false;
+  std::vector<std::pair<std::string, std::string>> failures;  ///< key, reason (first 100)
+};
+
 }  // namespace opcache

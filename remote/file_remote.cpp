@@ -1,0 +1,126 @@
+// The file:// remote: a shared directory (NFS, a mounted volume). No SQLite
+// there (shared file systems break its locking): one file per key,
+// <root>/v1/bundles/<first two hex>/<key>, written through <root>/tmp with
+// fsync + link, so a reader sees a whole bundle or none.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include "remote/remote_store.hpp"
+#include "store/file_io.hpp"
+#include "store/sha256.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+class FileRemote final : public RemoteStore {
+ public:
+  FileRemote(RemoteOptions options, fs::path root) : m_options(std::move(options)), m_root(std::move(root)) {}
+
+  std::string name() const override { return m_options.url; }
+
+  Result<bool> fetch(const std::string& key, int fd) override {
+    auto input = store::open_for_reading(path_of(key), /*follow_symlinks=*/false);
+    if (!input) {
+      if (input.error().code() == ErrorCode::not_found) {
+        return false;
+      }
+      return Error::remote("remote " + name() + ": " + input.error().message());
+    }
+    char buffer[1 << 16];
+    for (;;) {
+      auto n = store::read_some(input->get(), buffer, sizeof buffer, path_of(key));
+      if (!n) {
+        return Error::remote("remote " + name() + ": " + n.error().message());
+      }
+      if (*n == 0) {
+        return true;
+      }
+      OPCACHE_TRY(store::write_all(fd, buffer, *n, "download"));
+    }
+  }
+
+  Status upload(const std::string& key, const fs::path& bundle) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    const auto target = path_of(key);
+    struct stat info {};
+    if (::stat(target.c_str(), &info) == 0) {
+      return {};  // idempotent: keep what is there
+    }
+    auto status = write_bundle(bundle, target);
+    if (!status && status.error().code() != ErrorCode::usage) {
+      return Error::remote("remote " + name() + ": " + status.error().message());
+    }
+    return status;
+  }
+
+  Result<std::vector<bool>> query(const std::vector<std::string>& keys) override {
+    std::vector<bool> present;
+    for (const auto& key : keys) {
+      struct stat info {};
+      present.push_back(::stat(path_of(key).c_str(), &info) == 0 && S_ISREG(info.st_mode));
+    }
+    return present;
+  }
+
+  Result<std::vector<std::string>> list_keys(const ListFilter& filter) override {
+    if (!filter.device_mode.empty() || !filter.phase.empty() || !filter.toolchain.empty() || !filter.soc.empty() ||
+        !filter.op_type.empty()) {
+      return Error::usage("remote " + name() +
+                          ": a file:// remote cannot filter by scenario or op type; give keys (--keys FILE) instead");
+    }
+    std::vector<std::string> keys;
+    std::error_code ec;
+    for (const auto& shard : fs::directory_iterator(m_root / "v1" / "bundles", ec)) {
+      for (const auto& file : fs::directory_iterator(shard.path(), ec)) {
+        if (store::is_sha256_hex(file.path().filename().string())) {
+          keys.push_back(file.path().filename().string());
+        }
+      }
+    }
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  }
+
+ private:
+  fs::path path_of(const std::string& key) const { return m_root / "v1" / "bundles" / key.substr(0, 2) / key; }
+
+  Status write_bundle(const fs::path& bundle, const fs::path& target) {
+    OPCACHE_TRY(store::ensure_directory(m_root / "tmp"));
+    OPCACHE_TRY(store::ensure_directory(target.parent_path()));
+    OPCACHE_TRY_ASSIGN(auto file, store::AtomicFile::create(m_root / "tmp"));
+    OPCACHE_TRY_ASSIGN(auto input, store::open_for_reading(bundle));
+    char buffer[1 << 16];
+    for (;;) {
+      OPCACHE_TRY_ASSIGN(std::size_t n, store::read_some(input.get(), buffer, sizeof buffer, bundle));
+      if (n == 0) {
+        break;
+      }
+      OPCACHE_TRY(file.write(buffer, n));
+    }
+    OPCACHE_TRY(file.link_if_absent(target));
+    return {};
+  }
+
+  RemoteOptions m_options;
+  fs::path m_root;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<RemoteStore>> make_file_remote(const RemoteOptions& options) {
+  std::string path = options.url.substr(std::string("file://").size());
+  if (path.empty() || path.front() != '/') {
+    return Error::usage("remote \"" + options.url + "\" must be file:///absolute/path");
+  }
+  return std::unique_ptr<RemoteStore>(new FileRemote(options, path));
+}
+
+}  // namespace opcache::remote

@@ -1,0 +1,215 @@
+#include "remote/remote_config.hpp"
+
+#include <ini.h>
+
+#include <cstdlib>
+#include <map>
+
+#include "remote/curl_handle.hpp"
+#include "store/file_io.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+Result<long> parse_positive(const std::string& where, const std::string& text, long max) {
+  char* end = nullptr;
+  long value = std::strtol(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || value < 0 || value > max) {
+    return Error::usage(where + " = \"" + text + "\" must be an integer from 0 to " + std::to_string(max));
+  }
+  return value;
+}
+
+Status apply_attribute(RemoteOptions& options, const std::string& name, const std::string& value,
+                       const std::string& where) {
+  const std::string at = where + ": " + name;
+  if (name == "read-only" || name == "read_only") {
+    options.read_only = value.empty() || value == "true" || value == "1" || value == "yes";
+  } else if (name == "upload") {
+    options.upload = value.empty() || value == "true" || value == "1" || value == "yes";
+  } else if (name == "connect-timeout" || name == "connect_timeout") {
+    OPCACHE_TRY_ASSIGN(options.connect_timeout_ms, parse_positive(at, value, 600000));
+  } else if (name == "timeout") {
+    OPCACHE_TRY_ASSIGN(options.timeout_ms, parse_positive(at, value, 3600000));
+  } else if (name == "retries") {
+    OPCACHE_TRY_ASSIGN(auto retries, parse_positive(at, value, 10));
+    options.retries = static_cast<int>(retries);
+  } else if (name == "parallelism") {
+    OPCACHE_TRY_ASSIGN(auto parallelism, parse_positive(at, value, 256));
+    options.parallelism = parallelism < 1 ? 1 : static_cast<int>(parallelism);
+  } else if (name == "cooldown") {
+    OPCACHE_TRY_ASSIGN(auto cooldown, parse_positive(at, value, 86400));
+    options.cooldown_s = static_cast<int>(cooldown);
+  } else if (name == "ca-file" || name == "ca_file") {
+    options.ca_file = value;
+  } else {
+    return Error::usage(at + " is not a remote attribute (allowed: read-only, upload, connect-timeout, timeout, "
+                             "retries, parallelism, cooldown, ca-file)");
+  }
+  return {};
+}
+
+Status check_url(const std::string& url, const std::string& where) {
+  for (const char* scheme : {"http://", "https://", "s3://", "file://"}) {
+    if (url.rfind(scheme, 0) == 0 && url.size() > std::string(scheme).size()) {
+      return {};
+    }
+  }
+  return Error::usage(where + ": remote \"" + display_url(url) +
+                      "\" must start with http://, https://, s3:// or file://");
+}
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> items;
+  std::string current;
+  for (char c : text) {
+    if (c == ';' || c == ' ' || c == '\t' || c == '\n') {
+      if (!current.empty()) {
+        items.push_back(current);
+      }
+      current.clear();
+    } else {
+      current.push_back(c);
+    }
+  }
+  if (!current.empty()) {
+    items.push_back(current);
+  }
+  return items;
+}
+
+Result<std::string> read_token(const std::filesystem::path& file) {
+  auto text = store::read_file(file);
+  if (!text) {
+    return Error::usage("token file " + file.string() + ": " + text.error().message());
+  }
+  std::string token = *text;
+  while (!token.empty() && (token.back() == '\n' || token.back() == '\r' || token.back() == ' ')) {
+    token.pop_back();
+  }
+  if (token.empty() || token.find_first_of("\r\n") != std::string::npos) {
+    return Error::usage("token file " + file.string() + " must hold the token on one line");
+  }
+  return token;
+}
+
+// [remote "NAME"] sections of the config file, in file order.
+Result<std::vector<RemoteOptions>> remotes_from_config(const std::filesystem::path& path) {
+  auto text = store::read_file(path);
+  if (!text) {
+    if (text.error().code() == ErrorCode::not_found) {
+      return std::vector<RemoteOptions>();
+    }
+    return text.error();
+  }
+  struct Parse {
+    std::vector<RemoteOptions> remotes;
+    std::map<std::string, std::size_t> index;
+    std::optional<Error> error;
+    std::string file;
+  } parse{{}, {}, std::nullopt, path.string()};
+  auto handler = [](void* user, const char* section, const char* name, const char* value) -> int {
+    auto* parse = static_cast<Parse*>(user);
+    std::string title = section;
+    if (parse->error || title.rfind("remote", 0) != 0) {
+      return 1;
+    }
+    auto found = parse->index.find(title);
+    if (found == parse->index.end()) {
+      RemoteOptions options;
+      options.source = parse->file + " [" + title + "]";
+      parse->remotes.push_back(options);
+      found = parse->index.emplace(title, parse->remotes.size() - 1).first;
+    }
+    RemoteOptions& options = parse->remotes[found->second];
+    std::string key = name;
+    Status status;
+    if (key == "url") {
+      options.url = value;
+    } else if (key == "token_file") {
+      auto token = read_token(value);
+      status = token ? Status{} : Status{token.error()};
+      if (token) {
+        options.token = *token;
+      }
+    } else {
+      status = apply_attribute(options, key, value, options.source);
+    }
+    if (!status) {
+      parse->error = status.error();
+    }
+    return 1;
+  };
+  if (int line = ini_parse_string(text->c_str(), handler, &parse); line != 0) {
+    return Error::usage(path.string() + ": line " + std::to_string(line) + " is not INI syntax");
+  }
+  if (parse.error) {
+    return *parse.error;
+  }
+  for (const auto& options : parse.remotes) {
+    if (options.url.empty()) {
+      return Error::usage(options.source + " has no url");
+    }
+    OPCACHE_TRY(check_url(options.url, options.source));
+  }
+  return parse.remotes;
+}
+
+}  // namespace
+
+std::string display_url(const std::string& url) { return redact_url(url); }
+
+Result<RemoteOptions> parse_remote_spec(const std::string& spec, const std::string& source) {
+  RemoteOptions options;
+  options.source = source;
+  std::size_t bar = spec.find('|');
+  options.url = spec.substr(0, bar);
+  OPCACHE_TRY(check_url(options.url, source));
+  while (bar != std::string::npos) {
+    std::size_t next = spec.find('|', bar + 1);
+    std::string attribute = spec.substr(bar + 1, next == std::string::npos ? std::string::npos : next - bar - 1);
+    auto equals = attribute.find('=');
+    OPCACHE_TRY(apply_attribute(options, attribute.substr(0, equals),
+                                equals == std::string::npos ? "" : attribute.substr(equals + 1),
+                                source + " " + display_url(options.url)));
+    bar = next;
+  }
+  return options;
+}
+
+Result<std::vector<RemoteOptions>> resolve_remotes(const RemoteOverrides& overrides, const store::EnvLookup& env,
+                                                   const std::optional<std::filesystem::path>& config_file) {
+  std::vector<RemoteOptions> remotes;
+  if (overrides.no_remote) {
+    return remotes;
+  }
+  if (!overrides.remotes.empty()) {
+    for (const auto& spec : overrides.remotes) {
+      OPCACHE_TRY_ASSIGN(auto options, parse_remote_spec(spec, "--remote"));
+      remotes.push_back(options);
+    }
+  } else if (auto value = env("OPCACHE_REMOTE"); value && !value->empty()) {
+    for (const auto& spec : split_list(*value)) {
+      OPCACHE_TRY_ASSIGN(auto options, parse_remote_spec(spec, "OPCACHE_REMOTE"));
+      remotes.push_back(options);
+    }
+  } else if (config_file) {
+    OPCACHE_TRY_ASSIGN(remotes, remotes_from_config(*config_file));
+  }
+  std::optional<std::string> token;
+  if (overrides.token_file) {
+    OPCACHE_TRY_ASSIGN(token, read_token(*overrides.token_file));
+  } else if (auto value = env("OPCACHE_TOKEN"); value && !value->empty()) {
+    token = *value;
+  }
+  for (auto& options : remotes) {
+    if (options.token.empty() && token) {
+      options.token = *token;
+    }
+  }
+  return remotes;
+}
+
+}  // namespace opcache::remote

@@ -1,0 +1,242 @@
+#include "remote/remote_set.hpp"
+
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <fcntl.h>
+#include <mutex>
+#include <thread>
+
+#include "store/file_io.hpp"
+#include "store/key.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr std::size_t k_max_queued = 10000;
+constexpr auto k_stop_wait = std::chrono::seconds(2);
+
+fs::path outbox_of(const store::StoreLayout& layout, const Remote& remote) {
+  return layout.root() / "outbox" / remote_id(remote.store->name());
+}
+
+}  // namespace
+
+// The background upload loop. Shared with its thread, so a thread still
+// finishing an upload after the RemoteSet is gone touches nothing freed.
+struct RemoteSet::Uploader {
+  std::vector<Remote> remotes;  // those with upload=true
+  std::vector<fs::path> outboxes;
+  store::WarningSink warn;
+  std::mutex mutex;
+  std::condition_variable wake;
+  bool work = true;  // check the outboxes (there may be leftovers from earlier processes)
+  bool stop = false;
+  std::atomic<bool> finished{false};
+
+  void run() {
+    for (;;) {
+      {
+        std::unique_lock lock(mutex);
+        wake.wait_for(lock, std::chrono::seconds(5), [this] { return work || stop; });
+        if (stop) {
+          break;
+        }
+        work = false;
+      }
+      for (std::size_t i = 0; i < remotes.size() && !stopping(); ++i) {
+        drain(remotes[i], outboxes[i]);
+      }
+    }
+    finished = true;
+  }
+
+  bool stopping() {
+    std::lock_guard lock(mutex);
+    return stop;
+  }
+
+  // Uploads what is queued for one remote; one process at a time per outbox.
+  void drain(const Remote& remote, const fs::path& outbox) {
+    int lock_fd = ::open((outbox / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (lock_fd < 0) {
+      return;
+    }
+    store::FileDescriptor lock(lock_fd);
+    if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
+      return;  // another process is draining it
+    }
+    std::error_code ec;
+    for (const auto& marker : fs::directory_iterator(outbox, ec)) {
+      const auto key = marker.path().filename().string();
+      if (stopping() || !store::is_sha256_hex(key)) {
+        continue;
+      }
+      if (!remote.breaker->allows()) {
+        return;
+      }
+      auto object = store::read_file(marker.path());
+      if (!object || object->empty() || !fs::exists(*object, ec)) {
+        ::unlink(marker.path().c_str());  // the entry is gone locally: nothing to upload
+        continue;
+      }
+      auto uploaded = remote.store->upload(key, *object);
+      if (!uploaded) {
+        if (uploaded.error().code() == ErrorCode::remote || uploaded.error().code() == ErrorCode::timeout) {
+          remote.breaker->record_failure(uploaded.error().message());
+          warn("upload to " + remote.store->name() + " paused: " + uploaded.error().message());
+          return;
+        }
+        warn("upload of " + key + " to " + remote.store->name() + " dropped: " + uploaded.error().message());
+      }
+      ::unlink(marker.path().c_str());
+    }
+  }
+};
+
+Result<std::unique_ptr<RemoteSet>> RemoteSet::open(const std::vector<RemoteOptions>& options,
+                                                   store::LocalStore& local, const store::EnvLookup& env) {
+  std::vector<Remote> remotes;
+  for (const auto& option : options) {
+    auto opened = open_remote(option, env);
+    if (!opened) {
+      return opened.error().with_context("remote " + display_url(option.url) + " (" + option.source + ")");
+    }
+    Remote remote;
+    remote.options = option;
+    remote.store = std::move(*opened);
+    remote.breaker = std::make_shared<CircuitBreaker>(local.layout().root() / "remotes", remote.store->name(),
+                                                      option.cooldown_s, local.options().clock);
+    remotes.push_back(std::move(remote));
+  }
+  std::unique_ptr<RemoteSet> set(new RemoteSet(std::move(remotes), local));
+  set->start_uploader();
+  return set;
+}
+
+RemoteSet::RemoteSet(std::vector<Remote> remotes, store::LocalStore& local)
+    : m_remotes(std::move(remotes)), m_local(local) {}
+
+void RemoteSet::start_uploader() {
+  auto uploader = std::make_shared<Uploader>();
+  uploader->warn = m_local.options().warn;
+  for (const auto& remote : m_remotes) {
+    if (remote.options.upload && !remote.options.read_only) {
+      const auto outbox = outbox_of(m_local.layout(), remote);
+      if (store::ensure_directory(outbox)) {
+        uploader->remotes.push_back(remote);
+        uploader->outboxes.push_back(outbox);
+      }
+    }
+  }
+  if (uploader->remotes.empty()) {
+    return;
+  }
+  m_uploader = uploader;
+  std::thread([uploader] { uploader->run(); }).detach();
+}
+
+RemoteSet::~RemoteSet() {
+  if (!m_uploader) {
+    return;
+  }
+  {
+    std::lock_guard lock(m_uploader->mutex);
+    m_uploader->stop = true;
+  }
+  m_uploader->wake.notify_all();
+  const auto deadline = std::chrono::steady_clock::now() + k_stop_wait;
+  while (!m_uploader->finished && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
+
+Result<bool> RemoteSet::fetch_into_local(const std::string& key) {
+  for (const auto& remote : m_remotes) {
+    if (!remote.breaker->allows()) {
+      continue;
+    }
+    OPCACHE_TRY_ASSIGN(auto file, m_local.create_temp());
+    auto fetched = remote.store->fetch(key, file.fd());
+    if (!fetched) {
+      if (fetched.error().code() == ErrorCode::io) {
+        return fetched.error();  // our own disk, not the remote
+      }
+      remote.breaker->record_failure(fetched.error().message());
+      m_local.options().warn("remote " + remote.store->name() + " failed, skipping it for " +
+                             std::to_string(remote.options.cooldown_s) + " s: " + fetched.error().message());
+      (void)m_local.record_counter("remote_errors", 1);
+      continue;
+    }
+    remote.breaker->record_success();
+    if (!*fetched) {
+      continue;
+    }
+    auto adopted = m_local.adopt(std::move(file), key, ReplacePolicy::keep_existing);
+    if (!adopted) {
+      if (adopted.error().code() != ErrorCode::corrupt) {
+        return adopted.error();
+      }
+      m_local.options().warn("remote " + remote.store->name() + " answered " + key +
+                             " with a bundle that failed verification; not stored: " + adopted.error().message());
+      (void)m_local.record_counter("remote_corrupt", 1);
+      continue;
+    }
+    (void)m_local.record_counter("remote_hits", 1);
+    return true;
+  }
+  return false;
+}
+
+void RemoteSet::enqueue_upload(const std::string& key) {
+  if (!m_uploader) {
+    return;
+  }
+  auto entry = m_local.find(key);
+  if (!entry || !*entry) {
+    return;
+  }
+  const auto object = m_local.layout().object_path((*entry)->digest).string();
+  for (const auto& outbox : m_uploader->outboxes) {
+    std::error_code ec;
+    std::size_t queued = 0;
+    for (auto it = fs::directory_iterator(outbox, ec); it != fs::directory_iterator() && queued <= k_max_queued; ++it) {
+      ++queued;
+    }
+    if (queued > k_max_queued) {
+      m_local.options().warn("upload queue " + outbox.string() + " is full; " + key + " not queued (run opcache push)");
+      continue;
+    }
+    (void)store::write_file_atomic(outbox / key, object);
+  }
+  {
+    std::lock_guard lock(m_uploader->mutex);
+    m_uploader->work = true;
+  }
+  m_uploader->wake.notify_all();
+}
+
+Result<const Remote*> RemoteSet::select(const std::string& name_or_url) const {
+  if (m_remotes.empty()) {
+    return Error::usage("no remote configured: pass --remote URL, set OPCACHE_REMOTE, or add a [remote \"NAME\"] "
+                        "section to the config file");
+  }
+  if (name_or_url.empty()) {
+    return &m_remotes.front();
+  }
+  for (std::size_t i = 0; i < m_remotes.size(); ++i) {
+    if (m_remotes[i].options.url == name_or_url || std::to_string(i + 1) == name_or_url ||
+        m_remotes[i].store->name() == name_or_url) {
+      return &m_remotes[i];
+    }
+  }
+  return Error::usage("no configured remote named \"" + name_or_url + "\"");
+}
+
+}  // namespace opcache::remote

@@ -1,0 +1,66 @@
+// The remotes of one client, in lookup order, with their circuit breakers,
+// the layered lookup (local first, then each remote; a remote hit is
+// verified like a local one, then stored locally) and the background upload
+// queue. The queue is a directory of markers (<cache>/outbox/<remote id>/<key>)
+// so uploads survive the process: whichever process next opens the store
+// with that remote continues them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "opcache/result.hpp"
+#include "remote/circuit_breaker.hpp"
+#include "remote/remote_store.hpp"
+#include "store/local_store.hpp"
+
+namespace opcache::remote {
+
+/// One configured remote, opened.
+struct Remote {
+  RemoteOptions options;
+  std::shared_ptr<RemoteStore> store;
+  std::shared_ptr<CircuitBreaker> breaker;
+};
+
+class RemoteSet {
+ public:
+  /// Opens every remote. A remote that cannot even be opened (bad URL, no S3
+  /// credentials) is a `usage` error: configuration mistakes are loud.
+  static Result<std::unique_ptr<RemoteSet>> open(const std::vector<RemoteOptions>& options, store::LocalStore& local,
+                                                 const store::EnvLookup& env);
+  /// Stops the uploader, waiting at most 2 s for an upload in flight; what
+  /// is left stays queued on disk.
+  ~RemoteSet();
+  RemoteSet(const RemoteSet&) = delete;
+  RemoteSet& operator=(const RemoteSet&) = delete;
+
+  bool empty() const noexcept { return m_remotes.empty(); }
+  const std::vector<Remote>& remotes() const noexcept { return m_remotes; }
+
+  /// Tries each remote whose breaker allows it, in order. A bundle that is
+  /// found is verified and adopted into the local store (true). A corrupt or
+  /// mis-keyed answer is reported, counted and never stored; a failing remote
+  /// opens its breaker. Never fails for remote reasons: false then.
+  Result<bool> fetch_into_local(const std::string& key);
+
+  /// Queues `key` (stored locally) for upload to every remote with `upload`.
+  /// Never blocks on the network. At most 10,000 queued per remote.
+  void enqueue_upload(const std::string& key);
+
+  /// The remote named by `name_or_url` (its URL, or its position "1", "2"…), or
+  /// the first one when empty.
+  Result<const Remote*> select(const std::string& name_or_url) const;
+
+ private:
+  struct Uploader;
+  RemoteSet(std::vector<Remote> remotes, store::LocalStore& local);
+  void start_uploader();
+
+  std::vector<Remote> m_remotes;
+  store::LocalStore& m_local;
+  std::shared_ptr<Uploader> m_uploader;
+};
+
+}  // namespace opcache::remote

@@ -1,0 +1,190 @@
+#include "remote/transfer.hpp"
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include "store/key.hpp"
+#include "store/try.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Runs `transfer` on every item with `parallelism` threads, collecting the
+// summary and reporting progress.
+class TransferRun {
+ public:
+  TransferRun(TransferSummary& summary, const TransferRequest& request, std::int64_t total)
+      : m_summary(summary), m_request(request), m_total(total) {}
+
+  void run(const std::vector<std::string>& items, int parallelism,
+           const std::function<Result<std::int64_t>(const std::string&)>& transfer) {
+    std::atomic<std::size_t> next{0};
+    auto worker = [&] {
+      for (;;) {
+        if (m_request.cancel != nullptr && m_request.cancel->load()) {
+          std::lock_guard lock(m_mutex);
+          m_summary.interrupted = true;
+          return;
+        }
+        const std::size_t index = next.fetch_add(1);
+        if (index >= items.size()) {
+          return;
+        }
+        auto bytes = transfer(items[index]);
+        finish(items[index], bytes);
+      }
+    };
+    std::vector<std::thread> threads;
+    const int count = std::max(1, std::min<int>(parallelism, static_cast<int>(items.size())));
+    for (int i = 0; i < count; ++i) {
+      threads.emplace_back(worker);
+    }
+    for (auto& thread : threads) {
+      thread.join();
+    }
+  }
+
+  double seconds() const { return std::chrono::duration<double>(Clock::now() - m_start).count(); }
+
+ private:
+  void finish(const std::string& key, const Result<std::int64_t>& bytes) {
+    TransferProgress progress;
+    {
+      std::lock_guard lock(m_mutex);
+      if (bytes) {
+        ++m_summary.transferred;
+        m_summary.bytes += *bytes;
+      } else {
+        ++m_summary.failed;
+        if (m_summary.failures.size() < 100) {
+          m_summary.failures.push_back({key, bytes.error().message()});
+        }
+      }
+      progress.total = m_total;
+      progress.done = m_summary.transferred + m_summary.failed;
+      progress.bytes = m_summary.bytes;
+      progress.seconds = seconds();
+    }
+    if (m_request.progress) {
+      m_request.progress(progress);
+    }
+  }
+
+  TransferSummary& m_summary;
+  const TransferRequest& m_request;
+  std::int64_t m_total;
+  std::mutex m_mutex;
+  Clock::time_point m_start = Clock::now();
+};
+
+Result<std::vector<std::string>> local_keys(store::LocalStore& local, const TransferRequest& request) {
+  if (!request.keys.empty()) {
+    return request.keys;
+  }
+  OPCACHE_TRY_ASSIGN(auto entries, local.list(request.filter));
+  std::vector<std::string> keys;
+  for (const auto& entry : entries) {
+    keys.push_back(entry.key);
+  }
+  return keys;
+}
+
+Status check_keys(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    OPCACHE_TRY(store::check_key(key));
+  }
+  return {};
+}
+
+int parallelism_of(const Remote& remote, const TransferRequest& request) {
+  return request.parallelism > 0 ? request.parallelism : remote.options.parallelism;
+}
+
+}  // namespace
+
+Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, const TransferRequest& request) {
+  if (remote.options.read_only) {
+    return Error::usage("remote " + remote.store->name() + " is read-only (" + remote.options.source + ")");
+  }
+  const auto started = Clock::now();
+  TransferSummary summary;
+  summary.remote = remote.store->name();
+  OPCACHE_TRY_ASSIGN(auto keys, local_keys(local, request));
+  OPCACHE_TRY(check_keys(keys));
+  summary.requested = static_cast<std::int64_t>(keys.size());
+  OPCACHE_TRY_ASSIGN(auto present, remote.store->query(keys));
+  std::vector<std::string> missing;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (present[i]) {
+      ++summary.skipped;
+    } else {
+      missing.push_back(keys[i]);
+    }
+  }
+  TransferRun run(summary, request, static_cast<std::int64_t>(missing.size()));
+  run.run(missing, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
+    OPCACHE_TRY_ASSIGN(auto entry, local.find(key));
+    if (!entry) {
+      return Error::not_found("no local entry for " + key);
+    }
+    OPCACHE_TRY(remote.store->upload(key, local.layout().object_path(entry->digest)));
+    return entry->bundle_size;
+  });
+  summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return summary;
+}
+
+Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, const TransferRequest& request) {
+  const auto started = Clock::now();
+  TransferSummary summary;
+  summary.remote = remote.store->name();
+  std::vector<std::string> keys = request.keys;
+  if (keys.empty()) {
+    OPCACHE_TRY_ASSIGN(keys, remote.store->list_keys(request.filter));
+  }
+  OPCACHE_TRY(check_keys(keys));
+  summary.requested = static_cast<std::int64_t>(keys.size());
+  std::vector<std::string> wanted;
+  for (const auto& key : keys) {
+    OPCACHE_TRY_ASSIGN(bool here, local.contains(key));
+    if (here) {
+      ++summary.skipped;
+    } else {
+      wanted.push_back(key);
+    }
+  }
+  OPCACHE_TRY_ASSIGN(auto present, remote.store->query(wanted));
+  std::vector<std::string> fetchable;
+  for (std::size_t i = 0; i < wanted.size(); ++i) {
+    if (present[i]) {
+      fetchable.push_back(wanted[i]);
+    } else {
+      ++summary.skipped;  // the remote does not have it either
+    }
+  }
+  TransferRun run(summary, request, static_cast<std::int64_t>(fetchable.size()));
+  run.run(fetchable, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
+    OPCACHE_TRY_ASSIGN(auto file, local.create_temp());
+    OPCACHE_TRY_ASSIGN(bool found, remote.store->fetch(key, file.fd()));
+    if (!found) {
+      return Error::not_found("the remote no longer has " + key);
+    }
+    auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing);
+    if (!adopted) {
+      if (adopted.error().code() == ErrorCode::corrupt) {
+        (void)local.record_counter("remote_corrupt", 1);
+        return Error::corrupt("failed verification, not stored: " + adopted.error().message());
+      }
+      return adopted.error();
+    }
+    return adopted->bundle_bytes;
+  });
+  summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return summary;
+}
+
+}  // namespace opcache::remote
