@@ -204,7 +204,8 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"op_debug_level", setting("0", "default")},
                    {"op_debug_list", setting("(empty)", "default")},
                    {"volatile_fields", setting("(built-in list)", "default")},
-                   {"wait_timeout", setting("3600 s", "default")}};
+                   {"wait_timeout", setting("3600 s", "default")},
+                   {"remotes", json::array()}};
   CHECK(cli.config() == expected);
 
   SUBCASE("flags and environment show up with their names as sources") {
