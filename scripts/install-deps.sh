@@ -2,6 +2,9 @@
 # Installs every Debian 12 package opcache needs to build, test and benchmark.
 # Idempotent: does nothing (not even `apt-get update`) when all are present.
 # Run as root, or as a user with sudo.
+#
+#   scripts/install-deps.sh          build and test dependencies
+#   scripts/install-deps.sh --bench  also the benchmark baselines (wrk, nginx, ccache)
 set -euo pipefail
 
 packages=(
@@ -13,6 +16,13 @@ packages=(
   # tests
   doctest-dev libvalijson-dev openssl zstd sqlite3 procps python3 curl
 )
+if [ "${1:-}" = "--bench" ]; then
+  # baselines the benchmarks under bench/ measure against in the same run
+  packages+=(wrk nginx-light ccache)
+elif [ $# -gt 0 ]; then
+  echo "usage: install-deps.sh [--bench]" >&2
+  exit 2
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do

@@ -1,0 +1,109 @@
+#include "refcc/kernel_build.hpp"
+
+#include <chrono>
+#include <cstdlib>
+
+#include "refcc/codegen.hpp"
+#include "store/descriptor.hpp"
+#include "store/file_io.hpp"
+#include "store/key.hpp"
+#include "store/scenario.hpp"
+#include "store/try.hpp"
+#include "store/volatile_fields.hpp"
+
+namespace opcache::refcc {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// A staging directory inside out_dir (same file system, so publishing is a
+// rename), removed with whatever is left in it.
+class StageDirectory {
+ public:
+  explicit StageDirectory(fs::path path) : m_path(std::move(path)) {}
+  StageDirectory(const StageDirectory&) = delete;
+  StageDirectory& operator=(const StageDirectory&) = delete;
+  ~StageDirectory() {
+    std::error_code ec;
+    fs::remove_all(m_path, ec);
+  }
+  const fs::path& path() const { return m_path; }
+
+ private:
+  fs::path m_path;
+};
+
+std::int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
+}
+
+}  // namespace
+
+const char* source_name(BuildSource source) noexcept {
+  switch (source) {
+    case BuildSource::hit:
+      return "hit";
+    case BuildSource::built:
+      return "built";
+    case BuildSource::bypassed:
+      return "bypassed";
+  }
+  return "?";
+}
+
+Result<std::string> kernel_key(const PreparedOp& prepared, const BuildContext& ctx) {
+  const std::string descriptor = prepared.descriptor.dump();
+  if (ctx.store != nullptr) {
+    return ctx.store->key(descriptor, ctx.scenario);
+  }
+  std::optional<std::string> setting;
+  if (const char* value = std::getenv("OPCACHE_VOLATILE_FIELDS")) {
+    setting = value;
+  }
+  OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(setting));
+  OPCACHE_TRY_ASSIGN(auto normalized, store::normalize_descriptor(prepared.descriptor, filter, "descriptor"));
+  return store::derive_key(normalized.normalized, store::scenario_to_json(ctx.scenario));
+}
+
+Status build_neutral_triple(const PreparedOp& prepared, const KernelNames& names, const BuildContext& ctx,
+                            const fs::path& dir) {
+  const std::string source = generate_kernel_source(prepared, names.symbol);
+  auto compiled = compile_c(ctx.compiler, source, names.neutral_stem, dir / (names.neutral_stem + ".o"));
+  if (!compiled) {
+    return compiled.error().with_context(prepared.op.op_type + " kernel " + names.neutral_stem);
+  }
+  return write_neutral_metadata(dir, names, prepared, ctx.scenario);
+}
+
+Result<KernelOutcome> build_kernel(const PreparedOp& prepared, const std::string& key, const BuildContext& ctx) {
+  KernelOutcome outcome;
+  outcome.key = key;
+  outcome.names = kernel_names(prepared.def->func_name, key);
+  outcome.stem = outcome.names.stem(ctx.device_id);
+  OPCACHE_TRY(store::ensure_directory(ctx.out_dir));
+  StageDirectory stage(ctx.out_dir / (".refcc-" + outcome.names.neutral_stem + "-" + store::random_token()));
+  OPCACHE_TRY(store::ensure_directory(stage.path()));
+  auto build = [&](const fs::path& work_dir) { return build_neutral_triple(prepared, outcome.names, ctx, work_dir); };
+
+  if (ctx.store == nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    OPCACHE_TRY(build(stage.path()));
+    outcome.build_ms = elapsed_ms(start);
+    outcome.source = BuildSource::bypassed;
+    outcome.note = "--no-cache";
+  } else {
+    OPCACHE_TRY_ASSIGN(auto result,
+                       ctx.store->get_or_build(prepared.descriptor.dump(), ctx.scenario, stage.path(), build));
+    if (result.key != key) {
+      return Error::internal("the store derived key " + result.key + " for a kernel refcc named after key " + key);
+    }
+    outcome.source = result.source;
+    outcome.build_ms = result.build_ms;
+    outcome.note = result.note;
+  }
+  OPCACHE_TRY_ASSIGN(outcome.files, publish_kernel(stage.path(), ctx.out_dir, outcome.names, ctx.device_id));
+  return outcome;
+}
+
+}  // namespace opcache::refcc

@@ -1,0 +1,127 @@
+#include "refcc/model.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "store/json_parse.hpp"
+#include "store/try.hpp"
+
+namespace opcache::refcc {
+
+using json = nlohmann::json;
+
+Result<Model> load_model(const std::string& path) {
+  OPCACHE_TRY_ASSIGN(json value, store::load_json_file(path));
+  if (!value.is_object() || !value.contains("ops") || !value["ops"].is_array()) {
+    return Error::usage(path + ": a model is an object {\"name\": ..., \"ops\": [descriptor, ...]}");
+  }
+  for (const auto& [member, ignored] : value.items()) {
+    if (member != "name" && member != "description" && member != "ops" && member != "source") {
+      return Error::usage(path + ": unknown model member \"" + member + "\" (allowed: name, description, source, ops)");
+    }
+  }
+  Model model;
+  model.name = value.value("name", std::filesystem::path(path).stem().string());
+  const json& ops = value["ops"];
+  for (std::size_t i = 0; i < ops.size(); ++i) {
+    std::string origin = path + ": ops[" + std::to_string(i) + "]";
+    if (ops[i].is_object() && ops[i].contains("name") && ops[i]["name"].is_string()) {
+      origin += " (" + ops[i]["name"].get<std::string>() + ")";
+    }
+    OPCACHE_TRY_ASSIGN(auto op, parse_op_descriptor(ops[i], origin));
+    OPCACHE_TRY_ASSIGN(auto prepared, prepare_op(op, origin));
+    model.ops.push_back(std::move(prepared));
+  }
+  if (model.ops.empty()) {
+    return Error::usage(path + ": the model has no ops");
+  }
+  return model;
+}
+
+Result<ModelReport> compile_model(const Model& model, const BuildContext& ctx, int jobs,
+                                  const std::function<void(const ModelKernel&)>& on_kernel) {
+  const auto start = std::chrono::steady_clock::now();
+  ModelReport report;
+  report.model = model.name;
+  report.ops = model.ops.size();
+  report.jobs = std::max(1, jobs);
+
+  // Dedupe by key: the first op with a key stands for all of them.
+  std::map<std::string, std::size_t> by_key;
+  std::vector<const PreparedOp*> representatives;
+  for (const auto& op : model.ops) {
+    OPCACHE_TRY_ASSIGN(auto key, kernel_key(op, ctx));
+    auto [it, inserted] = by_key.emplace(key, report.kernels.size());
+    if (inserted) {
+      ModelKernel kernel;
+      kernel.op_type = op.op.op_type;
+      kernel.key = key;
+      report.kernels.push_back(std::move(kernel));
+      representatives.push_back(&op);
+    }
+    ++report.kernels[it->second].uses;
+  }
+  report.distinct = report.kernels.size();
+
+  std::atomic<std::size_t> next{0};
+  std::mutex report_mutex;
+  auto worker = [&]() {
+    for (std::size_t i = next++; i < report.kernels.size(); i = next++) {
+      ModelKernel& kernel = report.kernels[i];
+      Result<KernelOutcome> outcome = Error::internal("not built");
+      try {
+        outcome = build_kernel(*representatives[i], kernel.key, ctx);
+      } catch (const std::exception& e) {
+        // A thread must not end in an exception; report it like any failure.
+        outcome = Error::internal(std::string("building ") + kernel.key + " threw: " + e.what());
+      }
+      std::lock_guard lock(report_mutex);
+      if (outcome) {
+        kernel.ok = true;
+        kernel.outcome = std::move(outcome).value();
+      } else {
+        kernel.error = outcome.error().message();
+        if (!report.first_error) {
+          report.first_error = outcome.error();
+        }
+      }
+      if (on_kernel) {
+        on_kernel(kernel);
+      }
+    }
+  };
+  {
+    std::vector<std::jthread> threads;
+    const auto count = std::min<std::size_t>(static_cast<std::size_t>(report.jobs), report.kernels.size());
+    for (std::size_t t = 0; t < count; ++t) {
+      threads.emplace_back(worker);
+    }
+  }
+
+  for (const auto& kernel : report.kernels) {
+    if (!kernel.ok) {
+      ++report.failed;
+      continue;
+    }
+    report.build_ms += kernel.outcome.build_ms;
+    switch (kernel.outcome.source) {
+      case BuildSource::hit:
+        ++report.hits;
+        break;
+      case BuildSource::built:
+        ++report.builds;
+        break;
+      case BuildSource::bypassed:
+        ++report.bypassed;
+        break;
+    }
+  }
+  report.wall_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace opcache::refcc

@@ -1,0 +1,59 @@
+#include "refcc/toolchain.hpp"
+
+#include <sys/utsname.h>
+
+#include "opcache/version.hpp"
+#include "refcc/codegen.hpp"
+#include "store/file_io.hpp"
+#include "store/scenario.hpp"
+#include "store/try.hpp"
+
+namespace opcache::refcc {
+
+std::string toolchain_string(const Compiler& compiler) {
+  std::string identity = compiler.identity;
+  for (char& c : identity) {
+    // Keeps the string usable in the spec form (",", "=") and free of control characters.
+    if (c == ',' || c == '=' || static_cast<unsigned char>(c) < 0x20) {
+      c = ' ';
+    }
+  }
+  std::string text =
+      std::string("refcc-") + k_version_string + ".cg" + std::to_string(k_codegen_version) + "+" + identity;
+  return text.substr(0, 256);
+}
+
+std::string default_soc() {
+  utsname name{};
+  if (::uname(&name) != 0) {
+    return "generic";
+  }
+  return std::string("generic-") + name.machine;
+}
+
+Result<Scenario> resolve_scenario(const std::string& spec, const std::string& spec_file, const Compiler& compiler) {
+  Scenario scenario;
+  if (!spec.empty() && !spec_file.empty()) {
+    return Error::usage("give --scenario or --scenario-file, not both");
+  }
+  if (!spec.empty()) {
+    OPCACHE_TRY_ASSIGN(scenario, parse_scenario(spec));
+  } else if (!spec_file.empty()) {
+    OPCACHE_TRY_ASSIGN(auto text, store::read_file(spec_file));
+    OPCACHE_TRY_ASSIGN(scenario, parse_scenario_json(text, spec_file));
+  } else {
+    OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(store::process_environment()));
+    scenario.phase = Phase::infer;
+    scenario.toolchain = "auto";
+    scenario.soc = "auto";
+  }
+  if (scenario.toolchain == "auto") {
+    scenario.toolchain = toolchain_string(compiler);
+  }
+  if (scenario.soc == "auto") {
+    scenario.soc = default_soc();
+  }
+  return scenario;
+}
+
+}  // namespace opcache::refcc

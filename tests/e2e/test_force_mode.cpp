@@ -1,0 +1,605 @@
+// End-to-end tests of the modes and the debug bypass of Store::get_or_build:
+// force rebuilds and replaces an entry while other processes keep reading it
+// (they see the old entry or the new one, never a miss, an error or a mix),
+// force builds once per Store and once across processes started together,
+// and op_debug_level, op_debug_list and mode disable bypass the cache.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "opcache/opcache.hpp"
+#include "store/sha256.hpp"
+#include "tests/support/kernels.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using opcache::BuildSource;
+using opcache::Result;
+using opcache::Store;
+using opcache::StoreConfig;
+using opcache::test::k_test_scenario;
+using opcache::test::KernelTriple;
+using opcache::test::read_text;
+using opcache::test::TempDir;
+using opcache::test::write_text;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Files = std::map<std::string, std::string>;  // member name → bytes
+
+void hermetic_environment() {
+  for (const char* name : {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_OP_DEBUG_LEVEL",
+                           "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
+                           "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"}) {
+    ::unsetenv(name);
+  }
+}
+
+void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+bool append_line(const fs::path& path, const std::string& line) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return false;
+  }
+  std::string text = line + "\n";
+  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::size_t count_lines(const fs::path& path) {
+  std::istringstream in(read_text(path));
+  std::size_t lines = 0;
+  for (std::string line; std::getline(in, line);) {
+    lines += line.empty() ? 0 : 1;
+  }
+  return lines;
+}
+
+bool wait_for_file(const fs::path& path, std::chrono::milliseconds timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::error_code ec;
+  while (!fs::exists(path, ec)) {
+    if (Clock::now() >= deadline) {
+      return false;
+    }
+    sleep_ms(1);
+  }
+  return true;
+}
+
+Files directory_contents(const fs::path& dir) {
+  Files files;
+  std::error_code ec;
+  for (const auto& item : fs::directory_iterator(dir, ec)) {
+    if (item.is_regular_file()) {
+      files[item.path().filename().string()] = read_text(item.path());
+    }
+  }
+  return files;
+}
+
+Files read_files(const std::vector<fs::path>& paths) {
+  Files files;
+  for (const auto& path : paths) {
+    files[path.filename().string()] = read_text(path);
+  }
+  return files;
+}
+
+// Kills and reaps forked children still registered when a test ends.
+class ChildGuard {
+ public:
+  ChildGuard() = default;
+  ChildGuard(const ChildGuard&) = delete;
+  ChildGuard& operator=(const ChildGuard&) = delete;
+  ~ChildGuard() {
+    for (pid_t pid : m_pids) {
+      ::kill(pid, SIGKILL);
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+    }
+  }
+  pid_t add(pid_t pid) {
+    m_pids.push_back(pid);
+    return pid;
+  }
+  int wait(pid_t pid) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    m_pids.erase(std::remove(m_pids.begin(), m_pids.end(), pid), m_pids.end());
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  std::vector<pid_t> m_pids;
+};
+
+// Forks a child that runs `body` and _exit()s with its result (97 when it
+// throws). Call only before the parent creates opcache objects.
+pid_t fork_child(ChildGuard& guard, const std::function<int()>& body) {
+  std::fflush(nullptr);
+  pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int code = 97;
+    try {
+      code = body();
+    } catch (...) {
+      code = 97;
+    }
+    ::_exit(code);
+  }
+  return guard.add(pid);
+}
+
+opcache::Scenario test_scenario() {
+  auto scenario = opcache::parse_scenario(k_test_scenario);
+  if (!scenario) {
+    throw std::runtime_error(scenario.error().message());
+  }
+  return *scenario;
+}
+
+StoreConfig config_for(const fs::path& cache, std::optional<std::string> mode = std::nullopt) {
+  StoreConfig config;
+  config.cache_dir = cache;
+  config.mode = std::move(mode);
+  return config;
+}
+
+const char* source_name(BuildSource source) {
+  return source == BuildSource::hit ? "hit" : source == BuildSource::built ? "built" : "bypassed";
+}
+
+// Two builds of one kernel: the same descriptor and member names, different
+// bytes (version 2's .o comes from another source, its .json names that .o).
+struct TwoVersions {
+  KernelTriple kernel;
+  std::vector<fs::path> v1;
+  std::vector<fs::path> v2;
+  Files v1_files;
+  Files v2_files;
+};
+
+TwoVersions make_two_versions(const TempDir& dir, const std::string& op = "square", int length = 256) {
+  TwoVersions versions;
+  versions.kernel = opcache::test::make_kernel(dir / "v1", op, length);
+  versions.v1 = versions.kernel.files();
+  const auto& stem = versions.kernel.stem;
+  auto object = opcache::test::compile_object(
+      dir / "v2", stem,
+      "void " + stem + "__kernel0(const float* x, float* y) {\n  for (int i = 0; i < " + std::to_string(length) +
+          "; ++i) y[i] = x[i] * x[i] * 0.5f + 2.0f;\n}\n");
+  auto meta = json::parse(read_text(versions.kernel.metadata));
+  meta["sha256"] = opcache::store::sha256_hex(read_text(object));
+  write_text(dir / "v2" / versions.kernel.metadata.filename(), meta.dump());
+  fs::copy_file(versions.kernel.info, dir / "v2" / versions.kernel.info.filename());
+  versions.v2 = {object, dir / "v2" / versions.kernel.metadata.filename(), dir / "v2" / versions.kernel.info.filename()};
+  versions.v1_files = read_files(versions.v1);
+  versions.v2_files = read_files(versions.v2);
+  REQUIRE(versions.v1_files != versions.v2_files);
+  return versions;
+}
+
+// Stores version 1 through the CLI (the parent creates no opcache object
+// before it forks).
+void put_with_cli(const fs::path& cache, const TwoVersions& versions, const fs::path& desc) {
+  write_text(desc, versions.kernel.descriptor_json);
+  std::vector<std::string> args{"--cache-dir", cache.string(), "put", "--desc", desc.string(), "--scenario",
+                                k_test_scenario};
+  for (const auto& file : versions.v1) {
+    args.push_back(file.string());
+  }
+  auto result = opcache::test::run_cli(args);
+  REQUIRE_MESSAGE(result.exit_code == 0, result.err);
+}
+
+// A build function that copies `files` into the work directory and counts itself.
+opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const fs::path& counter,
+                                     const std::string& name) {
+  return [files, counter, name](const fs::path& work) -> opcache::Status {
+    append_line(counter, name + " " + std::to_string(::getpid()));
+    for (const auto& file : files) {
+      fs::copy_file(file, work / file.filename());
+    }
+    return {};
+  };
+}
+
+}  // namespace
+
+TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or the new entry, never a miss") {
+  hermetic_environment();
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  const fs::path counter = dir / "builds.log";
+  const fs::path stop = dir / "stop";
+  auto versions = make_two_versions(dir);
+  put_with_cli(cache, versions, dir / "desc.json");
+  sleep_ms(20);  // version 1 is older than every force-mode Store below
+  fs::create_directories(dir / "results");
+  constexpr int k_readers = 4;
+  constexpr int k_rounds = 5;  // builds version 2, 1, 2, 1, 2
+
+  ChildGuard guard;
+  std::vector<pid_t> readers;
+  for (int r = 0; r < k_readers; ++r) {
+    readers.push_back(fork_child(guard, [&, r]() -> int {
+      auto store = Store::open(config_for(cache));
+      if (!store) {
+        return 10;
+      }
+      auto key = store->key(versions.kernel.descriptor_json, test_scenario());
+      if (!key) {
+        return 11;
+      }
+      int gets = 0, v1 = 0, v2 = 0, misses = 0, errors = 0, mixed = 0;
+      std::string first_problem;
+      const auto give_up = Clock::now() + std::chrono::seconds(30);
+      std::error_code ec;
+      while (!fs::exists(stop, ec) && Clock::now() < give_up) {
+        auto out = dir / "reads" / (std::to_string(r) + "-" + std::to_string(gets));
+        ++gets;
+        // Reader 0 compiles through get_or_build (mode enable): it must always
+        // hit, never build; the others read with get.
+        Result<std::optional<opcache::GetResult>> got = std::optional<opcache::GetResult>();
+        if (r == 0) {
+          auto built = store->get_or_build(versions.kernel.descriptor_json, test_scenario(), out,
+                                           [&](const fs::path&) {
+                                             return opcache::Status(opcache::Error::build_failed("reader 0 had to build"));
+                                           });
+          if (!built) {
+            got = built.error();
+          } else if (built->source == BuildSource::hit) {
+            got = std::optional<opcache::GetResult>(opcache::GetResult{});
+          }
+        } else {
+          got = store->get(*key, out);
+        }
+        if (!got) {
+          ++errors;
+          first_problem = first_problem.empty() ? got.error().message() : first_problem;
+        } else if (!*got) {
+          ++misses;
+          first_problem = first_problem.empty() ? "miss at get " + std::to_string(gets) : first_problem;
+        } else {
+          auto files = directory_contents(out);
+          if (files == versions.v1_files) {
+            ++v1;
+          } else if (files == versions.v2_files) {
+            ++v2;
+          } else {
+            ++mixed;
+            first_problem = first_problem.empty() ? "mixed files at get " + std::to_string(gets) : first_problem;
+          }
+        }
+        fs::remove_all(out, ec);
+      }
+      write_text(dir / "results" / ("reader-" + std::to_string(r)),
+                 std::to_string(gets) + " " + std::to_string(v1) + " " + std::to_string(v2) + " " +
+                     std::to_string(misses) + " " + std::to_string(errors) + " " + std::to_string(mixed) + " " +
+                     first_problem);
+      return misses + errors + mixed == 0 ? 0 : 1;
+    }));
+  }
+
+  pid_t forcer = fork_child(guard, [&]() -> int {
+    std::string report;
+    int failures = 0;
+    for (int round = 0; round < k_rounds; ++round) {
+      sleep_ms(round == 0 ? 300 : 450);  // readers are reading before, between and after the rebuilds
+      // A new force-mode Store each round: the entry stored before it opened is rebuilt.
+      auto store = Store::open(config_for(cache, "force"));
+      if (!store) {
+        return 10;
+      }
+      const bool build_v2 = round % 2 == 0;
+      auto out = dir / ("force-" + std::to_string(round));
+      auto result = store->get_or_build(versions.kernel.descriptor_json, test_scenario(), out,
+                                        copying_build(build_v2 ? versions.v2 : versions.v1, counter,
+                                                      "round" + std::to_string(round)));
+      if (!result) {
+        report += "round " + std::to_string(round) + " error " + result.error().message() + "\n";
+        ++failures;
+        continue;
+      }
+      bool exact = directory_contents(out) == (build_v2 ? versions.v2_files : versions.v1_files);
+      report += "round " + std::to_string(round) + " " + source_name(result->source) + (exact ? " exact" : " WRONG") +
+                "\n";
+      failures += (result->source == BuildSource::built && exact) ? 0 : 1;
+      sleep_ms(2);  // the next Store opens in a later millisecond than this entry was stored
+    }
+    sleep_ms(300);
+    write_text(dir / "results" / "forcer", report);
+    return failures == 0 ? 0 : 1;
+  });
+
+  const auto start = Clock::now();
+  int forcer_exit = guard.wait(forcer);
+  write_text(stop, "stop");
+  std::vector<int> reader_exits;
+  for (pid_t reader : readers) {
+    reader_exits.push_back(guard.wait(reader));
+  }
+  MESSAGE("force rounds and readers took ", std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count(),
+          " ms");
+
+  INFO("forcer: ", read_text(dir / "results" / "forcer"));
+  CHECK(forcer_exit == 0);
+  CHECK(count_lines(counter) == static_cast<std::size_t>(k_rounds));
+  int total_v1 = 0, total_v2 = 0;
+  for (int r = 0; r < k_readers; ++r) {
+    auto line = read_text(dir / "results" / ("reader-" + std::to_string(r)));
+    INFO("reader ", r, " (gets v1 v2 misses errors mixed first-problem): ", line);
+    CHECK(reader_exits[r] == 0);
+    std::istringstream fields(line);
+    int gets = 0, v1 = 0, v2 = 0, misses = -1, errors = -1, mixed = -1;
+    fields >> gets >> v1 >> v2 >> misses >> errors >> mixed;
+    CHECK(gets > 10);
+    CHECK(misses == 0);
+    CHECK(errors == 0);
+    CHECK(mixed == 0);
+    CHECK(v1 + v2 == gets);
+    total_v1 += v1;
+    total_v2 += v2;
+  }
+  MESSAGE("readers saw version 1 ", total_v1, " times and version 2 ", total_v2, " times");
+  CHECK(total_v1 > 0);
+  CHECK(total_v2 > 0);
+
+  // The entry holds the last forced version.
+  auto store = Store::open(config_for(cache));
+  REQUIRE(store.ok());
+  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
+  REQUIRE(key.ok());
+  auto final_get = store->get(*key, dir / "final");
+  REQUIRE(final_get.ok());
+  REQUIRE(final_get->has_value());
+  CHECK(directory_contents(dir / "final") == versions.v2_files);
+  auto report = store->verify(false);
+  REQUIRE(report.ok());
+  CHECK(report->entries_checked == 1);
+  CHECK(report->problems.empty());
+}
+
+TEST_CASE("e2e::force mode a second get_or_build from the same Store is a hit, a new Store rebuilds") {
+  hermetic_environment();
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  const fs::path counter = dir / "builds.log";
+  auto versions = make_two_versions(dir);
+  auto scenario = test_scenario();
+  {
+    auto store = Store::open(config_for(cache));
+    REQUIRE(store.ok());
+    REQUIRE(store->put(versions.kernel.descriptor_json, scenario, versions.v1).ok());
+  }
+  sleep_ms(20);
+
+  auto forced = Store::open(config_for(cache, "force"));
+  REQUIRE(forced.ok());
+  auto first = forced->get_or_build(versions.kernel.descriptor_json, scenario, dir / "out1",
+                                    copying_build(versions.v2, counter, "first"));
+  REQUIRE_MESSAGE(first.ok(), (first.ok() ? "" : first.error().message()));
+  CHECK(first->source == BuildSource::built);
+  CHECK(directory_contents(dir / "out1") == versions.v2_files);
+
+  auto second = forced->get_or_build(versions.kernel.descriptor_json, scenario, dir / "out2",
+                                     copying_build(versions.v1, counter, "second"));
+  REQUIRE(second.ok());
+  CHECK(second->source == BuildSource::hit);
+  CHECK(directory_contents(dir / "out2") == versions.v2_files);
+  CHECK(count_lines(counter) == 1);
+
+  // The replaced entry is what plain readers get now.
+  auto plain = Store::open(config_for(cache));
+  REQUIRE(plain.ok());
+  auto got = plain->get(first->key, dir / "out3");
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK(directory_contents(dir / "out3") == versions.v2_files);
+
+  // A Store opened later in force mode rebuilds again.
+  sleep_ms(5);
+  auto later = Store::open(config_for(cache, "force"));
+  REQUIRE(later.ok());
+  auto third = later->get_or_build(versions.kernel.descriptor_json, scenario, dir / "out4",
+                                   copying_build(versions.v1, counter, "third"));
+  REQUIRE(third.ok());
+  CHECK(third->source == BuildSource::built);
+  CHECK(directory_contents(dir / "out4") == versions.v1_files);
+  CHECK(count_lines(counter) == 2);
+}
+
+TEST_CASE("e2e::force mode 4 processes started together build the key once") {
+  hermetic_environment();
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  const fs::path counter = dir / "builds.log";
+  const fs::path go = dir / "go";
+  auto versions = make_two_versions(dir);
+  put_with_cli(cache, versions, dir / "desc.json");
+  sleep_ms(20);
+  fs::create_directories(dir / "results");
+  constexpr int k_processes = 4;
+
+  ChildGuard guard;
+  std::vector<pid_t> children;
+  for (int p = 0; p < k_processes; ++p) {
+    children.push_back(fork_child(guard, [&, p]() -> int {
+      auto store = Store::open(config_for(cache, "force"));
+      if (!store) {
+        return 10;
+      }
+      write_text(dir / ("ready-" + std::to_string(p)), "ready");
+      if (!wait_for_file(go, std::chrono::seconds(30))) {
+        return 11;
+      }
+      auto out = dir / ("out-" + std::to_string(p));
+      auto build = copying_build(versions.v2, counter, "p" + std::to_string(p));
+      auto slow_build = [&](const fs::path& work) {
+        sleep_ms(50);  // the others arrive while this one builds
+        return build(work);
+      };
+      auto result = store->get_or_build(versions.kernel.descriptor_json, test_scenario(), out, slow_build);
+      write_text(dir / "results" / std::to_string(p),
+                 result ? source_name(result->source) : "error " + result.error().message());
+      return result ? 0 : 12;
+    }));
+  }
+  for (int p = 0; p < k_processes; ++p) {
+    REQUIRE(wait_for_file(dir / ("ready-" + std::to_string(p)), std::chrono::seconds(20)));
+  }
+  write_text(go, "go");
+  std::map<std::string, int> sources;
+  for (int p = 0; p < k_processes; ++p) {
+    auto code = guard.wait(children[p]);
+    auto source = read_text(dir / "results" / std::to_string(p));
+    INFO("process ", p, ": ", source);
+    CHECK(code == 0);
+    ++sources[source];
+    CHECK(directory_contents(dir / ("out-" + std::to_string(p))) == versions.v2_files);
+  }
+  CHECK(count_lines(counter) == 1);
+  CHECK(sources["built"] == 1);
+  CHECK(sources["hit"] == k_processes - 1);
+
+  auto store = Store::open(config_for(cache));
+  REQUIRE(store.ok());
+  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
+  REQUIRE(key.ok());
+  auto got = store->get(*key, dir / "final");
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK(directory_contents(dir / "final") == versions.v2_files);
+}
+
+TEST_CASE("e2e::get_or_build with op_debug_level 1 bypasses the cache and stores nothing") {
+  hermetic_environment();
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  const fs::path counter = dir / "builds.log";
+  auto versions = make_two_versions(dir);
+  StoreConfig config = config_for(cache);
+  config.op_debug_level = 1;
+  auto store = Store::open(config);
+  REQUIRE(store.ok());
+  for (int run = 1; run <= 2; ++run) {
+    auto out = dir / ("out" + std::to_string(run));
+    auto result = store->get_or_build(versions.kernel.descriptor_json, test_scenario(), out,
+                                      copying_build(versions.v1, counter, "run"));
+    REQUIRE_MESSAGE(result.ok(), (result.ok() ? "" : result.error().message()));
+    CHECK(result->source == BuildSource::bypassed);
+    CHECK(result->note.find("op_debug_level") != std::string::npos);
+    CHECK(directory_contents(out) == versions.v1_files);
+    CHECK(count_lines(counter) == static_cast<std::size_t>(run));
+    auto present = store->contains(result->key);
+    REQUIRE(present.ok());
+    CHECK_FALSE(*present);
+  }
+  auto stats = store->stats();
+  REQUIRE(stats.ok());
+  CHECK(stats->totals.entries == 0);
+}
+
+TEST_CASE("e2e::get_or_build with op_debug_list bypasses the listed op types only") {
+  hermetic_environment();
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  const fs::path counter = dir / "builds.log";
+  auto listed = make_two_versions(dir, "relu", 64);
+  TempDir other_dir;
+  auto other = make_two_versions(other_dir, "neg", 64);
+  StoreConfig config = config_for(cache);
+  config.op_debug_list = "MatMul,relu";
+  auto store = Store::open(config);
+  REQUIRE(store.ok());
+
+  for (int run = 1; run <= 2; ++run) {
+    auto result = store->get_or_build(listed.kernel.descriptor_json, test_scenario(), dir / ("l" + std::to_string(run)),
+                                      copying_build(listed.v1, counter, "relu"));
+    REQUIRE(result.ok());
+    CHECK(result->source == BuildSource::bypassed);
+    CHECK(result->note.find("relu") != std::string::npos);
+    auto present = store->contains(result->key);
+    REQUIRE(present.ok());
+    CHECK_FALSE(*present);
+  }
+  for (auto expected : {BuildSource::built, BuildSource::hit}) {
+    auto out = dir / (std::string("n-") + source_name(expected));
+    auto result = store->get_or_build(other.kernel.descriptor_json, test_scenario(), out,
+                                      copying_build(other.v1, counter, "neg"));
+    REQUIRE(result.ok());
+    CHECK(result->source == expected);
+    CHECK(directory_contents(out) == other.v1_files);
+  }
+  std::map<std::string, int> per_name;
+  std::istringstream lines(read_text(counter));
+  for (std::string line; std::getline(lines, line);) {
+    ++per_name[line.substr(0, line.find(' '))];
+  }
+  CHECK(per_name["relu"] == 2);
+  CHECK(per_name["neg"] == 1);
+}
+
+TEST_CASE("e2e::get_or_build with mode disable bypasses and never reads a stored entry") {
+  hermetic_environment();
+  TempDir dir;
+  const fs::path cache = dir / "cache";
+  const fs::path counter = dir / "builds.log";
+  auto versions = make_two_versions(dir);
+  auto scenario = test_scenario();
+  std::string key;
+  {
+    auto store = Store::open(config_for(cache));
+    REQUIRE(store.ok());
+    auto put = store->put(versions.kernel.descriptor_json, scenario, versions.v1);
+    REQUIRE(put.ok());
+    key = put->key;
+  }
+  auto disabled = Store::open(config_for(cache, "disable"));
+  REQUIRE(disabled.ok());
+  auto before = disabled->stats();
+  REQUIRE(before.ok());
+  auto result = disabled->get_or_build(versions.kernel.descriptor_json, scenario, dir / "out",
+                                       copying_build(versions.v2, counter, "disabled"));
+  REQUIRE(result.ok());
+  CHECK(result->source == BuildSource::bypassed);
+  CHECK(result->key == key);
+  CHECK(result->note.find("disable") != std::string::npos);
+  CHECK(count_lines(counter) == 1);
+  CHECK(directory_contents(dir / "out") == versions.v2_files);  // built, not the stored version 1
+
+  // The stored entry is untouched and was not even read (no hit counted).
+  auto after = disabled->stats();
+  REQUIRE(after.ok());
+  CHECK(after->counters["hits"] == before->counters["hits"]);
+  auto got = disabled->get(key, dir / "stored");
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  CHECK(directory_contents(dir / "stored") == versions.v1_files);
+}
