@@ -567,8 +567,10 @@ TEST_CASE("remote::S3Client sends SigV4-signed requests with encoded keys and so
   CHECK(heads[2].find("Credential=AKIDTESTTEST/") != std::string::npos);
   CHECK(heads[2].find("/eu-west-1/s3/aws4_request, SignedHeaders=content-type;host;x-amz-content-sha256;x-amz-date;"
                       "x-amz-meta-m;x-amz-security-token, Signature=") != std::string::npos);
+  // The SHA-256 of the empty payload (the captured head may end right after it).
+  INFO(heads[0]);
   CHECK(heads[0].find("\r\nx-amz-content-sha256: "
-                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\r\n") != std::string::npos);
+                      "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855") != std::string::npos);
   for (const auto& request : heads) {
     CHECK(request.find("secret") == std::string::npos);
   }
