@@ -68,15 +68,23 @@ Result<int> run_command(const std::vector<std::string>& command) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+// Whether outputs the cache could not store are an error: they are when the
+// outputs are to be stored, not when the cache is bypassed.
+enum class MissingOutputs { fail, ignore };
+
 // The files the command produced: the declared outputs, or else every
 // regular file in `out` that is new or changed since `before`.
-Result<std::vector<fs::path>> produced_files(const ExecArgs& args, const std::map<std::string, FileStamp>& before) {
+Result<std::vector<fs::path>> produced_files(const ExecArgs& args, const std::map<std::string, FileStamp>& before,
+                                             MissingOutputs missing) {
   std::vector<fs::path> files;
   if (!args.outputs.empty()) {
     for (const auto& name : args.outputs) {
       fs::path file = fs::path(args.out) / name;
       struct stat info {};
       if (::lstat(file.c_str(), &info) != 0 || !S_ISREG(info.st_mode)) {
+        if (missing == MissingOutputs::ignore) {
+          continue;
+        }
         return Error::build_failed("the command succeeded but did not write --output " + name + " in " + args.out);
       }
       files.push_back(file);
@@ -89,7 +97,7 @@ Result<std::vector<fs::path>> produced_files(const ExecArgs& args, const std::ma
       files.push_back(fs::path(args.out) / name);
     }
   }
-  if (files.empty()) {
+  if (files.empty() && missing == MissingOutputs::fail) {
     return Error::build_failed("the command succeeded but wrote no files into " + args.out +
                                " (name them with --output if it rewrites files in place)");
   }
@@ -116,6 +124,15 @@ int run_exec(const Context& context, const ExecArgs& args) {
   }
   std::error_code ec;
   fs::create_directories(args.out, ec);
+  auto canonical = store->canonical_descriptor(*text);
+  if (!canonical) {
+    return context.fail(canonical.error().with_context(args.desc));
+  }
+  // With the cache bypassed (mode disable, op_debug_level, op_debug_list)
+  // nothing is stored, so exec only wraps the command: its status is the answer,
+  // whatever it wrote.
+  const auto op_type = nlohmann::json::parse(*canonical, nullptr, false).value("op_type", std::string());
+  const MissingOutputs missing = store->bypass_reason(op_type) ? MissingOutputs::ignore : MissingOutputs::fail;
 
   std::optional<int> command_status;
   auto build = [&]() -> Result<std::vector<fs::path>> {
@@ -128,12 +145,9 @@ int run_exec(const Context& context, const ExecArgs& args) {
     if (*status != 0) {
       return Error::build_failed("the command exited with status " + std::to_string(*status));
     }
-    return produced_files(args, before);
+    return produced_files(args, before, missing);
   };
 
-  if (auto checked = store->canonical_descriptor(*text); !checked) {
-    return context.fail(checked.error().with_context(args.desc));
-  }
   auto result = store->get_or_build_in_place(*text, *scenario, args.out, build);
   if (!result && result.error().code() == ErrorCode::timeout && !command_status) {
     // Never fail a compile because of the cache: run the command uncached.
@@ -174,14 +188,20 @@ std::vector<Command> register_exec_command(CLI::App& app, Context& context) {
       "On a miss the command runs once across all processes sharing the cache (the others wait for\n"
       "its result), its outputs are stored, and opcache exits with the command's status. A failing\n"
       "command stores nothing. Outputs are the --output files, or else every file in --out that the\n"
-      "command created or changed.\n\n"
+      "command created or changed. With the cache bypassed (--mode disable, --op-debug-level,\n"
+      "--op-debug-list) the command just runs and opcache exits with its status.\n\n"
       "Example:\n"
       "  opcache exec --desc add.desc.json --scenario phase=train,toolchain=8.0.RC2,soc=Ascend910B1 \\\n"
       "      --out kernel_meta --output add_1.o --output add_1.json -- ./compile_add.sh kernel_meta");
   command->add_option("--desc,-d", args->desc, "Op descriptor JSON file ('-' reads standard input)")->required();
   args->scenario.add_to(*command, true);
   command->add_option("--out,-o", args->out, "Directory the command writes its outputs to")->required();
-  command->add_option("--output", args->outputs, "An output file name in --out (repeatable)");
+  // One name per --output: a list option would take "--" as the end of its
+  // list and eat it, so the command's own dashed arguments became options.
+  command->add_option("--output", args->outputs, "An output file name in --out (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   command->add_option("command", args->command, "The compiler command line, after --")->required();
   return {{command, [&context, args] { return run_exec(context, *args); }}};
 }

@@ -5,6 +5,9 @@
 #include <csignal>
 #include <cstdio>
 #include <mutex>
+#include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/context.hpp"
 #include "store/file_io.hpp"
@@ -98,17 +101,33 @@ Result<std::vector<std::string>> keys_from_file(const Store& store, const std::s
     }
     return key;
   };
-  auto first = text->find_first_not_of(" \t\r\n");
-  if (first != std::string::npos && (text->at(first) == '[' || text->compare(first, 7, "{\"ops\"") == 0)) {
-    auto document = store::parse_json(*text, path);
-    if (!document) {
-      return document.error();
+  // A whole-file JSON document: an array of descriptors, or a model op list
+  // {"ops": [...]} (pretty-printed like examples/models/*.json). Anything
+  // else is read line by line: keys, or one descriptor object per line.
+  std::optional<nlohmann::json> document;
+  const auto first = text->find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && text->at(first) == '[') {
+    auto parsed = store::parse_json(*text, path);
+    if (!parsed) {
+      return parsed.error();
     }
-    const auto& list = document->is_array() ? *document : (*document)["ops"];
+    document = std::move(*parsed);
+  } else if (first != std::string::npos && text->at(first) == '{') {
+    auto parsed = nlohmann::json::parse(*text, nullptr, false);
+    if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("ops")) {
+      document = std::move(parsed);
+    }
+  }
+  if (document) {
+    const bool op_list = document->is_object();
+    const auto& list = op_list ? (*document)["ops"] : *document;
     if (!list.is_array()) {
       return Error::usage(path + ": expected a JSON array of descriptors or {\"ops\": [...]}");
     }
-    for (const auto& descriptor : list) {
+    for (auto descriptor : list) {
+      if (op_list && descriptor.is_object()) {
+        descriptor.erase("name");  // the op's name in the model, not part of its kernel
+      }
       auto key = key_of(descriptor.dump());
       if (!key) {
         return key.error();

@@ -52,9 +52,9 @@ std::vector<std::pair<fs::path, std::string>> kernel_directories(const fs::path&
 Scan scan_cann(const fs::path& dir) {
   Scan scan;
   for (const auto& [kernels, soc] : kernel_directories(dir, scan.skipped)) {
-    std::vector<Skipped> listing_skips;
-    auto listing = list_directory(kernels, dir, kernels == dir ? scan.skipped : listing_skips);
-    scan.skipped.insert(scan.skipped.end(), listing_skips.begin(), listing_skips.end());
+    // DIR itself was listed (and its symlinks reported) by kernel_directories.
+    std::vector<Skipped> already_reported;
+    auto listing = list_directory(kernels, dir, kernels == dir ? already_reported : scan.skipped);
     std::map<std::string, std::map<std::string, fs::path>> by_stem;
     for (const auto& file : listing.files) {
       const auto name = file.filename().string();

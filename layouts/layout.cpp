@@ -60,19 +60,26 @@ Result<Layout> detect_layout(const std::filesystem::path& dir) {
   if (!fs::is_directory(dir, ec)) {
     return Error::usage(dir.string() + " is not a directory");
   }
-  if (fs::exists(dir / "aclnn_static_shape_kernel_outputs", ec) ||
-      dir.filename().string().find("_outputs") != std::string::npos) {
+  if (fs::exists(dir / "aclnn_static_shape_kernel_outputs", ec)) {
     return Layout::torchair;
   }
   if (fs::exists(dir / "kernel_cache", ec) || fs::exists(dir / "op_cache.ini", ec)) {
     return Layout::cann;
   }
+  // What is inside decides; a directory's own name is only a hint, since
+  // "*_outputs" is also a common name for a training run's output directory.
   bool has_info = false;
   bool has_te = false;
+  bool has_run = false;
+  bool has_outputs = false;
   for (const auto& item : fs::directory_iterator(dir, ec)) {
     const auto name = item.path().filename().string();
     has_info = has_info || item.path().extension() == ".info" || name.rfind("rank_", 0) == 0 || name == "kernel_meta";
     has_te = has_te || name.rfind("te_", 0) == 0;
+    has_run = has_run || item.path().extension() == ".run";
+    std::error_code item_ec;
+    has_outputs = has_outputs || (name.size() > 8 && name.compare(name.size() - 8, 8, "_outputs") == 0 &&
+                                  item.is_directory(item_ec) && !item.is_symlink(item_ec));
   }
   if (has_info) {
     return Layout::mindspore;
@@ -80,8 +87,15 @@ Result<Layout> detect_layout(const std::filesystem::path& dir) {
   if (has_te) {
     return Layout::cann;
   }
+  // aclnn_static_shape_kernel_outputs/ holds <ts>_<pid>_outputs/ directories,
+  // and each of those a static_kernel_*.run package.
+  const auto own_name = (dir.has_filename() ? dir : dir.parent_path()).filename().string();
+  if (own_name.find("_outputs") != std::string::npos && (has_run || has_outputs)) {
+    return Layout::torchair;
+  }
   return Error::usage("cannot tell the layout of " + dir.string() +
-                      " (no rank_*/kernel_meta, *.info, kernel_cache, te_* or *_outputs); pass --layout");
+                      " (no rank_*/kernel_meta, *.info, kernel_cache, te_*, or *_outputs with a .run package);"
+                      " pass --layout");
 }
 
 }  // namespace opcache::layouts

@@ -24,10 +24,14 @@ using json = nlohmann::json;
 constexpr const char* k_what = "opcache server";
 constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
+constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
 
 // Where a response body goes: a file descriptor (bundles) or memory (JSON).
+// Only a 200 body goes to the file: an error body (a 401's explanation, a
+// 500 page) is kept in memory for the message and never mixed with a bundle.
 struct BodySink {
   int fd = -1;
+  CURL* handle = nullptr;
   std::string text;
   curl_off_t written = 0;
   bool write_failed = false;
@@ -35,12 +39,16 @@ struct BodySink {
   static std::size_t on_data(char* data, std::size_t size, std::size_t count, void* user) {
     auto* sink = static_cast<BodySink*>(user);
     const std::size_t bytes = size * count;
-    if (sink->fd >= 0) {
+    long status = 0;
+    if (sink->fd >= 0 && sink->handle != nullptr) {
+      curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
+    }
+    if (sink->fd >= 0 && status == 200) {
       if (!store::write_all(sink->fd, data, bytes, "download")) {
         sink->write_failed = true;
         return 0;
       }
-    } else {
+    } else if (sink->fd < 0 || sink->text.size() < k_max_error_body) {
       sink->text.append(data, bytes);
     }
     sink->written += static_cast<curl_off_t>(bytes);
@@ -80,7 +88,7 @@ class HttpRemote final : public RemoteStore {
       return false;
     }
     if (response.status != 200) {
-      return http_status_error(k_what, "GET", request.url, response.status, response.text);
+      return status_error("GET", request.url, response);
     }
     return true;
   }
@@ -92,7 +100,7 @@ class HttpRemote final : public RemoteStore {
     Request request{"PUT", m_base + "/v1/entries/" + key, "", &bundle, -1};
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status != 200 && response.status != 201) {
-      return http_status_error(k_what, "PUT", request.url, response.status, error_detail(response.text));
+      return status_error("PUT", request.url, response);
     }
     return {};
   }
@@ -106,7 +114,7 @@ class HttpRemote final : public RemoteStore {
       Request request{"POST", m_base + "/v1/entries/query", json{{"keys", batch}}.dump(), nullptr, -1};
       OPCACHE_TRY_ASSIGN(auto response, perform(request));
       if (response.status != 200) {
-        return http_status_error(k_what, "POST", request.url, response.status, error_detail(response.text));
+        return status_error("POST", request.url, response);
       }
       auto parsed = json::parse(response.text, nullptr, false);
       if (!parsed.is_object() || !parsed.contains("present") || !parsed["present"].is_array()) {
@@ -152,7 +160,7 @@ class HttpRemote final : public RemoteStore {
       Request request{"GET", url, "", nullptr, -1};
       OPCACHE_TRY_ASSIGN(auto response, perform(request));
       if (response.status != 200) {
-        return http_status_error(k_what, "GET", url, response.status, error_detail(response.text));
+        return status_error("GET", url, response);
       }
       auto parsed = json::parse(response.text, nullptr, false);
       if (!parsed.is_object() || !parsed.contains("entries") || !parsed["entries"].is_array()) {
@@ -183,6 +191,23 @@ class HttpRemote final : public RemoteStore {
       }
     }
     return out;
+  }
+
+  // The error for an unexpected status, with the server's explanation and,
+  // for 401 and 403, what to do about the token.
+  Error status_error(const char* method, const std::string& url, const Response& response) const {
+    std::string detail = error_detail(response.text);
+    std::string hint;
+    if (response.status == 401) {
+      hint = m_options.token.empty() ? "no token was sent: give one with --token-file FILE or OPCACHE_TOKEN"
+                                     : "the server did not accept the token from --token-file / OPCACHE_TOKEN";
+    } else if (response.status == 403) {
+      hint = "the token's scope does not allow this request";
+    }
+    if (!hint.empty()) {
+      detail += detail.empty() ? hint : " (" + hint + ")";
+    }
+    return http_status_error(k_what, method, url, response.status, detail);
   }
 
   static std::string error_detail(const std::string& body) {
@@ -224,6 +249,7 @@ class HttpRemote final : public RemoteStore {
     }
     BodySink sink;
     sink.fd = request.download_fd;
+    sink.handle = handle;
     ResponseHeaders response_headers;
     response_headers.install(handle);
     char error_buffer[CURL_ERROR_SIZE] = {};

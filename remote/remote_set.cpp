@@ -37,29 +37,36 @@ struct RemoteSet::Uploader {
   std::mutex mutex;
   std::condition_variable wake;
   bool work = true;  // check the outboxes (there may be leftovers from earlier processes)
-  bool stop = false;
+  // The RemoteSet is going away: one last pass over the outboxes, starting no
+  // upload after `give_up`. A short-lived process (one `opcache exec` per
+  // compile) queues its key just before it exits; without this pass the key
+  // would wait for some later, longer-lived process.
+  bool closing = false;
+  std::chrono::steady_clock::time_point give_up = std::chrono::steady_clock::time_point::max();
   std::atomic<bool> finished{false};
 
   void run() {
     for (;;) {
+      bool last_pass = false;
       {
         std::unique_lock lock(mutex);
-        wake.wait_for(lock, std::chrono::seconds(5), [this] { return work || stop; });
-        if (stop) {
-          break;
-        }
+        wake.wait_for(lock, std::chrono::seconds(5), [this] { return work || closing; });
+        last_pass = closing;
         work = false;
       }
-      for (std::size_t i = 0; i < remotes.size() && !stopping(); ++i) {
+      for (std::size_t i = 0; i < remotes.size() && !out_of_time(); ++i) {
         drain(remotes[i], outboxes[i]);
+      }
+      if (last_pass) {
+        break;
       }
     }
     finished = true;
   }
 
-  bool stopping() {
+  bool out_of_time() {
     std::lock_guard lock(mutex);
-    return stop;
+    return std::chrono::steady_clock::now() >= give_up;
   }
 
   // Uploads what is queued for one remote; one process at a time per outbox.
@@ -75,7 +82,10 @@ struct RemoteSet::Uploader {
     std::error_code ec;
     for (const auto& marker : fs::directory_iterator(outbox, ec)) {
       const auto key = marker.path().filename().string();
-      if (stopping() || !store::is_sha256_hex(key)) {
+      if (out_of_time()) {
+        return;  // what is left stays queued for the next process
+      }
+      if (!store::is_sha256_hex(key)) {
         continue;
       }
       if (!remote.breaker->allows()) {
@@ -146,12 +156,13 @@ RemoteSet::~RemoteSet() {
   if (!m_uploader) {
     return;
   }
+  const auto deadline = std::chrono::steady_clock::now() + k_stop_wait;
   {
     std::lock_guard lock(m_uploader->mutex);
-    m_uploader->stop = true;
+    m_uploader->closing = true;
+    m_uploader->give_up = deadline;
   }
   m_uploader->wake.notify_all();
-  const auto deadline = std::chrono::steady_clock::now() + k_stop_wait;
   while (!m_uploader->finished && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }

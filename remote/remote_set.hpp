@@ -30,8 +30,9 @@ class RemoteSet {
   /// credentials) is a `usage` error: configuration mistakes are loud.
   static Result<std::unique_ptr<RemoteSet>> open(const std::vector<RemoteOptions>& options, store::LocalStore& local,
                                                  const store::EnvLookup& env);
-  /// Stops the uploader, waiting at most 2 s for an upload in flight; what
-  /// is left stays queued on disk.
+  /// Gives the uploader one last pass over the queue, waiting at most 2 s
+  /// (the upload in flight included); what is left stays queued on disk for
+  /// the next process that opens the store with the remote.
   ~RemoteSet();
   RemoteSet(const RemoteSet&) = delete;
   RemoteSet& operator=(const RemoteSet&) = delete;

@@ -1442,7 +1442,7 @@ class S3Client::Impl {
       const bool last = exchange.attempts >= max_attempts;
       std::optional<long> delay;
       if (code != CURLE_OK) {
-        if (last || !is_transient(code)) {
+        if (last || !is_transient(code) || (code == CURLE_OPERATION_TIMEDOUT && !m_options.retry_timeouts)) {
           return with_suffix(transfer_error(k_what, exchange.method, exchange.url, code, error_text),
                              attempts_suffix(exchange.attempts));
         }

@@ -59,6 +59,9 @@ struct S3Options {
   long connect_timeout_ms = 3000;  ///< per attempt, to establish the connection
   long timeout_ms = 30000;         ///< per attempt, for the whole request including the body
   int retries = 2;                 ///< extra attempts after a transient failure
+  /// Whether a request that ran out of time is retried like other transient
+  /// failures. The s3:// remote says no: a lookup must cost one timeout.
+  bool retry_timeouts = true;
 };
 
 /// An object as reported by HEAD or a listing.

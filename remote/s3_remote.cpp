@@ -122,6 +122,7 @@ Result<std::unique_ptr<RemoteStore>> make_s3_remote(const RemoteOptions& options
   s3_options.connect_timeout_ms = options.connect_timeout_ms;
   s3_options.timeout_ms = options.timeout_ms;
   s3_options.retries = options.retries;
+  s3_options.retry_timeouts = false;  // like the http remote: a timeout is not retried (docs/remotes.md)
   return std::unique_ptr<RemoteStore>(
       new S3Remote(options, S3Client(std::move(location), std::move(credentials), s3_options)));
 }

@@ -3,6 +3,7 @@
 #include <chrono>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 #include "store/key.hpp"
 #include "store/try.hpp"
@@ -93,11 +94,19 @@ Result<std::vector<std::string>> local_keys(store::LocalStore& local, const Tran
   return keys;
 }
 
-Status check_keys(const std::vector<std::string>& keys) {
+// Checks every key and drops repeats (a model's op list names one kernel
+// many times), keeping the first occurrence's place: a key is requested,
+// counted and transferred once.
+Result<std::vector<std::string>> unique_keys(const std::vector<std::string>& keys) {
+  std::vector<std::string> unique;
+  std::unordered_set<std::string> seen;
   for (const auto& key : keys) {
     OPCACHE_TRY(store::check_key(key));
+    if (seen.insert(key).second) {
+      unique.push_back(key);
+    }
   }
-  return {};
+  return unique;
 }
 
 int parallelism_of(const Remote& remote, const TransferRequest& request) {
@@ -113,8 +122,8 @@ Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, con
   const auto started = Clock::now();
   TransferSummary summary;
   summary.remote = remote.store->name();
-  OPCACHE_TRY_ASSIGN(auto keys, local_keys(local, request));
-  OPCACHE_TRY(check_keys(keys));
+  OPCACHE_TRY_ASSIGN(auto listed, local_keys(local, request));
+  OPCACHE_TRY_ASSIGN(auto keys, unique_keys(listed));
   summary.requested = static_cast<std::int64_t>(keys.size());
   OPCACHE_TRY_ASSIGN(auto present, remote.store->query(keys));
   std::vector<std::string> missing;
@@ -142,11 +151,11 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   const auto started = Clock::now();
   TransferSummary summary;
   summary.remote = remote.store->name();
-  std::vector<std::string> keys = request.keys;
-  if (keys.empty()) {
-    OPCACHE_TRY_ASSIGN(keys, remote.store->list_keys(request.filter));
+  std::vector<std::string> listed = request.keys;
+  if (listed.empty()) {
+    OPCACHE_TRY_ASSIGN(listed, remote.store->list_keys(request.filter));
   }
-  OPCACHE_TRY(check_keys(keys));
+  OPCACHE_TRY_ASSIGN(auto keys, unique_keys(listed));
   summary.requested = static_cast<std::int64_t>(keys.size());
   std::vector<std::string> wanted;
   for (const auto& key : keys) {

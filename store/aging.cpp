@@ -20,17 +20,21 @@ std::string idle_text(std::int64_t idle_ms) { return std::to_string(idle_ms / 10
 }  // namespace
 
 Result<bool> LocalStore::evict(const IndexEntry& candidate, std::int64_t idle_cutoff_ms) {
-  std::lock_guard lock(m_index_mutex);
-  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  // Re-check under the write lock: it may have been used or pinned since we listed it.
-  OPCACHE_TRY_ASSIGN(auto current, m_index.lookup(candidate.key));
-  if (!current || current->pinned || current->last_access_ms > idle_cutoff_ms || current->digest != candidate.digest) {
-    return false;
+  {
+    std::lock_guard lock(m_index_mutex);
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    // Re-check under the write lock: it may have been used or pinned since we listed it.
+    OPCACHE_TRY_ASSIGN(auto current, m_index.lookup(candidate.key));
+    if (!current || current->pinned || current->last_access_ms > idle_cutoff_ms ||
+        current->digest != candidate.digest) {
+      return false;
+    }
+    OPCACHE_TRY(m_index.remove(candidate.key, candidate.digest));
+    OPCACHE_TRY(m_index.add_counter(counter::evictions, 1));
+    OPCACHE_TRY(transaction.commit());
   }
-  OPCACHE_TRY(m_index.remove(candidate.key, candidate.digest));
-  OPCACHE_TRY(unlink_if_unreferenced(candidate.digest));
-  OPCACHE_TRY(m_index.add_counter(counter::evictions, 1));
-  OPCACHE_TRY(transaction.commit());
+  // The object goes only after the row's removal is committed (see remove()).
+  OPCACHE_TRY(retire_objects({candidate.digest}));
   return true;
 }
 
@@ -154,20 +158,25 @@ Result<ClearReport> LocalStore::clear() {
     if (page.empty()) {
       break;
     }
-    std::lock_guard lock(m_index_mutex);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-    std::int64_t removed_here = 0;
-    for (const auto& entry : page) {
-      OPCACHE_TRY_ASSIGN(bool removed, m_index.remove(entry.key, entry.digest));
-      if (removed) {
-        OPCACHE_TRY(unlink_if_unreferenced(entry.digest));
-        ++removed_here;
-        report.bytes_removed += entry.bundle_size;
+    std::vector<std::string> retired;
+    std::int64_t removed_bytes = 0;
+    {
+      std::lock_guard lock(m_index_mutex);
+      OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+      for (const auto& entry : page) {
+        OPCACHE_TRY_ASSIGN(bool removed, m_index.remove(entry.key, entry.digest));
+        if (removed) {
+          retired.push_back(entry.digest);
+          removed_bytes += entry.bundle_size;
+        }
       }
+      OPCACHE_TRY(m_index.add_counter(counter::removals, static_cast<std::int64_t>(retired.size())));
+      OPCACHE_TRY(transaction.commit());
     }
-    report.entries_removed += removed_here;
-    OPCACHE_TRY(m_index.add_counter(counter::removals, removed_here));
-    OPCACHE_TRY(transaction.commit());
+    report.entries_removed += static_cast<std::int64_t>(retired.size());
+    report.bytes_removed += removed_bytes;
+    // The objects go only after the rows' removal is committed (see remove()).
+    OPCACHE_TRY(retire_objects(retired));
   }
   VerifyReport leftovers;
   verify_objects(/*repair=*/true, leftovers);

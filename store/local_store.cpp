@@ -129,6 +129,21 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
   return {};
 }
 
+Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
+  if (digests.empty()) {
+    return {};
+  }
+  std::lock_guard lock(m_index_mutex);
+  // A write transaction only to serialize with publish(): a put that links
+  // one of these objects again either commits its row first (and we keep the
+  // object) or finds it gone inside its own transaction and relinks it.
+  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+  for (const auto& digest : digests) {
+    OPCACHE_TRY(unlink_if_unreferenced(digest));
+  }
+  return transaction.commit();
+}
+
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
   std::lock_guard lock(m_index_mutex);
   return m_index.add_counter(counter_name, delta);
@@ -226,10 +241,7 @@ Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest
   if (retired_digest) {
     // After the commit, so a reader of the old row either still opens the old
     // object or, finding it gone, looks up again and sees the new row.
-    std::lock_guard lock(m_index_mutex);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-    OPCACHE_TRY(unlink_if_unreferenced(*retired_digest));
-    OPCACHE_TRY(transaction.commit());
+    OPCACHE_TRY(retire_objects({*retired_digest}));
   }
   age_after_write(manifest.key);
   return outcome;
@@ -237,17 +249,21 @@ Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest
 
 void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name) {
   m_options.warn("entry " + entry.key + " (" + entry.op_type + ") is unusable and was dropped: " + why);
-  std::lock_guard lock(m_index_mutex);
-  auto transaction = m_index.begin();
-  if (!transaction) {
-    return;
+  bool removed = false;
+  {
+    std::lock_guard lock(m_index_mutex);
+    auto transaction = m_index.begin();
+    if (!transaction) {
+      return;
+    }
+    auto dropped = m_index.remove(entry.key, entry.digest);
+    (void)m_index.add_counter(counter_name, 1);
+    const bool committed = static_cast<bool>(transaction->commit());
+    removed = committed && dropped && *dropped;
   }
-  auto removed = m_index.remove(entry.key, entry.digest);
-  if (removed && *removed) {
-    (void)unlink_if_unreferenced(entry.digest);
+  if (removed) {
+    (void)retire_objects({entry.digest});
   }
-  (void)m_index.add_counter(counter_name, 1);
-  (void)transaction->commit();
 }
 
 Status LocalStore::record_hit(const IndexEntry& entry) {
@@ -391,16 +407,21 @@ Result<bool> LocalStore::contains(const std::string& key) {
 
 Result<bool> LocalStore::remove(const std::string& key) {
   OPCACHE_TRY(check_key(key));
-  std::lock_guard lock(m_index_mutex);
-  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  OPCACHE_TRY_ASSIGN(auto entry, m_index.lookup(key));
-  if (!entry) {
-    return false;
+  std::optional<IndexEntry> entry;
+  {
+    std::lock_guard lock(m_index_mutex);
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    OPCACHE_TRY_ASSIGN(entry, m_index.lookup(key));
+    if (!entry) {
+      return false;
+    }
+    OPCACHE_TRY(m_index.remove(key));
+    OPCACHE_TRY(m_index.add_counter(counter::removals, 1));
+    OPCACHE_TRY(transaction.commit());
   }
-  OPCACHE_TRY(m_index.remove(key));
-  OPCACHE_TRY(unlink_if_unreferenced(entry->digest));
-  OPCACHE_TRY(m_index.add_counter(counter::removals, 1));
-  OPCACHE_TRY(transaction.commit());
+  // Only after the row is gone for good: a kill in between leaves an orphan
+  // object (verify --repair removes it), never a row without its object.
+  OPCACHE_TRY(retire_objects({entry->digest}));
   return true;
 }
 
@@ -466,12 +487,14 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
       continue;
     }
     if (repair && (problem->kind == "corrupt_entry" || fd.error().code() == ErrorCode::not_found)) {
-      std::lock_guard lock(m_index_mutex);
-      auto transaction = m_index.begin();
-      if (transaction && m_index.remove(entry.key, entry.digest) && unlink_if_unreferenced(entry.digest) &&
-          transaction->commit()) {
-        problem->repaired = true;
+      bool removed = false;
+      {
+        std::lock_guard lock(m_index_mutex);
+        auto transaction = m_index.begin();
+        removed = transaction && m_index.remove(entry.key, entry.digest) && transaction->commit();
       }
+      // The row first, then the object (see remove()).
+      problem->repaired = removed && retire_objects({entry.digest});
     }
     report.problems.push_back(*problem);
   }

@@ -151,6 +151,10 @@ class LocalStore {
   bool object_exists(const std::string& digest) const;
   // Unlinks the object unless a row references it; call inside a transaction.
   Status unlink_if_unreferenced(const std::string& digest);
+  // Unlinks the objects no row references any more, in its own transaction.
+  // Call only after the transaction that removed their rows has committed, so
+  // a kill in between leaves orphan objects, never a row without its object.
+  Status retire_objects(const std::vector<std::string>& digests);
   void verify_entries(bool repair, VerifyReport& report);
   void verify_objects(bool repair, VerifyReport& report);
   void verify_temps(bool repair, VerifyReport& report);

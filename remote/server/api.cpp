@@ -95,6 +95,7 @@ Route match_route(std::string_view method, std::string_view path) {
       }
     }
     route.error_status = 405;
+    route.error_code = "method_not_allowed";
     route.error_message = std::string(method) + " is not allowed on " + std::string(path);
     route.allow = allow;
     return false;
@@ -107,6 +108,7 @@ Route match_route(std::string_view method, std::string_view path) {
     }
     if (auto valid = store::check_key(route.key); !valid) {
       route.error_status = 400;
+      route.error_code = "invalid_key";
       route.error_message = valid.error().message();
       return route;
     }
@@ -142,6 +144,7 @@ Route match_route(std::string_view method, std::string_view path) {
     return route;
   }
   route.error_status = 404;
+  route.error_code = "not_found";
   route.error_message = "no such endpoint: " + std::string(path) + " (the API lives under /v1/, see docs/protocol.md)";
   return route;
 }

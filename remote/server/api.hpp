@@ -36,6 +36,7 @@ struct Route {
   Scope scope = Scope::none;
   BodyKind body = BodyKind::none;
   int error_status = 0;          ///< 404 / 405 / 400 when the route itself is wrong
+  std::string error_code;        ///< with error_status: not_found, method_not_allowed or invalid_key
   std::string error_message;
   std::string allow;             ///< for 405: the allowed methods
 };

@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -230,6 +233,11 @@ class Session : public SessionBase {
   std::shared_ptr<Derived> self_pointer() { return std::static_pointer_cast<Derived>(shared_from_this()); }
   beast::tcp_stream& lowest() { return beast::get_lowest_layer(derived().stream()); }
 
+  // Waits (up to --idle-timeout) for the first byte of the next request, then
+  // reads its header. A request that has begun must arrive whole within
+  // --request-timeout: the deadline is set once, at its first byte, and not
+  // moved by later bytes, so a client trickling a header or a body (slowloris)
+  // cannot hold the connection longer than that.
   void read_request() {
     if (m_state->stopping) {
       derived().shutdown();
@@ -237,19 +245,76 @@ class Session : public SessionBase {
     }
     m_header.emplace();
     m_header->header_limit(m_state->config.max_header_bytes);
+    // The header parser must not judge Content-Length: Beast's default request
+    // body limit (1 MiB) would fail large uploads before they are routed. The
+    // route's own limit is applied once the route is known (read_small_body,
+    // read_upload).
+    m_header->body_limit(std::numeric_limits<std::uint64_t>::max());
+    m_body_pending = false;
+    if (m_buffer.size() > 0) {
+      read_header();  // a pipelined request has already begun
+      return;
+    }
     m_idle = true;
     lowest().expires_after(std::chrono::seconds(m_state->config.idle_timeout_s));
-    http::async_read_header(derived().stream(), m_buffer, *m_header,
-                            [self = self_pointer()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+    derived().stream().async_read_some(m_buffer.prepare(k_first_read_bytes),
+                                       [self = self_pointer()](beast::error_code ec, std::size_t bytes) {
+                                         self->on_first_bytes(ec, bytes);
+                                       });
   }
+
+  // Closes the connection after a response that was sent before the request
+  // was read completely. Closing a socket with unread input makes the kernel
+  // answer with a reset, which can destroy the response before the client has
+  // read it; so stop sending, then read and discard what the client still
+  // sends until it closes, for at most k_linger.
+  void linger_then_close() {
+    beast::error_code ignored;
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ignored);
+    lowest().expires_after(k_linger);
+    drain();
+  }
+
+  /// Whether the client may still be sending a request the server did not read.
+  bool body_pending() const { return m_body_pending; }
 
   beast::flat_buffer m_buffer;
   std::shared_ptr<State> m_state;
 
  private:
-  void on_header(beast::error_code ec) {
+  static constexpr std::size_t k_first_read_bytes = 16 * 1024;
+  static constexpr auto k_linger = std::chrono::seconds(2);
+
+  void on_first_bytes(beast::error_code ec, std::size_t bytes) {
     m_idle = false;
+    if (ec) {
+      // Idle timeout, end of stream, or closed for a graceful stop.
+      derived().shutdown();
+      return;
+    }
+    m_buffer.commit(bytes);
+    read_header();
+  }
+
+  void read_header() {
     m_started = Clock::now();
+    lowest().expires_after(std::chrono::seconds(m_state->config.request_timeout_s));
+    http::async_read_header(derived().stream(), m_buffer, *m_header,
+                            [self = self_pointer()](beast::error_code ec, std::size_t) { self->on_header(ec); });
+  }
+
+  void drain() {
+    lowest().async_read_some(net::buffer(m_discard), [self = self_pointer()](beast::error_code ec, std::size_t) {
+      if (ec) {
+        // The client closed, or k_linger is over.
+        self->lowest().close();
+        return;
+      }
+      self->drain();
+    });
+  }
+
+  void on_header(beast::error_code ec) {
     m_bytes_in = 0;
     m_close_after = false;
     m_route = Route{};
@@ -258,6 +323,7 @@ class Session : public SessionBase {
       m_method = "-";
       m_target = "-";
       m_close_after = true;
+      m_body_pending = true;  // the rest of the header
       respond(error_response(431, "header_too_large",
                              "request header larger than " + std::to_string(m_state->config.max_header_bytes) +
                                  " bytes"));
@@ -269,7 +335,6 @@ class Session : public SessionBase {
       derived().shutdown();
       return;
     }
-    lowest().expires_after(std::chrono::seconds(m_state->config.request_timeout_s));
     auto& request = m_header->get();
     m_method = std::string(request.method_string());
     m_target = std::string(request.target());
@@ -278,6 +343,8 @@ class Session : public SessionBase {
     m_keep_alive = request.keep_alive();
     m_expect_continue = beast::iequals(request[http::field::expect], "100-continue");
     const bool has_body = m_header->chunked() || m_header->content_length().value_or(0) > 0;
+    // Until a body reader has consumed it, a body may be on its way.
+    m_body_pending = has_body;
     m_route = match_route(m_method, path);
 
     if (m_state->stopping) {
@@ -287,10 +354,7 @@ class Session : public SessionBase {
     }
     if (m_route.error_status != 0) {
       m_close_after = has_body;
-      auto response = error_response(m_route.error_status, m_route.error_status == 405 ? "method_not_allowed"
-                                                           : m_route.error_status == 404 ? "not_found"
-                                                                                         : "bad_request",
-                                      m_route.error_message);
+      auto response = error_response(m_route.error_status, m_route.error_code, m_route.error_message);
       if (!m_route.allow.empty()) {
         response.headers.push_back({"Allow", m_route.allow});
       }
@@ -369,9 +433,11 @@ class Session : public SessionBase {
       return;
     }
     if (ec) {
+      m_body_pending = false;  // a broken or timed-out connection: nothing to answer
       derived().shutdown();
       return;
     }
+    m_body_pending = false;
     m_body = std::move(m_small->get().body());
     m_bytes_in = m_body.size();
     m_small.reset();
@@ -410,10 +476,23 @@ class Session : public SessionBase {
     m_upload.emplace(std::move(*upload));
     m_upload_parser.emplace(std::move(*m_header));
     m_upload_parser->body_limit(m_state->config.max_body_bytes);
-    beast::file file;
-    file.native_handle(::dup(m_upload->fd()));
     beast::error_code ec;
-    m_upload_parser->get().body().reset(std::move(file), ec);
+    const int fd = ::dup(m_upload->fd());
+    if (fd < 0) {
+      ec = beast::error_code(errno, boost::system::generic_category());
+    } else {
+      beast::file file;
+      file.native_handle(fd);
+      m_upload_parser->get().body().reset(std::move(file), ec);
+    }
+    if (ec) {
+      m_upload_parser.reset();
+      m_upload.reset();
+      m_state->release_inflight();
+      m_close_after = true;
+      respond(error_response(503, "unavailable", "cannot write the upload's temp file: " + ec.message()));
+      return;
+    }
     continue_then([self = self_pointer()] {
       http::async_read(self->derived().stream(), self->m_buffer, *self->m_upload_parser,
                        [self](beast::error_code ec, std::size_t) { self->on_upload(ec); });
@@ -433,10 +512,12 @@ class Session : public SessionBase {
         respond(error_response(413, "payload_too_large", "bundle larger than the limit"));
         return;
       }
+      m_body_pending = false;  // a broken or timed-out connection: nothing to answer
       log_request(0, 0);
       derived().shutdown();
       return;
     }
+    m_body_pending = false;
     m_bytes_in = m_expected_length;
     auto upload = std::make_shared<store::AtomicFile>(std::move(*m_upload));
     m_upload.reset();
@@ -577,6 +658,8 @@ class Session : public SessionBase {
   std::optional<http::request_parser<http::file_body>> m_upload_parser;
   std::optional<store::AtomicFile> m_upload;
   std::atomic<bool> m_idle{false};
+  bool m_body_pending = false;             // request bytes may still arrive unread (see linger_then_close)
+  std::array<char, 16 * 1024> m_discard{};  // what linger_then_close reads and drops
 
   Route m_route;
   Identity m_identity;
@@ -600,6 +683,10 @@ class PlainSession final : public Session<PlainSession> {
   beast::tcp_stream& stream() { return m_stream; }
   void start() { read_request(); }
   void shutdown() {
+    if (body_pending()) {
+      linger_then_close();
+      return;
+    }
     beast::error_code ec;
     m_stream.socket().shutdown(tcp::socket::shutdown_send, ec);
     m_stream.close();
@@ -633,6 +720,10 @@ class TlsSession final : public Session<TlsSession> {
   void shutdown() {
     beast::get_lowest_layer(m_stream).expires_after(std::chrono::seconds(5));
     m_stream.async_shutdown([self = self_pointer()](beast::error_code) {
+      if (self->body_pending()) {
+        self->linger_then_close();  // close_notify is sent; now the TCP level
+        return;
+      }
       beast::get_lowest_layer(self->m_stream).close();
     });
   }
@@ -668,6 +759,9 @@ class Listener : public std::enable_shared_from_this<Listener> {
       return;
     }
     beast::error_code ignored;
+    // Responses are written in pieces; without TCP_NODELAY the last small
+    // piece waits for the client's delayed ACK (~40 ms per response).
+    socket.set_option(tcp::no_delay(true), ignored);
     auto remote = socket.remote_endpoint(ignored);
     std::string client = remote.address().to_string() + ":" + std::to_string(remote.port());
     if (m_state->config.tls()) {

@@ -90,22 +90,25 @@ class ExecFixture {
   const fs::path& counter() const { return m_counter; }
   const fs::path& cache() const { return m_cache; }
 
-  // `opcache --cache-dir CACHE globals... exec [--output M]... --desc DESC
-  // --scenario S --out OUT -- sh -c SCRIPT args...`. The --output options
-  // come first: directly before "--" they swallow it (see the regression test below).
+  // `opcache --cache-dir CACHE globals... exec --desc DESC --scenario S
+  // --out OUT [--output M]... -- sh -c SCRIPT args...`: the documented order,
+  // with the --output options directly before "--".
   ProcessResult exec(const fs::path& out, const std::vector<std::string>& outputs, const std::string& script,
                      const std::vector<std::string>& script_args = {}, const std::vector<std::string>& globals = {},
                      const fs::path& desc = {}) const {
     std::vector<std::string> args{"--cache-dir", m_cache.string()};
     args.insert(args.end(), globals.begin(), globals.end());
     args.push_back("exec");
+    for (const std::string& arg : {std::string("--desc"), (desc.empty() ? m_desc : desc).string(),
+                                   std::string("--scenario"), std::string(k_test_scenario), std::string("--out"),
+                                   out.string()}) {
+      args.push_back(arg);
+    }
     for (const auto& name : outputs) {
       args.push_back("--output");
       args.push_back(name);
     }
-    for (const std::string& arg : {std::string("--desc"), (desc.empty() ? m_desc : desc).string(),
-                                   std::string("--scenario"), std::string(k_test_scenario), std::string("--out"),
-                                   out.string(), std::string("--"), std::string("sh"), std::string("-c"), script}) {
+    for (const std::string& arg : {std::string("--"), std::string("sh"), std::string("-c"), script}) {
       args.push_back(arg);
     }
     args.insert(args.end(), script_args.begin(), script_args.end());

