@@ -588,20 +588,54 @@ class Session : public SessionBase {
     message.keep_alive(!close);
   }
 
+  // Bundles up to this size are read into memory and sent in one write;
+  // larger ones stream from the file.
+  static constexpr std::int64_t k_in_memory_bundle_bytes = 1 << 20;
+
+  // The whole bundle, when it is small enough and reads completely.
+  static std::optional<std::string> read_small_bundle(const StoredBundle& bundle) {
+    if (bundle.size < 0 || bundle.size > k_in_memory_bundle_bytes) {
+      return std::nullopt;
+    }
+    std::string bytes(static_cast<std::size_t>(bundle.size), '\0');
+    std::size_t done = 0;
+    while (done < bytes.size()) {
+      const ssize_t got = ::pread(bundle.fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+      if (got < 0 && errno == EINTR) {
+        continue;
+      }
+      if (got <= 0) {
+        return std::nullopt;  // fall back to streaming, which reports the error
+      }
+      done += static_cast<std::size_t>(got);
+    }
+    return bytes;
+  }
+
+  void send_bundle_file(ApiResponse response, http::status status, bool close) {
+    auto message = std::make_shared<http::response<http::file_body>>(status, 11);
+    finish_headers(*message, response, close);
+    beast::file file;
+    file.native_handle(response.bundle->fd.release());
+    beast::error_code ec;
+    message->body().reset(std::move(file), ec);
+    message->prepare_payload();
+    write(message, response.status, static_cast<std::uint64_t>(response.bundle->size), close);
+  }
+
   void respond(ApiResponse response) {
     const bool close = m_close_after || !m_keep_alive || m_state->stopping;
     const bool head = m_method == "HEAD" || response.head_only;
     const auto status = static_cast<http::status>(response.status);
     if (response.bundle && !head && response.status == 200) {
-      auto message = std::make_shared<http::response<http::file_body>>(status, 11);
-      finish_headers(*message, response, close);
-      beast::file file;
-      file.native_handle(response.bundle->fd.release());
-      beast::error_code ec;
-      message->body().reset(std::move(file), ec);
-      message->prepare_payload();
-      write(message, response.status, static_cast<std::uint64_t>(response.bundle->size), close);
-      return;
+      if (auto bytes = read_small_bundle(*response.bundle)) {
+        // One write instead of file_body's 4 KiB pieces.
+        response.body = std::move(*bytes);
+        response.bundle.reset();
+      } else {
+        send_bundle_file(std::move(response), status, close);
+        return;
+      }
     }
     if (head) {
       // The headers a GET would get (Content-Length included), without the body.
