@@ -96,27 +96,7 @@ store of many entries.
 
 std::optional<Options> parse_options(int argc, char** argv) {
   Options options;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string flag = args[i];
-    std::optional<std::string> inline_value;
-    if (auto equals = flag.find('='); flag.rfind("--", 0) == 0 && equals != std::string::npos) {
-      inline_value = flag.substr(equals + 1);
-      flag = flag.substr(0, equals);
-    }
-    if (flag == "--help" || flag == "-h") {
-      std::fputs(k_usage, stdout);
-      return std::nullopt;
-    }
-    auto value = [&]() -> std::string {
-      if (inline_value) {
-        return *inline_value;
-      }
-      if (i + 1 >= args.size()) {
-        fail(flag + " needs a value (see --help)");
-      }
-      return args[++i];
-    };
+  const bool run = parse_flags(argc, argv, k_usage, [&options](const std::string& flag, const FlagValue& value) {
     if (flag == "--kernels") {
       options.kernels = parse_count(flag, value(), 1);
     } else if (flag == "--hits") {
@@ -139,8 +119,12 @@ std::optional<Options> parse_options(int argc, char** argv) {
     } else if (flag == "--json") {
       options.json_file = fs::path(value());
     } else {
-      fail("unknown argument \"" + args[i] + "\" (see --help)");
+      return false;
     }
+    return true;
+  });
+  if (!run) {
+    return std::nullopt;
   }
   return options;
 }

@@ -259,6 +259,36 @@ std::size_t parse_count(std::string_view flag, std::string_view text, std::size_
   return value;
 }
 
+bool parse_flags(int argc, char** argv, const char* usage,
+                 const std::function<bool(const std::string& flag, const FlagValue& value)>& handle) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string flag = args[i];
+    std::optional<std::string> inline_value;
+    if (auto equals = flag.find('='); flag.rfind("--", 0) == 0 && equals != std::string::npos) {
+      inline_value = flag.substr(equals + 1);
+      flag = flag.substr(0, equals);
+    }
+    if (flag == "--help" || flag == "-h") {
+      std::fputs(usage, stdout);
+      return false;
+    }
+    const FlagValue value = [&]() -> std::string {
+      if (inline_value) {
+        return *inline_value;
+      }
+      if (i + 1 >= args.size()) {
+        fail(flag + " needs a value (see --help)");
+      }
+      return args[++i];
+    };
+    if (!handle(flag, value)) {
+      fail("unknown argument \"" + args[i] + "\" (see --help)");
+    }
+  }
+  return true;
+}
+
 std::string row(const std::string& label, const std::vector<std::string>& cells, int label_width, int cell_width) {
   char buffer[64];
   std::string line;

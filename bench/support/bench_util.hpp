@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <initializer_list>
 #include <optional>
 #include <stdexcept>
@@ -191,6 +192,16 @@ std::string utc_now_rfc3339();
 /// A whole number >= `minimum` parsed from a flag's value; fails with a
 /// message naming `flag` otherwise.
 std::size_t parse_count(std::string_view flag, std::string_view text, std::size_t minimum);
+
+/// Gives one flag's value ("--flag VALUE" or "--flag=VALUE"); fails when none is left.
+using FlagValue = std::function<std::string()>;
+
+/// Walks the command line: calls `handle(flag, value)` for each flag, which
+/// returns false for a flag it does not know (then this fails naming the
+/// argument). `--help` / `-h` prints `usage` and returns false (do not run);
+/// otherwise returns true.
+bool parse_flags(int argc, char** argv, const char* usage,
+                 const std::function<bool(const std::string& flag, const FlagValue& value)>& handle);
 
 /// One table line: two spaces, `label` left-aligned in `label_width`, then each
 /// cell right-aligned in `cell_width`, and a newline.
