@@ -3,17 +3,17 @@
 #include <iostream>
 
 #include "cli/context.hpp"
-#include "remote/server/auth.hpp"
-#include "remote/server/http_server.hpp"
-#include "remote/server/server_config.hpp"
-#include "remote/server/storage_factory.hpp"
+#include "server/auth.hpp"
+#include "server/http_server.hpp"
+#include "server/server_config.hpp"
+#include "server/storage_factory.hpp"
 #include "store/file_io.hpp"
 
 namespace opcache::cli {
 
 namespace {
 
-namespace server = opcache::remote::server;
+namespace server = opcache::server;
 
 // Flags as given; each one set overrides the config file.
 struct ServeArgs {

@@ -1,11 +1,11 @@
-#include "remote/server/storage_factory.hpp"
+#include "server/storage_factory.hpp"
 
-#include "remote/server/local_storage.hpp"
-#include "remote/server/s3_storage.hpp"
+#include "server/local_storage.hpp"
+#include "server/s3_storage.hpp"
 #include "store/settings.hpp"
 #include "store/try.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -34,4 +34,4 @@ Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const 
   return open_local(config, env, warn);
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -11,11 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/result.hpp"
-#include "remote/server/metrics.hpp"
+#include "server/metrics.hpp"
 #include "store/file_io.hpp"
 #include "store/manifest.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// An open bundle, ready to stream.
 struct StoredBundle {
@@ -77,4 +77,4 @@ class Storage {
   virtual StorageGauges gauges() = 0;
 };
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

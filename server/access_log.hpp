@@ -9,9 +9,9 @@
 #include <string>
 
 #include "opcache/result.hpp"
-#include "remote/server/server_config.hpp"
+#include "server/server_config.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// What is logged about one request.
 struct AccessRecord {
@@ -48,4 +48,4 @@ class AccessLog {
   std::mutex m_mutex;
 };
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -1,4 +1,4 @@
-#include "remote/server/s3_storage.hpp"
+#include "server/s3_storage.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include "store/sha256.hpp"
 #include "store/try.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -44,7 +44,7 @@ Result<std::string> digest_of(int fd, const fs::path& path) {
 
 class S3Storage final : public Storage {
  public:
-  S3Storage(S3Client client, fs::path temp_dir, std::int64_t max_bundle_bytes)
+  S3Storage(remote::S3Client client, fs::path temp_dir, std::int64_t max_bundle_bytes)
       : m_client(std::move(client)), m_temp_dir(std::move(temp_dir)), m_max_bundle_bytes(max_bundle_bytes) {}
 
   std::string describe() const override {
@@ -56,7 +56,7 @@ class S3Storage final : public Storage {
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
     // Download to an unlinked temp file, then stream it to the client.
     OPCACHE_TRY_ASSIGN(auto temp, store::AtomicFile::create(m_temp_dir));
-    OPCACHE_TRY_ASSIGN(bool found, m_client.get_to_fd(s3_bundle_name(key), temp.fd(), m_max_bundle_bytes));
+    OPCACHE_TRY_ASSIGN(bool found, m_client.get_to_fd(remote::s3_bundle_name(key), temp.fd(), m_max_bundle_bytes));
     if (!found) {
       return std::optional<StoredBundle>();
     }
@@ -75,20 +75,20 @@ class S3Storage final : public Storage {
 
   Result<UploadOutcome> store_verified(store::AtomicFile upload, const store::Manifest& manifest,
                                        const std::string& digest, std::int64_t bytes) override {
-    const auto bundle = s3_bundle_name(manifest.key);
+    const auto bundle = remote::s3_bundle_name(manifest.key);
     OPCACHE_TRY_ASSIGN(auto existing, m_client.head(bundle));
     if (existing) {
-      auto stored_digest = existing->metadata.find(k_s3_meta_digest);
+      auto stored_digest = existing->metadata.find(remote::k_s3_meta_digest);
       return UploadOutcome{false, stored_digest == existing->metadata.end() ? "" : stored_digest->second,
                            existing->size};
     }
     OPCACHE_TRY(upload.finish_writing());
-    S3IndexFields fields{json_text(manifest.scenario, "device_mode"), json_text(manifest.scenario, "phase"),
+    remote::S3IndexFields fields{json_text(manifest.scenario, "device_mode"), json_text(manifest.scenario, "phase"),
                          json_text(manifest.scenario, "toolchain"), json_text(manifest.scenario, "soc"),
                          manifest.op_type()};
-    const auto marker = s3_index_name(fields, manifest.key);
+    const auto marker = remote::s3_index_name(fields, manifest.key);
     // The bundle first, its listing marker second: a listed entry always exists.
-    OPCACHE_TRY(m_client.put_from_file(bundle, upload.temp_path(), {{k_s3_meta_digest, digest}, {k_s3_meta_index, marker}},
+    OPCACHE_TRY(m_client.put_from_file(bundle, upload.temp_path(), {{remote::k_s3_meta_digest, digest}, {remote::k_s3_meta_index, marker}},
                                        "application/vnd.opcache.bundle"));
     auto empty = store::AtomicFile::create(m_temp_dir);
     if (empty) {
@@ -99,12 +99,12 @@ class S3Storage final : public Storage {
   }
 
   Result<bool> remove(const std::string& key) override {
-    OPCACHE_TRY_ASSIGN(auto existing, m_client.head(s3_bundle_name(key)));
+    OPCACHE_TRY_ASSIGN(auto existing, m_client.head(remote::s3_bundle_name(key)));
     if (!existing) {
       return false;
     }
-    OPCACHE_TRY(m_client.remove(s3_bundle_name(key)));
-    if (auto marker = existing->metadata.find(k_s3_meta_index); marker != existing->metadata.end()) {
+    OPCACHE_TRY(m_client.remove(remote::s3_bundle_name(key)));
+    if (auto marker = existing->metadata.find(remote::k_s3_meta_index); marker != existing->metadata.end()) {
       OPCACHE_TRY(m_client.remove(marker->second));
     }
     return true;
@@ -115,7 +115,7 @@ class S3Storage final : public Storage {
     found.reserve(keys.size());
     if (keys.size() <= k_head_query_limit) {
       for (const auto& key : keys) {
-        OPCACHE_TRY_ASSIGN(auto object, m_client.head(s3_bundle_name(key)));
+        OPCACHE_TRY_ASSIGN(auto object, m_client.head(remote::s3_bundle_name(key)));
         found.push_back(object.has_value());
       }
       return found;
@@ -136,8 +136,8 @@ class S3Storage final : public Storage {
   }
 
   Result<ListPage> list(const ListQuery& query) override {
-    S3IndexFields filter{query.device_mode, query.phase, query.toolchain, query.soc, query.op_type};
-    const auto prefix = s3_index_prefix(filter);
+    remote::S3IndexFields filter{query.device_mode, query.phase, query.toolchain, query.soc, query.op_type};
+    const auto prefix = remote::s3_index_prefix(filter);
     ListPage page;
     const std::string after = query.after;
     std::string token;
@@ -145,7 +145,7 @@ class S3Storage final : public Storage {
     for (;;) {
       OPCACHE_TRY_ASSIGN(auto listed, m_client.list(prefix, token.empty() ? after : "", token, 1000));
       for (const auto& object : listed.objects) {
-        auto parsed = parse_s3_index_name(object.name);
+        auto parsed = remote::parse_s3_index_name(object.name);
         if (!parsed || !matches(parsed->first, filter)) {
           continue;
         }
@@ -172,14 +172,14 @@ class S3Storage final : public Storage {
   StorageGauges gauges() override { return {}; }  // unknown without listing the bucket
 
  private:
-  static bool matches(const S3IndexFields& fields, const S3IndexFields& filter) {
+  static bool matches(const remote::S3IndexFields& fields, const remote::S3IndexFields& filter) {
     auto same = [](const std::string& want, const std::string& have) { return want.empty() || want == have; };
     return same(filter.device_mode, fields.device_mode) && same(filter.phase, fields.phase) &&
            same(filter.toolchain, fields.toolchain) && same(filter.soc, fields.soc) &&
            same(filter.op_type, fields.op_type);
   }
 
-  S3Client m_client;
+  remote::S3Client m_client;
   fs::path m_temp_dir;
   std::int64_t m_max_bundle_bytes;
 };
@@ -188,13 +188,13 @@ class S3Storage final : public Storage {
 
 Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const store::EnvLookup& env,
                                                  const fs::path& temp_dir, std::int64_t max_bundle_bytes) {
-  OPCACHE_TRY_ASSIGN(auto location, parse_s3_url(url));
-  OPCACHE_TRY_ASSIGN(auto credentials, load_s3_credentials(env));
-  S3Client client(std::move(location), std::move(credentials));
+  OPCACHE_TRY_ASSIGN(auto location, remote::parse_s3_url(url));
+  OPCACHE_TRY_ASSIGN(auto credentials, remote::load_s3_credentials(env));
+  remote::S3Client client(std::move(location), std::move(credentials));
   OPCACHE_TRY(client.create_bucket_if_missing());
   fs::path spool = temp_dir.empty() ? fs::temp_directory_path() : temp_dir;
   OPCACHE_TRY(store::ensure_directory(spool));
   return std::unique_ptr<Storage>(new S3Storage(std::move(client), spool, max_bundle_bytes));
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

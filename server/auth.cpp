@@ -1,4 +1,4 @@
-#include "remote/server/auth.hpp"
+#include "server/auth.hpp"
 
 #include <openssl/crypto.h>
 
@@ -8,7 +8,7 @@
 #include "store/sha256.hpp"
 #include "store/try.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -132,4 +132,4 @@ AuthDecision TokenTable::authorize(std::string_view authorization, Scope require
   return decision;
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -12,12 +12,12 @@
 #include <utility>
 #include <vector>
 
-#include "remote/server/auth.hpp"
-#include "remote/server/metrics.hpp"
-#include "remote/server/server_config.hpp"
-#include "remote/server/storage.hpp"
+#include "server/auth.hpp"
+#include "server/metrics.hpp"
+#include "server/server_config.hpp"
+#include "server/storage.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// How a request's body is read.
 enum class BodyKind {
@@ -85,4 +85,4 @@ class Api {
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
 };
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

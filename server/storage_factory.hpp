@@ -6,11 +6,11 @@
 #include <string>
 
 #include "opcache/result.hpp"
-#include "remote/server/server_config.hpp"
-#include "remote/server/storage.hpp"
+#include "server/server_config.hpp"
+#include "server/storage.hpp"
 #include "store/scenario.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// Opens the storage named by `config.storage`. A local store ages by the
 /// same rules as a client's (op_cache.ini in it, ASCEND_* variables).
@@ -18,4 +18,4 @@ namespace opcache::remote::server {
 Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const store::EnvLookup& env,
                                               const std::function<void(const std::string&)>& warn);
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -1,4 +1,4 @@
-#include "remote/server/http_server.hpp"
+#include "server/http_server.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -22,11 +22,11 @@
 #include <boost/beast/ssl.hpp>
 
 #include "opcache/version.hpp"
-#include "remote/server/access_log.hpp"
-#include "remote/server/api.hpp"
-#include "remote/server/metrics.hpp"
+#include "server/access_log.hpp"
+#include "server/api.hpp"
+#include "server/metrics.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -903,4 +903,4 @@ void HttpServer::request_stop() {
   net::post(m_state->ioc, [state = m_state] { state->begin_stop(); });
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

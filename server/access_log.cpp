@@ -1,4 +1,4 @@
-#include "remote/server/access_log.hpp"
+#include "server/access_log.hpp"
 
 #include <cerrno>
 #include <cstring>
@@ -8,7 +8,7 @@
 
 #include "store/manifest.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat format) {
   if (path.empty() || path == "-") {
@@ -70,4 +70,4 @@ void AccessLog::event(const std::string& message) {
   std::fflush(m_file);
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

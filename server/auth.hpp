@@ -13,7 +13,7 @@
 
 #include "opcache/result.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// What a request needs. Ordered: a higher scope includes the lower ones.
 enum class Scope : int { none = 0, read = 1, write = 2, admin = 3 };
@@ -61,4 +61,4 @@ class TokenTable {
 /// The lowercase hex SHA-256 of a token, as the tokens file stores it.
 std::string hash_token(std::string_view token);
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

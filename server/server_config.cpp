@@ -1,4 +1,4 @@
-#include "remote/server/server_config.hpp"
+#include "server/server_config.hpp"
 
 #include <ini.h>
 
@@ -8,7 +8,7 @@
 #include "store/file_io.hpp"
 #include "store/try.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -160,4 +160,4 @@ Status validate_server_config(const ServerConfig& config) {
   return {};
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -1,4 +1,4 @@
-#include "remote/server/api.hpp"
+#include "server/api.hpp"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include "store/key.hpp"
 #include "store/try.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -342,4 +342,4 @@ ApiResponse Api::metrics() {
 
 ApiResponse Api::healthz() { return json_response(200, {{"status", "ok"}}); }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

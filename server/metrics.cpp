@@ -1,8 +1,8 @@
-#include "remote/server/metrics.hpp"
+#include "server/metrics.hpp"
 
 #include <cstdio>
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -107,4 +107,4 @@ std::string Metrics::render(const StorageGauges& gauges, double uptime_seconds) 
   return out;
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

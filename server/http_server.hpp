@@ -10,11 +10,11 @@
 #include <vector>
 
 #include "opcache/result.hpp"
-#include "remote/server/auth.hpp"
-#include "remote/server/server_config.hpp"
-#include "remote/server/storage.hpp"
+#include "server/auth.hpp"
+#include "server/server_config.hpp"
+#include "server/storage.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// A running server. Create, start(), then run() on the calling thread.
 class HttpServer {
@@ -44,4 +44,4 @@ class HttpServer {
   std::shared_ptr<State> m_state;
 };
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -9,9 +9,9 @@
 #include <string>
 
 #include "remote/s3_client.hpp"
-#include "remote/server/storage.hpp"
+#include "server/storage.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// Opens S3 storage for `url` (s3://bucket/prefix?endpoint=…&region=…),
 /// credentials from the environment or the shared credentials file. Checks
@@ -20,4 +20,4 @@ namespace opcache::remote::server {
 Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const store::EnvLookup& env,
                                                  const std::filesystem::path& temp_dir, std::int64_t max_bundle_bytes);
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

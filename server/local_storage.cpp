@@ -1,10 +1,10 @@
-#include "remote/server/local_storage.hpp"
+#include "server/local_storage.hpp"
 
 #include <sys/stat.h>
 
 #include "store/try.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 namespace {
 
@@ -96,4 +96,4 @@ Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options)
   return std::unique_ptr<Storage>(new LocalStorage(std::move(local)));
 }
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

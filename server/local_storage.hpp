@@ -5,13 +5,13 @@
 #include <filesystem>
 #include <memory>
 
-#include "remote/server/storage.hpp"
+#include "server/storage.hpp"
 #include "store/local_store.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// Opens (creating) a local store at `root` for serving. Aging follows
 /// `options.aging` exactly as on a client.
 Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options);
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

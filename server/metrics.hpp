@@ -9,7 +9,7 @@
 #include <string>
 #include <tuple>
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// Store-level gauges sampled when /metrics is scraped (absent when the
 /// storage cannot tell cheaply, e.g. S3).
@@ -54,4 +54,4 @@ class Metrics {
   std::int64_t m_misses = 0;
 };
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server

@@ -10,7 +10,7 @@
 
 #include "opcache/result.hpp"
 
-namespace opcache::remote::server {
+namespace opcache::server {
 
 /// One address to listen on.
 struct ListenAddress {
@@ -56,4 +56,4 @@ Status load_server_config_file(const std::filesystem::path& path, ServerConfig& 
 /// Checks the combination (storage set, TLS cert and key together, ranges).
 Status validate_server_config(const ServerConfig& config);
 
-}  // namespace opcache::remote::server
+}  // namespace opcache::server
