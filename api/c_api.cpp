@@ -9,7 +9,7 @@
 #include <string>
 
 #include "opcache/opcache.hpp"
-#include "store/json_parse.hpp"
+#include "base/json_parse.hpp"
 
 struct opcache_store {
   opcache::Store store;
@@ -65,7 +65,7 @@ char* copy_string(const std::string& text) {
 
 // StoreConfig from the JSON options of opcache_open_ex.
 opcache::Result<opcache::StoreConfig> config_from_json(const char* options_json) {
-  auto parsed = opcache::store::parse_json(options_json, "opcache_open_ex options");
+  auto parsed = opcache::base::parse_json(options_json, "opcache_open_ex options");
   if (!parsed) {
     return parsed.error();
   }

@@ -4,11 +4,11 @@
 #include <chrono>
 
 #include "api/store_impl.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
 #include "store/single_flight.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache {
 
@@ -138,9 +138,9 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
 
 Result<BuildResult> Store::get_or_build(std::string_view descriptor_json, const Scenario& scenario,
                                         const fs::path& out_dir, const BuildFunction& build) {
-  OPCACHE_TRY(store::ensure_directory(out_dir));
+  OPCACHE_TRY(base::ensure_directory(out_dir));
   auto build_in_work_dir = [&]() -> Result<std::vector<fs::path>> {
-    ScopedDirectory work(out_dir / (".opcache-build-" + store::random_token()));
+    ScopedDirectory work(out_dir / (".opcache-build-" + base::random_token()));
     std::error_code ec;
     fs::create_directory(work.path(), ec);
     if (ec) {

@@ -3,12 +3,12 @@
 #include <cstdio>
 
 #include "api/store_impl.hpp"
-#include "store/canonical_json.hpp"
-#include "store/json_parse.hpp"
+#include "base/canonical_json.hpp"
+#include "base/json_parse.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
 #include "remote/transfer.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache {
 
@@ -49,7 +49,7 @@ Result<bool> Store::Impl::fetch_from_remotes(const std::string& key) {
 }
 
 Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {
-  OPCACHE_TRY_ASSIGN(auto raw, store::parse_json(json_text, "descriptor"));
+  OPCACHE_TRY_ASSIGN(auto raw, base::parse_json(json_text, "descriptor"));
   return store::normalize_descriptor(raw, volatile_fields, "descriptor");
 }
 
@@ -106,7 +106,7 @@ Result<std::string> Store::key(std::string_view descriptor_json, const Scenario&
 
 Result<std::string> Store::canonical_descriptor(std::string_view descriptor_json) const {
   OPCACHE_TRY_ASSIGN(auto descriptor, m_impl->descriptor(descriptor_json));
-  return store::canonical_json(descriptor.normalized);
+  return base::canonical_json(descriptor.normalized);
 }
 
 Result<PutResult> Store::put(std::string_view descriptor_json, const Scenario& scenario,

@@ -34,7 +34,7 @@
 #include "opcache/opcache.hpp"
 #include "opcache/version.hpp"
 #include "store/index.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "support/bench_util.hpp"
 #include "support/corpus.hpp"
 
@@ -104,7 +104,7 @@ std::optional<Options> parse_options(int argc, char** argv) {
 // Plain copy baseline: open/read/write with POSIX calls, no verification.
 
 // Copies one file; `hash`, when given, also receives every byte.
-void plain_copy(const fs::path& from, const fs::path& to, opcache::store::Sha256* hash = nullptr) {
+void plain_copy(const fs::path& from, const fs::path& to, opcache::base::Sha256* hash = nullptr) {
   Fd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0) {
     fail("cannot open " + from.string() + ": " + std::strerror(errno));
@@ -216,7 +216,7 @@ class HitTimer {
   Sample copy_and_hash(std::size_t which, const fs::path& out_dir) {
     return time_once([&] {
       for (const auto& file : m_kernels[which].files) {
-        opcache::store::Sha256 hash;
+        opcache::base::Sha256 hash;
         plain_copy(file, out_dir / file.filename(), &hash);
         (void)hash.finish();
       }
@@ -363,14 +363,14 @@ struct IndexResults {
 IndexResults run_index_benchmark(const fs::path& directory, std::size_t entries, std::size_t lookups,
                                  const std::string& scenario_json) {
   using opcache::store::Index;
-  using opcache::store::sha256_hex;
+  using opcache::base::sha256_hex;
   IndexResults results;
   results.entries = entries;
   fs::create_directories(directory);
   const fs::path path = directory / "index.db";
   std::vector<std::string> keys(entries);
   for (std::size_t i = 0; i < entries; ++i) {
-    keys[i] = sha256_hex("bench-index-key-" + std::to_string(i));
+    keys[i] = opcache::base::sha256_hex("bench-index-key-" + std::to_string(i));
   }
 
   progress("index: inserting " + std::to_string(entries) + " rows into " + path.string());
@@ -386,7 +386,7 @@ IndexResults run_index_benchmark(const fs::path& directory, std::size_t entries,
       for (std::size_t i = batch; i < std::min(entries, batch + k_index_batch_rows); ++i) {
         opcache::Entry entry;
         entry.key = keys[i];
-        entry.digest = sha256_hex("bench-index-object-" + std::to_string(i));
+        entry.digest = opcache::base::sha256_hex("bench-index-object-" + std::to_string(i));
         entry.raw_size = static_cast<std::int64_t>(4000 + random() % 60000);
         entry.bundle_size = entry.raw_size / 3;
         entry.op_type = std::string(corpus_op_type(i));
@@ -434,7 +434,7 @@ IndexResults run_index_benchmark(const fs::path& directory, std::size_t entries,
     }
     present_us.push_back(micros_between(t0, t1));
 
-    const std::string absent = sha256_hex("bench-index-absent-" + std::to_string(i));
+    const std::string absent = opcache::base::sha256_hex("bench-index-absent-" + std::to_string(i));
     t0 = SteadyClock::now();
     auto missing = must(index.lookup(absent), "lookup");
     t1 = SteadyClock::now();

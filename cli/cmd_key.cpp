@@ -1,6 +1,6 @@
 // opcache key: print the key of a descriptor in a scenario.
 #include "cli/context.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::cli {
 

@@ -7,7 +7,7 @@
 #include "server/http_server.hpp"
 #include "server/server_config.hpp"
 #include "server/storage_factory.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 
 namespace opcache::cli {
 
@@ -138,7 +138,7 @@ int run_serve(const Context& context, const ServeArgs& args) {
     for (const auto& address : *bound) {
       lines += address + "\n";
     }
-    if (auto written = store::write_file_atomic(config.port_file, lines); !written) {
+    if (auto written = base::write_file_atomic(config.port_file, lines); !written) {
       return context.fail(written.error());
     }
   }

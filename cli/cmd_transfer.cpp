@@ -10,9 +10,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/context.hpp"
-#include "store/file_io.hpp"
-#include "store/json_parse.hpp"
-#include "store/sha256.hpp"
+#include "base/file_io.hpp"
+#include "base/json_parse.hpp"
+#include "base/sha256.hpp"
 
 namespace opcache::cli {
 
@@ -78,7 +78,7 @@ class ProgressBar {
 // the --scenario.
 Result<std::vector<std::string>> keys_from_file(const Store& store, const std::string& path,
                                                 const std::string& scenario_text) {
-  auto text = store::read_file(path);
+  auto text = base::read_file(path);
   if (!text) {
     return Error::usage("--keys: " + text.error().message());
   }
@@ -107,7 +107,7 @@ Result<std::vector<std::string>> keys_from_file(const Store& store, const std::s
   std::optional<nlohmann::json> document;
   const auto first = text->find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text->at(first) == '[') {
-    auto parsed = store::parse_json(*text, path);
+    auto parsed = base::parse_json(*text, path);
     if (!parsed) {
       return parsed.error();
     }
@@ -148,7 +148,7 @@ Result<std::vector<std::string>> keys_from_file(const Store& store, const std::s
       if (line.empty() || line[0] == '#') {
         continue;
       }
-      if (store::is_sha256_hex(line)) {
+      if (base::is_sha256_hex(line)) {
         keys.push_back(line);
       } else if (line[0] == '{') {
         auto key = key_of(line);

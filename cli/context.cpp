@@ -4,7 +4,7 @@
 #include <iostream>
 #include <iterator>
 
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 
 namespace opcache::cli {
 
@@ -108,7 +108,7 @@ void ScenarioOption::add_to(CLI::App& command, bool required) {
 
 Result<Scenario> ScenarioOption::resolve() const {
   if (!m_file.empty()) {
-    auto text = store::read_file(m_file);
+    auto text = base::read_file(m_file);
     if (!text) {
       // A missing input file is a usage error, never confused with a cache miss (exit 1).
       return Error::usage("--scenario-file: " + text.error().message());
@@ -125,7 +125,7 @@ Result<std::string> read_descriptor_text(const std::string& path) {
   if (path == "-") {
     return std::string(std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>());
   }
-  auto text = store::read_file(path);
+  auto text = base::read_file(path);
   if (!text) {
     // A missing input file is a usage error, never confused with a cache miss (exit 1).
     return Error::usage("--desc: " + text.error().message());

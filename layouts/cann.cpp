@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include "layouts/layout.hpp"
-#include "store/file_io.hpp"
-#include "store/json_parse.hpp"
-#include "store/sha256.hpp"
+#include "base/file_io.hpp"
+#include "base/json_parse.hpp"
+#include "base/sha256.hpp"
 
 namespace opcache::layouts {
 
@@ -23,7 +23,7 @@ std::string op_type_from_name(const std::string& stem) {
     return {};
   }
   const auto hash = stem.substr(stem.size() - 64);
-  if (!store::is_sha256_hex(hash) || stem[stem.size() - 65] != '_') {
+  if (!base::is_sha256_hex(hash) || stem[stem.size() - 65] != '_') {
     return {};
   }
   return stem.substr(3, stem.size() - 3 - 65);
@@ -80,13 +80,13 @@ Scan scan_cann(const fs::path& dir) {
         scan.skipped.push_back({origin, "no .o next to the .json"});
         continue;
       }
-      auto meta_text = store::read_file(parts.at(".json"));
-      auto object_bytes = store::read_file(parts.at(".o"));
+      auto meta_text = base::read_file(parts.at(".json"));
+      auto object_bytes = base::read_file(parts.at(".o"));
       if (!meta_text || !object_bytes) {
         scan.skipped.push_back({origin, "cannot be read"});
         continue;
       }
-      auto meta = store::parse_json(*meta_text, stem + ".json");
+      auto meta = base::parse_json(*meta_text, stem + ".json");
       if (!meta) {
         scan.skipped.push_back({origin, meta.error().message()});
         continue;
@@ -96,7 +96,7 @@ Scan scan_cann(const fs::path& dir) {
         scan.skipped.push_back({origin, stem + ".json has no \"sha256\" of its .o"});
         continue;
       }
-      if (*sha != store::sha256_hex(*object_bytes)) {
+      if (*sha != base::sha256_hex(*object_bytes)) {
         scan.skipped.push_back({origin, stem + ".o does not match the sha256 in its .json (CANN would reject it too)"});
         continue;
       }

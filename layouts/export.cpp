@@ -4,7 +4,7 @@
 
 #include "layouts/safe_directory.hpp"
 #include "layouts/transfer.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::layouts {
 

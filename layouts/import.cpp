@@ -1,7 +1,7 @@
 #include <map>
 
 #include "layouts/transfer.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::layouts {
 

@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include "layouts/layout.hpp"
-#include "store/file_io.hpp"
-#include "store/json_parse.hpp"
-#include "store/sha256.hpp"
+#include "base/file_io.hpp"
+#include "base/json_parse.hpp"
+#include "base/sha256.hpp"
 
 namespace opcache::layouts {
 
@@ -64,11 +64,11 @@ std::optional<std::string> make_candidate(const fs::path& meta, const std::strin
   const fs::path object = meta / (stem + ".o");
   const fs::path metadata = meta / (stem + ".json");
   const fs::path info = meta / (stem + ".info");
-  auto info_text = store::read_file(info);
+  auto info_text = base::read_file(info);
   if (!info_text) {
     return "cannot read the .info: " + info_text.error().message();
   }
-  auto info_json = store::parse_json(*info_text, stem + ".info");
+  auto info_json = base::parse_json(*info_text, stem + ".info");
   if (!info_json) {
     return info_json.error().message();
   }
@@ -80,11 +80,11 @@ std::optional<std::string> make_candidate(const fs::path& meta, const std::strin
   if (op_type.empty()) {
     return stem + ".info names no operator type in job_content.op_list";
   }
-  auto meta_text = store::read_file(metadata);
+  auto meta_text = base::read_file(metadata);
   if (!meta_text) {
     return "cannot read the .json: " + meta_text.error().message();
   }
-  auto meta_json = store::parse_json(*meta_text, stem + ".json");
+  auto meta_json = base::parse_json(*meta_text, stem + ".json");
   if (!meta_json) {
     return meta_json.error().message();
   }
@@ -92,11 +92,11 @@ std::optional<std::string> make_candidate(const fs::path& meta, const std::strin
     return stem + ".json is not a JSON object";
   }
   if (auto sha = meta_json->find("sha256"); sha != meta_json->end()) {
-    auto object_bytes = store::read_file(object);
+    auto object_bytes = base::read_file(object);
     if (!object_bytes) {
       return "cannot read the .o: " + object_bytes.error().message();
     }
-    if (!sha->is_string() || *sha != store::sha256_hex(*object_bytes)) {
+    if (!sha->is_string() || *sha != base::sha256_hex(*object_bytes)) {
       return stem + ".o does not match the sha256 in " + stem + ".json (a torn or altered kernel)";
     }
   }

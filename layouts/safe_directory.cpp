@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::layouts {
 
@@ -18,13 +18,13 @@ constexpr int k_directory_flags = O_RDONLY | O_DIRECTORY | O_CLOEXEC;
 
 Result<SafeDirectory> SafeDirectory::open_root(const std::filesystem::path& root, bool create) {
   if (create) {
-    OPCACHE_TRY(store::ensure_directory(root));
+    OPCACHE_TRY(base::ensure_directory(root));
   }
   int fd = ::open(root.c_str(), k_directory_flags);
   if (fd < 0) {
-    return store::errno_error("cannot open directory", root, errno);
+    return base::errno_error("cannot open directory", root, errno);
   }
-  return SafeDirectory(store::FileDescriptor(fd), root);
+  return SafeDirectory(base::FileDescriptor(fd), root);
 }
 
 Result<SafeDirectory> SafeDirectory::child(const std::string& name, bool create) const {
@@ -43,16 +43,16 @@ Result<SafeDirectory> SafeDirectory::child(const std::string& name, bool create)
     }
   } else if (errno == ENOENT && create) {
     if (::mkdirat(m_fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
-      return store::errno_error("cannot create directory", display, errno);
+      return base::errno_error("cannot create directory", display, errno);
     }
   } else {
-    return store::errno_error("cannot open directory", display, errno);
+    return base::errno_error("cannot open directory", display, errno);
   }
   int fd = ::openat(m_fd.get(), name.c_str(), k_directory_flags | O_NOFOLLOW);
   if (fd < 0) {
-    return store::errno_error("cannot open directory", display, errno);
+    return base::errno_error("cannot open directory", display, errno);
   }
-  return SafeDirectory(store::FileDescriptor(fd), display);
+  return SafeDirectory(base::FileDescriptor(fd), display);
 }
 
 std::filesystem::path SafeDirectory::fd_path() const {
@@ -63,30 +63,30 @@ Status SafeDirectory::copy_file_from(const SafeDirectory& source, const std::str
                                      const std::string& temp) const {
   int in = ::openat(source.fd(), source_name.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (in < 0) {
-    return store::errno_error("cannot open", source.display_path() / source_name, errno);
+    return base::errno_error("cannot open", source.display_path() / source_name, errno);
   }
-  store::FileDescriptor input(in);
+  base::FileDescriptor input(in);
   int out = ::openat(m_fd.get(), temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (out < 0) {
-    return store::errno_error("cannot create", m_display / temp, errno);
+    return base::errno_error("cannot create", m_display / temp, errno);
   }
-  store::FileDescriptor output(out);
+  base::FileDescriptor output(out);
   char buffer[1 << 16];
   for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, store::read_some(in, buffer, sizeof buffer, source.display_path() / source_name));
+    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(in, buffer, sizeof buffer, source.display_path() / source_name));
     if (n == 0) {
       return {};
     }
-    OPCACHE_TRY(store::write_all(out, buffer, n, m_display / temp));
+    OPCACHE_TRY(base::write_all(out, buffer, n, m_display / temp));
   }
 }
 
 Status SafeDirectory::link_or_copy_from(const SafeDirectory& source, const std::string& source_name,
                                         const std::string& name) const {
-  const std::string temp = ".opcache-" + store::random_token() + ".tmp";
+  const std::string temp = ".opcache-" + base::random_token() + ".tmp";
   if (::linkat(source.fd(), source_name.c_str(), m_fd.get(), temp.c_str(), 0) != 0) {
     if (errno != EXDEV && errno != EPERM && errno != EMLINK && errno != ENOTSUP) {
-      return store::errno_error("cannot link " + (source.display_path() / source_name).string() + " to",
+      return base::errno_error("cannot link " + (source.display_path() / source_name).string() + " to",
                                 m_display / name, errno);
     }
     if (auto copied = copy_file_from(source, source_name, temp); !copied) {
@@ -97,7 +97,7 @@ Status SafeDirectory::link_or_copy_from(const SafeDirectory& source, const std::
   if (::renameat(m_fd.get(), temp.c_str(), m_fd.get(), name.c_str()) != 0) {
     int error = errno;
     ::unlinkat(m_fd.get(), temp.c_str(), 0);
-    return store::errno_error("cannot rename into place", m_display / name, error);
+    return base::errno_error("cannot rename into place", m_display / name, error);
   }
   return {};
 }

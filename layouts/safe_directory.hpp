@@ -8,7 +8,7 @@
 #include <string>
 
 #include "opcache/result.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 
 namespace opcache::layouts {
 
@@ -38,11 +38,11 @@ class SafeDirectory {
   int fd() const noexcept { return m_fd.get(); }
 
  private:
-  SafeDirectory(store::FileDescriptor fd, std::filesystem::path display)
+  SafeDirectory(base::FileDescriptor fd, std::filesystem::path display)
       : m_fd(std::move(fd)), m_display(std::move(display)) {}
   Status copy_file_from(const SafeDirectory& source, const std::string& source_name, const std::string& temp) const;
 
-  store::FileDescriptor m_fd;
+  base::FileDescriptor m_fd;
   std::filesystem::path m_display;
 };
 

@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "layouts/layout.hpp"
-#include "store/file_io.hpp"
-#include "store/json_parse.hpp"
+#include "base/file_io.hpp"
+#include "base/json_parse.hpp"
 
 namespace opcache::layouts {
 
@@ -45,11 +45,11 @@ std::optional<std::string> make_candidate(const fs::path& outputs, const fs::pat
     if (file.extension() != ".json") {
       continue;
     }
-    auto text = store::read_file(file);
+    auto text = base::read_file(file);
     if (!text) {
       return "cannot read " + relative_text(file, base);
     }
-    auto parsed = store::parse_json(*text, relative_text(file, base));
+    auto parsed = base::parse_json(*text, relative_text(file, base));
     if (!parsed) {
       return parsed.error().message();
     }

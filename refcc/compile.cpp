@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "refcc/subprocess.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 

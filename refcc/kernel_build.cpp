@@ -5,10 +5,10 @@
 
 #include "refcc/codegen.hpp"
 #include "store/descriptor.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 #include "store/volatile_fields.hpp"
 
 namespace opcache::refcc {
@@ -81,9 +81,9 @@ Result<KernelOutcome> build_kernel(const PreparedOp& prepared, const std::string
   outcome.key = key;
   outcome.names = kernel_names(prepared.def->func_name, key);
   outcome.stem = outcome.names.stem(ctx.device_id);
-  OPCACHE_TRY(store::ensure_directory(ctx.out_dir));
-  StageDirectory stage(ctx.out_dir / (".refcc-" + outcome.names.neutral_stem + "-" + store::random_token()));
-  OPCACHE_TRY(store::ensure_directory(stage.path()));
+  OPCACHE_TRY(base::ensure_directory(ctx.out_dir));
+  StageDirectory stage(ctx.out_dir / (".refcc-" + outcome.names.neutral_stem + "-" + base::random_token()));
+  OPCACHE_TRY(base::ensure_directory(stage.path()));
   auto build = [&](const fs::path& work_dir) { return build_neutral_triple(prepared, outcome.names, ctx, work_dir); };
 
   if (ctx.store == nullptr) {

@@ -5,11 +5,11 @@
 #include <fstream>
 
 #include "refcc/op_registry.hpp"
-#include "store/file_io.hpp"
-#include "store/json_parse.hpp"
+#include "base/file_io.hpp"
+#include "base/json_parse.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 
@@ -40,7 +40,7 @@ json tensor_desc(const TensorDesc& tensor, const std::string& name) {
 // fsync: kernel_meta is a derived copy; the durable copy is in the cache.
 Status replace_file(const fs::path& target, const std::string& contents) {
   const fs::path temp =
-      target.parent_path() / ("." + target.filename().string() + "." + store::random_token() + ".tmp");
+      target.parent_path() / ("." + target.filename().string() + "." + base::random_token() + ".tmp");
   std::error_code ec;
   {
     std::ofstream file(temp, std::ios::binary | std::ios::trunc);
@@ -130,8 +130,8 @@ json compile_job(const KernelNames& names, const PreparedOp& prepared, const Sce
 
 Status write_neutral_metadata(const fs::path& dir, const KernelNames& names, const PreparedOp& prepared,
                               const Scenario& scenario) {
-  OPCACHE_TRY_ASSIGN(auto object, store::read_file(dir / (names.neutral_stem + ".o")));
-  const json metadata = kernel_metadata(names, prepared, store::sha256_hex(object));
+  OPCACHE_TRY_ASSIGN(auto object, base::read_file(dir / (names.neutral_stem + ".o")));
+  const json metadata = kernel_metadata(names, prepared, base::sha256_hex(object));
   OPCACHE_TRY(replace_file(dir / (names.neutral_stem + ".info"), compile_job(names, prepared, scenario).dump()));
   return replace_file(dir / (names.neutral_stem + ".json"), metadata.dump());
 }
@@ -140,10 +140,10 @@ Result<std::vector<fs::path>> publish_kernel(const fs::path& stage, const fs::pa
                                              int device_id) {
   const std::string stem = names.stem(device_id);
   const fs::path object_in = stage / (names.neutral_stem + ".o");
-  OPCACHE_TRY_ASSIGN(auto object, store::read_file(object_in));
-  OPCACHE_TRY_ASSIGN(json metadata, store::load_json_file(stage / (names.neutral_stem + ".json")));
-  OPCACHE_TRY_ASSIGN(json job, store::load_json_file(stage / (names.neutral_stem + ".info")));
-  if (!metadata.is_object() || metadata.value("sha256", "") != store::sha256_hex(object)) {
+  OPCACHE_TRY_ASSIGN(auto object, base::read_file(object_in));
+  OPCACHE_TRY_ASSIGN(json metadata, base::load_json_file(stage / (names.neutral_stem + ".json")));
+  OPCACHE_TRY_ASSIGN(json job, base::load_json_file(stage / (names.neutral_stem + ".info")));
+  if (!metadata.is_object() || metadata.value("sha256", "") != base::sha256_hex(object)) {
     return Error::corrupt("kernel " + names.neutral_stem + ": the sha256 in its .json does not match its .o");
   }
   if (!job.is_object() || !job.contains("job_content") || !job["job_content"].is_object()) {

@@ -28,7 +28,7 @@
 #include "refcc/op_registry.hpp"
 #include "refcc/toolchain.hpp"
 #include "store/scenario.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace {
 

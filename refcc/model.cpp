@@ -6,15 +6,15 @@
 #include <mutex>
 #include <thread>
 
-#include "store/json_parse.hpp"
-#include "store/try.hpp"
+#include "base/json_parse.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 
 using json = nlohmann::json;
 
 Result<Model> load_model(const std::string& path) {
-  OPCACHE_TRY_ASSIGN(json value, store::load_json_file(path));
+  OPCACHE_TRY_ASSIGN(json value, base::load_json_file(path));
   if (!value.is_object() || !value.contains("ops") || !value["ops"].is_array()) {
     return Error::usage(path + ": a model is an object {\"name\": ..., \"ops\": [descriptor, ...]}");
   }

@@ -2,8 +2,8 @@
 
 #include <set>
 
-#include "store/json_parse.hpp"
-#include "store/try.hpp"
+#include "base/json_parse.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 
@@ -190,7 +190,7 @@ Result<OpDescriptor> parse_op_descriptor(const json& value, const std::string& o
 }
 
 Result<OpDescriptor> load_op_descriptor(const std::string& path) {
-  OPCACHE_TRY_ASSIGN(auto value, store::load_json_file(path));
+  OPCACHE_TRY_ASSIGN(auto value, base::load_json_file(path));
   return parse_op_descriptor(value, path);
 }
 

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 

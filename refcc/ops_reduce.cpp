@@ -6,7 +6,7 @@
 
 #include "refcc/codegen.hpp"
 #include "refcc/op_registry.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 

@@ -4,9 +4,9 @@
 
 #include "opcache/version.hpp"
 #include "refcc/codegen.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/scenario.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::refcc {
 
@@ -39,7 +39,7 @@ Result<Scenario> resolve_scenario(const std::string& spec, const std::string& sp
   if (!spec.empty()) {
     OPCACHE_TRY_ASSIGN(scenario, parse_scenario(spec));
   } else if (!spec_file.empty()) {
-    OPCACHE_TRY_ASSIGN(auto text, store::read_file(spec_file));
+    OPCACHE_TRY_ASSIGN(auto text, base::read_file(spec_file));
     OPCACHE_TRY_ASSIGN(scenario, parse_scenario_json(text, spec_file));
   } else {
     OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(store::process_environment()));

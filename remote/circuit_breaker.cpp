@@ -4,12 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/file_io.hpp"
-#include "store/sha256.hpp"
+#include "base/file_io.hpp"
+#include "base/sha256.hpp"
 
 namespace opcache::remote {
 
-std::string remote_id(const std::string& remote_name) { return store::sha256_hex(remote_name).substr(0, 16); }
+std::string remote_id(const std::string& remote_name) { return base::sha256_hex(remote_name).substr(0, 16); }
 
 CircuitBreaker::CircuitBreaker(std::filesystem::path state_dir, const std::string& remote_name, int cooldown_s,
                                std::function<std::int64_t()> clock_ms)
@@ -20,7 +20,7 @@ CircuitBreaker::CircuitBreaker(std::filesystem::path state_dir, const std::strin
       m_clock_ms(std::move(clock_ms)) {}
 
 bool CircuitBreaker::allows() const {
-  auto text = store::read_file(m_file);
+  auto text = base::read_file(m_file);
   if (!text) {
     return true;
   }
@@ -39,8 +39,8 @@ void CircuitBreaker::record_failure(const std::string& reason) {
                           {"open_until_ms", m_clock_ms() + std::int64_t{m_cooldown_s} * 1000},
                           {"reason", reason}};
   // Best effort: without the file each process finds out for itself.
-  if (store::ensure_directory(m_dir)) {
-    (void)store::write_file_atomic(m_file, state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  if (base::ensure_directory(m_dir)) {
+    (void)base::write_file_atomic(m_file, state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 }
 

@@ -8,9 +8,9 @@
 #include <algorithm>
 
 #include "remote/remote_store.hpp"
-#include "store/file_io.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
 
 namespace opcache::remote {
 
@@ -25,7 +25,7 @@ class FileRemote final : public RemoteStore {
   std::string name() const override { return m_options.url; }
 
   Result<bool> fetch(const std::string& key, int fd) override {
-    auto input = store::open_for_reading(path_of(key), /*follow_symlinks=*/false);
+    auto input = base::open_for_reading(path_of(key), /*follow_symlinks=*/false);
     if (!input) {
       if (input.error().code() == ErrorCode::not_found) {
         return false;
@@ -34,14 +34,14 @@ class FileRemote final : public RemoteStore {
     }
     char buffer[1 << 16];
     for (;;) {
-      auto n = store::read_some(input->get(), buffer, sizeof buffer, path_of(key));
+      auto n = base::read_some(input->get(), buffer, sizeof buffer, path_of(key));
       if (!n) {
         return Error::remote("remote " + name() + ": " + n.error().message());
       }
       if (*n == 0) {
         return true;
       }
-      OPCACHE_TRY(store::write_all(fd, buffer, *n, "download"));
+      OPCACHE_TRY(base::write_all(fd, buffer, *n, "download"));
     }
   }
 
@@ -80,7 +80,7 @@ class FileRemote final : public RemoteStore {
     std::error_code ec;
     for (const auto& shard : fs::directory_iterator(m_root / "v1" / "bundles", ec)) {
       for (const auto& file : fs::directory_iterator(shard.path(), ec)) {
-        if (store::is_sha256_hex(file.path().filename().string())) {
+        if (base::is_sha256_hex(file.path().filename().string())) {
           keys.push_back(file.path().filename().string());
         }
       }
@@ -93,13 +93,13 @@ class FileRemote final : public RemoteStore {
   fs::path path_of(const std::string& key) const { return m_root / "v1" / "bundles" / key.substr(0, 2) / key; }
 
   Status write_bundle(const fs::path& bundle, const fs::path& target) {
-    OPCACHE_TRY(store::ensure_directory(m_root / "tmp"));
-    OPCACHE_TRY(store::ensure_directory(target.parent_path()));
-    OPCACHE_TRY_ASSIGN(auto file, store::AtomicFile::create(m_root / "tmp"));
-    OPCACHE_TRY_ASSIGN(auto input, store::open_for_reading(bundle));
+    OPCACHE_TRY(base::ensure_directory(m_root / "tmp"));
+    OPCACHE_TRY(base::ensure_directory(target.parent_path()));
+    OPCACHE_TRY_ASSIGN(auto file, base::AtomicFile::create(m_root / "tmp"));
+    OPCACHE_TRY_ASSIGN(auto input, base::open_for_reading(bundle));
     char buffer[1 << 16];
     for (;;) {
-      OPCACHE_TRY_ASSIGN(std::size_t n, store::read_some(input.get(), buffer, sizeof buffer, bundle));
+      OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(input.get(), buffer, sizeof buffer, bundle));
       if (n == 0) {
         break;
       }

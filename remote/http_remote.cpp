@@ -12,8 +12,8 @@
 #include "remote/backoff.hpp"
 #include "remote/curl_handle.hpp"
 #include "remote/remote_store.hpp"
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
 namespace opcache::remote {
 
@@ -44,7 +44,7 @@ struct BodySink {
       curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
     }
     if (sink->fd >= 0 && status == 200) {
-      if (!store::write_all(sink->fd, data, bytes, "download")) {
+      if (!base::write_all(sink->fd, data, bytes, "download")) {
         sink->write_failed = true;
         return 0;
       }
@@ -269,7 +269,7 @@ class HttpRemote final : public RemoteStore {
     if (request.method == "PUT") {
       upload = std::fopen(request.upload->c_str(), "rb");
       if (upload == nullptr) {
-        return store::errno_error("cannot open", *request.upload, errno);
+        return base::errno_error("cannot open", *request.upload, errno);
       }
       struct stat info {};
       ::fstat(::fileno(upload), &info);

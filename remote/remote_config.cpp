@@ -6,8 +6,8 @@
 #include <map>
 
 #include "remote/curl_handle.hpp"
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
 namespace opcache::remote {
 
@@ -81,7 +81,7 @@ std::vector<std::string> split_list(const std::string& text) {
 }
 
 Result<std::string> read_token(const std::filesystem::path& file) {
-  auto text = store::read_file(file);
+  auto text = base::read_file(file);
   if (!text) {
     return Error::usage("token file " + file.string() + ": " + text.error().message());
   }
@@ -97,7 +97,7 @@ Result<std::string> read_token(const std::filesystem::path& file) {
 
 // [remote "NAME"] sections of the config file, in file order.
 Result<std::vector<RemoteOptions>> remotes_from_config(const std::filesystem::path& path) {
-  auto text = store::read_file(path);
+  auto text = base::read_file(path);
   if (!text) {
     if (text.error().code() == ErrorCode::not_found) {
       return std::vector<RemoteOptions>();

@@ -9,9 +9,9 @@
 #include <mutex>
 #include <thread>
 
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/key.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::remote {
 
@@ -75,7 +75,7 @@ struct RemoteSet::Uploader {
     if (lock_fd < 0) {
       return;
     }
-    store::FileDescriptor lock(lock_fd);
+    base::FileDescriptor lock(lock_fd);
     if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
       return;  // another process is draining it
     }
@@ -85,13 +85,13 @@ struct RemoteSet::Uploader {
       if (out_of_time()) {
         return;  // what is left stays queued for the next process
       }
-      if (!store::is_sha256_hex(key)) {
+      if (!base::is_sha256_hex(key)) {
         continue;
       }
       if (!remote.breaker->allows()) {
         return;
       }
-      auto object = store::read_file(marker.path());
+      auto object = base::read_file(marker.path());
       if (!object || object->empty() || !fs::exists(*object, ec)) {
         ::unlink(marker.path().c_str());  // the entry is gone locally: nothing to upload
         continue;
@@ -139,7 +139,7 @@ void RemoteSet::start_uploader() {
   for (const auto& remote : m_remotes) {
     if (remote.options.upload && !remote.options.read_only) {
       const auto outbox = outbox_of(m_local.layout(), remote);
-      if (store::ensure_directory(outbox)) {
+      if (base::ensure_directory(outbox)) {
         uploader->remotes.push_back(remote);
         uploader->outboxes.push_back(outbox);
       }
@@ -224,7 +224,7 @@ void RemoteSet::enqueue_upload(const std::string& key) {
       m_local.options().warn("upload queue " + outbox.string() + " is full; " + key + " not queued (run opcache push)");
       continue;
     }
-    (void)store::write_file_atomic(outbox / key, object);
+    (void)base::write_file_atomic(outbox / key, object);
   }
   {
     std::lock_guard lock(m_uploader->mutex);

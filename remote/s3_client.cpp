@@ -36,9 +36,10 @@
 
 #include "opcache/version.hpp"
 #include "remote/curl_handle.hpp"
-#include "store/file_io.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
+#include "base/utf8.hpp"
 
 namespace opcache::remote {
 
@@ -104,55 +105,11 @@ std::optional<std::string> percent_decode(std::string_view text) {
   return out;
 }
 
-bool is_valid_utf8(std::string_view text) {
-  std::size_t i = 0;
-  while (i < text.size()) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    std::size_t length = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    if (length == 0 || i + length > text.size()) {
-      return false;
-    }
-    std::uint32_t code_point = length == 1 ? c : c & (0x7F >> length);
-    for (std::size_t k = 1; k < length; ++k) {
-      const auto next = static_cast<unsigned char>(text[i + k]);
-      if ((next & 0xC0) != 0x80) {
-        return false;
-      }
-      code_point = (code_point << 6) | (next & 0x3F);
-    }
-    const bool overlong = (length == 2 && code_point < 0x80) || (length == 3 && code_point < 0x800) ||
-                          (length == 4 && code_point < 0x10000);
-    if (overlong || code_point > 0x10FFFF || (code_point >= 0xD800 && code_point <= 0xDFFF)) {
-      return false;
-    }
-    i += length;
-  }
-  return true;
-}
-
 bool has_control_character(std::string_view text) {
   return std::any_of(text.begin(), text.end(), [](char c) {
     const auto u = static_cast<unsigned char>(c);
     return u < 0x20 || u == 0x7F;
   });
-}
-
-void append_utf8(std::string& out, std::uint32_t code_point) {
-  if (code_point < 0x80) {
-    out += static_cast<char>(code_point);
-  } else if (code_point < 0x800) {
-    out += static_cast<char>(0xC0 | (code_point >> 6));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else if (code_point < 0x10000) {
-    out += static_cast<char>(0xE0 | (code_point >> 12));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (code_point >> 18));
-    out += static_cast<char>(0x80 | ((code_point >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((code_point >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (code_point & 0x3F));
-  }
 }
 
 std::string single_quoted(std::string_view text) { return "'" + std::string(text) + "'"; }
@@ -231,7 +188,7 @@ Result<std::string> parse_prefix(std::string_view url, std::string_view raw) {
   if (prefix.empty()) {
     return prefix;
   }
-  if (!is_valid_utf8(prefix) || has_control_character(prefix)) {
+  if (!base::is_valid_utf8(prefix) || has_control_character(prefix)) {
     return url_error(url, "the prefix must be UTF-8 text without control characters");
   }
   std::string_view rest = prefix;
@@ -676,7 +633,7 @@ class XmlReader {
     if (digits.empty() || failure != std::errc() || end != digits.data() + digits.size() || !is_xml_char) {
       return error("invalid character reference &" + std::string(entity) + ";");
     }
-    append_utf8(out, code_point);
+    base::append_utf8(out, code_point);
     return {};
   }
 
@@ -744,10 +701,10 @@ class BodySource {
   static BodySource from_memory(std::string_view data) { return BodySource(data); }
 
   static Result<BodySource> from_file(const fs::path& path) {
-    OPCACHE_TRY_ASSIGN(store::FileDescriptor fd, store::open_for_reading(path));
+    OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(path));
     struct stat info {};
     if (::fstat(fd.get(), &info) != 0) {
-      return store::errno_error("cannot stat", path, errno);
+      return base::errno_error("cannot stat", path, errno);
     }
     if (!S_ISREG(info.st_mode)) {
       return Error::usage("cannot upload " + path.string() + ": not a regular file");
@@ -774,7 +731,7 @@ class BodySource {
       got = ::pread(m_fd.get(), buffer, wanted, m_offset);
     } while (got < 0 && errno == EINTR);
     if (got < 0) {
-      return store::errno_error("cannot read", m_path, errno);
+      return base::errno_error("cannot read", m_path, errno);
     }
     if (got == 0) {
       return Error::io("file " + m_path.string() + " shrank while it was being uploaded");
@@ -794,11 +751,11 @@ class BodySource {
 
  private:
   explicit BodySource(std::string_view memory) : m_memory(memory), m_size(static_cast<std::int64_t>(memory.size())) {}
-  BodySource(store::FileDescriptor fd, fs::path path, std::int64_t size)
+  BodySource(base::FileDescriptor fd, fs::path path, std::int64_t size)
       : m_fd(std::move(fd)), m_path(std::move(path)), m_size(size) {}
 
   std::string_view m_memory;
-  store::FileDescriptor m_fd;
+  base::FileDescriptor m_fd;
   fs::path m_path;
   std::int64_t m_size = 0;
   std::int64_t m_offset = 0;
@@ -833,7 +790,7 @@ class DownloadSink {
     if (m_written + static_cast<std::int64_t>(size) > m_max_bytes) {
       return too_large(m_written + static_cast<std::int64_t>(size));
     }
-    OPCACHE_TRY(store::write_all(m_fd, data, size, description()));
+    OPCACHE_TRY(base::write_all(m_fd, data, size, description()));
     m_written += static_cast<std::int64_t>(size);
     return {};
   }
@@ -955,7 +912,7 @@ std::string name_problem(std::string_view name) {
   if (name.size() > k_max_key_bytes) {
     return "is longer than " + std::to_string(k_max_key_bytes) + " bytes";
   }
-  if (!is_valid_utf8(name)) {
+  if (!base::is_valid_utf8(name)) {
     return "is not valid UTF-8";
   }
   if (has_control_character(name)) {
@@ -1100,7 +1057,7 @@ Result<S3Credentials> load_s3_credentials(const store::EnvLookup& env) {
         "AWS_SHARED_CREDENTIALS_FILE nor HOME is set to locate a credentials file");
   }
   const std::string profile = non_empty(env, "AWS_PROFILE").value_or("default");
-  auto text = store::read_file(file);
+  auto text = base::read_file(file);
   if (!text) {
     if (text.error().code() != ErrorCode::not_found) {
       return text.error();
@@ -1257,7 +1214,7 @@ class S3Client::Impl {
             ? std::string()
             : "<CreateBucketConfiguration xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><LocationConstraint>" +
                   m_location.region + "</LocationConstraint></CreateBucketConfiguration>";
-    const std::string configuration_hash = store::sha256_hex(configuration);
+    const std::string configuration_hash = base::sha256_hex(configuration);
     BodySource body = BodySource::from_memory(configuration);
     Exchange create = make_exchange("PUT", bucket_url());
     create.body = &body;

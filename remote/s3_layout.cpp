@@ -2,7 +2,7 @@
 
 #include <vector>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 
 namespace opcache::remote {
 
@@ -92,7 +92,7 @@ std::optional<std::pair<S3IndexFields, std::string>> parse_s3_index_name(const s
     return std::nullopt;
   }
   auto parts = split(name.substr(root.size()), '/');
-  if (parts.size() != 6 || !store::is_sha256_hex(parts[5])) {
+  if (parts.size() != 6 || !base::is_sha256_hex(parts[5])) {
     return std::nullopt;
   }
   S3IndexFields fields{s3_component_decode(parts[0]), s3_component_decode(parts[1]), s3_component_decode(parts[2]),

@@ -6,9 +6,9 @@
 #include "remote/s3_client.hpp"
 #include "remote/s3_layout.hpp"
 #include "store/bundle_reader.hpp"
-#include "store/byte_stream.hpp"
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/byte_stream.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
 namespace opcache::remote {
 
@@ -41,8 +41,8 @@ class S3Remote final : public RemoteStore {
       return {};
     }
     // The manifest names the listing marker; the digest goes into metadata.
-    OPCACHE_TRY_ASSIGN(auto fd, store::open_for_reading(bundle));
-    store::FdSource source(fd.get(), bundle);
+    OPCACHE_TRY_ASSIGN(auto fd, base::open_for_reading(bundle));
+    base::FdSource source(fd.get(), bundle);
     std::string digest;
     OPCACHE_TRY_ASSIGN(auto manifest, store::verify_bundle(source, {}, &digest));
     if (manifest.key != key) {
@@ -55,7 +55,7 @@ class S3Remote final : public RemoteStore {
     OPCACHE_TRY(m_client.put_from_file(s3_bundle_name(key), bundle,
                                        {{k_s3_meta_digest, digest}, {k_s3_meta_index, marker}},
                                        "application/vnd.opcache.bundle"));
-    OPCACHE_TRY_ASSIGN(auto empty, store::AtomicFile::create(bundle.parent_path()));
+    OPCACHE_TRY_ASSIGN(auto empty, base::AtomicFile::create(bundle.parent_path()));
     OPCACHE_TRY(empty.finish_writing());
     return m_client.put_from_file(marker, empty.temp_path(), {});
   }

@@ -6,7 +6,7 @@
 #include <unordered_set>
 
 #include "store/key.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::remote {
 

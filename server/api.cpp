@@ -4,10 +4,10 @@
 
 #include "opcache/version.hpp"
 #include "store/bundle_reader.hpp"
-#include "store/byte_stream.hpp"
-#include "store/json_parse.hpp"
+#include "base/byte_stream.hpp"
+#include "base/json_parse.hpp"
 #include "store/key.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::server {
 
@@ -196,15 +196,15 @@ ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_v
   return response;
 }
 
-ApiResponse Api::put_entry(const std::string& key, store::AtomicFile upload) {
+ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload) {
   if (auto finished = upload.finish_writing(); !finished) {
     return storage_failure(finished.error());
   }
-  auto fd = store::open_for_reading(upload.temp_path());
+  auto fd = base::open_for_reading(upload.temp_path());
   if (!fd) {
     return storage_failure(fd.error());
   }
-  store::FdSource source(fd->get(), upload.temp_path());
+  base::FdSource source(fd->get(), upload.temp_path());
   std::string digest;
   auto manifest = store::verify_bundle(source, store::BundleLimits{}, &digest);
   if (!manifest) {
@@ -245,7 +245,7 @@ ApiResponse Api::delete_entry(const std::string& key) {
 }
 
 ApiResponse Api::query(const std::string& body) {
-  auto parsed = store::parse_json(body, "request body");
+  auto parsed = base::parse_json(body, "request body");
   if (!parsed) {
     return error_response(400, "bad_request", parsed.error().message());
   }

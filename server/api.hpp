@@ -67,7 +67,7 @@ class Api {
 
   ApiResponse get_entry(const std::string& key, bool head_only, std::string_view if_none_match);
   /// Verifies `upload` (a complete body) against `key` and stores it.
-  ApiResponse put_entry(const std::string& key, store::AtomicFile upload);
+  ApiResponse put_entry(const std::string& key, base::AtomicFile upload);
   ApiResponse delete_entry(const std::string& key);
   ApiResponse query(const std::string& body);
   ApiResponse list(const std::map<std::string, std::string>& parameters);
@@ -76,7 +76,7 @@ class Api {
   ApiResponse healthz();
 
   /// A fresh temp file for an upload body.
-  Result<store::AtomicFile> create_upload() { return m_storage.create_upload(); }
+  Result<base::AtomicFile> create_upload() { return m_storage.create_upload(); }
 
  private:
   Storage& m_storage;

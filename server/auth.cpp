@@ -4,9 +4,9 @@
 
 #include <sstream>
 
-#include "store/file_io.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
 
 namespace opcache::server {
 
@@ -31,7 +31,7 @@ Result<Scope> parse_scopes(const std::string& text, const std::string& where) {
 }
 
 bool parse_hex_hash(const std::string& text, std::array<std::uint8_t, 32>& out) {
-  if (!store::is_sha256_hex(text)) {
+  if (!base::is_sha256_hex(text)) {
     return false;
   }
   auto nibble = [](char c) { return static_cast<std::uint8_t>(c <= '9' ? c - '0' : c - 'a' + 10); };
@@ -53,10 +53,10 @@ const char* to_string(Scope scope) noexcept {
   return "none";
 }
 
-std::string hash_token(std::string_view token) { return store::sha256_hex(token); }
+std::string hash_token(std::string_view token) { return base::sha256_hex(token); }
 
 Result<TokenTable> TokenTable::load(const std::filesystem::path& path) {
-  OPCACHE_TRY_ASSIGN(std::string text, store::read_file(path));
+  OPCACHE_TRY_ASSIGN(std::string text, base::read_file(path));
   return parse(text, path.string());
 }
 
@@ -108,7 +108,7 @@ AuthDecision TokenTable::authorize(std::string_view authorization, Scope require
     decision.message = "the Authorization header must be \"Bearer <token>\"";
     return decision;
   }
-  store::Sha256 hasher;
+  base::Sha256 hasher;
   hasher.update(authorization.substr(k_prefix.size()));
   const auto presented = hasher.finish();
   // Look at every entry, whatever matches, so timing says nothing about the table.

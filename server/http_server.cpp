@@ -519,7 +519,7 @@ class Session : public SessionBase {
     }
     m_body_pending = false;
     m_bytes_in = m_expected_length;
-    auto upload = std::make_shared<store::AtomicFile>(std::move(*m_upload));
+    auto upload = std::make_shared<base::AtomicFile>(std::move(*m_upload));
     m_upload.reset();
     run_on_worker([self = self_pointer(), upload] { return self->m_state->api.put_entry(self->m_route.key, std::move(*upload)); },
                   /*holding_inflight=*/true);
@@ -690,7 +690,7 @@ class Session : public SessionBase {
   std::optional<http::request_parser<http::empty_body>> m_header;
   std::optional<http::request_parser<http::string_body>> m_small;
   std::optional<http::request_parser<http::file_body>> m_upload_parser;
-  std::optional<store::AtomicFile> m_upload;
+  std::optional<base::AtomicFile> m_upload;
   std::atomic<bool> m_idle{false};
   bool m_body_pending = false;             // request bytes may still arrive unread (see linger_then_close)
   std::array<char, 16 * 1024> m_discard{};  // what linger_then_close reads and drops

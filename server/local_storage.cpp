@@ -2,7 +2,7 @@
 
 #include <sys/stat.h>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::server {
 
@@ -30,9 +30,9 @@ class LocalStorage final : public Storage {
     return std::optional<StoredBundle>(std::move(bundle));
   }
 
-  Result<store::AtomicFile> create_upload() override { return m_store->create_temp(); }
+  Result<base::AtomicFile> create_upload() override { return m_store->create_temp(); }
 
-  Result<UploadOutcome> store_verified(store::AtomicFile upload, const store::Manifest& manifest,
+  Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,
                                        const std::string& digest, std::int64_t bytes) override {
     OPCACHE_TRY_ASSIGN(auto outcome, m_store->adopt_verified(std::move(upload), manifest, digest, bytes,
                                                              ReplacePolicy::keep_existing));

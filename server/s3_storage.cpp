@@ -6,10 +6,10 @@
 #include <set>
 
 #include "remote/s3_layout.hpp"
-#include "store/byte_stream.hpp"
-#include "store/canonical_json.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/byte_stream.hpp"
+#include "base/canonical_json.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
 
 namespace opcache::server {
 
@@ -28,11 +28,11 @@ std::string json_text(const nlohmann::json& object, const char* name) {
 
 // SHA-256 of a file from its start; the descriptor is left at the start.
 Result<std::string> digest_of(int fd, const fs::path& path) {
-  store::Sha256 hash;
+  base::Sha256 hash;
   char buffer[1 << 16];
   ::lseek(fd, 0, SEEK_SET);
   for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, store::read_some(fd, buffer, sizeof buffer, path));
+    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(fd, buffer, sizeof buffer, path));
     if (n == 0) {
       break;
     }
@@ -55,12 +55,12 @@ class S3Storage final : public Storage {
 
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
     // Download to an unlinked temp file, then stream it to the client.
-    OPCACHE_TRY_ASSIGN(auto temp, store::AtomicFile::create(m_temp_dir));
+    OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(m_temp_dir));
     OPCACHE_TRY_ASSIGN(bool found, m_client.get_to_fd(remote::s3_bundle_name(key), temp.fd(), m_max_bundle_bytes));
     if (!found) {
       return std::optional<StoredBundle>();
     }
-    OPCACHE_TRY_ASSIGN(auto fd, store::open_for_reading(temp.temp_path()));
+    OPCACHE_TRY_ASSIGN(auto fd, base::open_for_reading(temp.temp_path()));
     // `temp` removes its name when it goes out of scope; `fd` keeps the data.
     StoredBundle bundle;
     struct stat info {};
@@ -71,9 +71,9 @@ class S3Storage final : public Storage {
     return std::optional<StoredBundle>(std::move(bundle));
   }
 
-  Result<store::AtomicFile> create_upload() override { return store::AtomicFile::create(m_temp_dir); }
+  Result<base::AtomicFile> create_upload() override { return base::AtomicFile::create(m_temp_dir); }
 
-  Result<UploadOutcome> store_verified(store::AtomicFile upload, const store::Manifest& manifest,
+  Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,
                                        const std::string& digest, std::int64_t bytes) override {
     const auto bundle = remote::s3_bundle_name(manifest.key);
     OPCACHE_TRY_ASSIGN(auto existing, m_client.head(bundle));
@@ -90,7 +90,7 @@ class S3Storage final : public Storage {
     // The bundle first, its listing marker second: a listed entry always exists.
     OPCACHE_TRY(m_client.put_from_file(bundle, upload.temp_path(), {{remote::k_s3_meta_digest, digest}, {remote::k_s3_meta_index, marker}},
                                        "application/vnd.opcache.bundle"));
-    auto empty = store::AtomicFile::create(m_temp_dir);
+    auto empty = base::AtomicFile::create(m_temp_dir);
     if (empty) {
       (void)empty->finish_writing();
       (void)m_client.put_from_file(marker, empty->temp_path(), {}, "application/octet-stream");
@@ -193,7 +193,7 @@ Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const s
   remote::S3Client client(std::move(location), std::move(credentials));
   OPCACHE_TRY(client.create_bucket_if_missing());
   fs::path spool = temp_dir.empty() ? fs::temp_directory_path() : temp_dir;
-  OPCACHE_TRY(store::ensure_directory(spool));
+  OPCACHE_TRY(base::ensure_directory(spool));
   return std::unique_ptr<Storage>(new S3Storage(std::move(client), spool, max_bundle_bytes));
 }
 

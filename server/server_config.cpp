@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <map>
 
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
 namespace opcache::server {
 
@@ -117,7 +117,7 @@ Result<ListenAddress> parse_listen_address(const std::string& text) {
 }
 
 Status load_server_config_file(const std::filesystem::path& path, ServerConfig& config) {
-  OPCACHE_TRY_ASSIGN(std::string text, store::read_file(path));
+  OPCACHE_TRY_ASSIGN(std::string text, base::read_file(path));
   struct Context {
     ServerConfig* config;
     std::string where;

@@ -12,14 +12,14 @@
 
 #include "opcache/result.hpp"
 #include "server/metrics.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/manifest.hpp"
 
 namespace opcache::server {
 
 /// An open bundle, ready to stream.
 struct StoredBundle {
-  store::FileDescriptor fd;  ///< positioned at the start
+  base::FileDescriptor fd;  ///< positioned at the start
   std::int64_t size = 0;
   std::string digest;        ///< SHA-256 of the bundle (the ETag)
 };
@@ -63,10 +63,10 @@ class Storage {
   /// The bundle of `key`, or std::nullopt.
   virtual Result<std::optional<StoredBundle>> open(const std::string& key) = 0;
   /// A fresh temp file for an upload; discarded unless handed to store_verified.
-  virtual Result<store::AtomicFile> create_upload() = 0;
+  virtual Result<base::AtomicFile> create_upload() = 0;
   /// Makes a bundle visible under its key. The caller verified it completely
   /// (verify_bundle) and checked the key; `bytes` is the file's size.
-  virtual Result<UploadOutcome> store_verified(store::AtomicFile upload, const store::Manifest& manifest,
+  virtual Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,
                                                const std::string& digest, std::int64_t bytes) = 0;
   /// Deletes an entry; false when absent.
   virtual Result<bool> remove(const std::string& key) = 0;

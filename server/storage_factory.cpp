@@ -3,7 +3,7 @@
 #include "server/local_storage.hpp"
 #include "server/s3_storage.hpp"
 #include "store/settings.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::server {
 

@@ -4,8 +4,8 @@
 #include <limits>
 
 #include "store/local_store.hpp"
-#include "store/lock_file.hpp"
-#include "store/try.hpp"
+#include "base/lock_file.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -60,9 +60,9 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
     report.stopped_because = "the store is within its limit";
     return report;
   }
-  std::optional<LockFile> gc_lock;
+  std::optional<base::LockFile> gc_lock;
   if (mode == GcMode::remove) {
-    OPCACHE_TRY_ASSIGN(auto held, LockFile::try_acquire(m_layout.locks() / "gc.lock"));
+    OPCACHE_TRY_ASSIGN(auto held, base::LockFile::try_acquire(m_layout.locks() / "gc.lock"));
     if (!held) {
       report.stopped_because = "another process is aging this store right now";
       return report;

@@ -7,9 +7,9 @@
 #include <zstd.h>
 
 #include "store/bundle_writer.hpp"
-#include "store/json_parse.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/json_parse.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -63,7 +63,7 @@ class MemberSplitter {
   Status open_next() {
     while (m_index < m_members.size()) {
       OPCACHE_TRY(m_sink.begin(m_members[m_index]));
-      m_hash = std::make_unique<Sha256>();
+      m_hash = std::make_unique<base::Sha256>();
       m_done = 0;
       if (m_members[m_index].size != 0) {
         return {};
@@ -92,12 +92,12 @@ class MemberSplitter {
   MemberSink& m_sink;
   std::size_t m_index = 0;
   std::uint64_t m_done = 0;
-  std::unique_ptr<Sha256> m_hash;
+  std::unique_ptr<base::Sha256> m_hash;
 };
 
 }  // namespace
 
-BundleReader::BundleReader(ByteSource& source, BundleLimits limits, KeyCheck key_check)
+BundleReader::BundleReader(base::ByteSource& source, BundleLimits limits, KeyCheck key_check)
     : m_source(source), m_limits(limits), m_key_check(key_check) {}
 
 Status BundleReader::read_exact(void* buffer, std::size_t size, const char* what) {
@@ -132,7 +132,7 @@ Result<Manifest> BundleReader::read_manifest() {
   }
   std::string text(manifest_length, '\0');
   OPCACHE_TRY(read_exact(text.data(), text.size(), "manifest"));
-  auto parsed = parse_json(text, "manifest");
+  auto parsed = base::parse_json(text, "manifest");
   if (!parsed) {
     return Error::corrupt("bundle: " + parsed.error().message());
   }
@@ -216,7 +216,7 @@ Status BundleReader::read_members(MemberSink& sink) {
   return {};
 }
 
-Result<Manifest> verify_bundle(ByteSource& source, const BundleLimits& limits, std::string* digest_out) {
+Result<Manifest> verify_bundle(base::ByteSource& source, const BundleLimits& limits, std::string* digest_out) {
   BundleReader reader(source, limits);
   OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
   DiscardingSink sink;

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "opcache/result.hpp"
-#include "store/byte_stream.hpp"
+#include "base/byte_stream.hpp"
 #include "store/manifest.hpp"
 
 namespace opcache::store {
@@ -36,7 +36,7 @@ class DiscardingSink final : public MemberSink {
 /// errors from the source itself (I/O) are passed through.
 class BundleReader {
  public:
-  explicit BundleReader(ByteSource& source, BundleLimits limits = {}, KeyCheck key_check = KeyCheck::recompute);
+  explicit BundleReader(base::ByteSource& source, BundleLimits limits = {}, KeyCheck key_check = KeyCheck::recompute);
 
   /// Reads and validates the header and manifest (see manifest_from_json).
   Result<Manifest> read_manifest();
@@ -52,7 +52,7 @@ class BundleReader {
  private:
   Status read_exact(void* buffer, std::size_t size, const char* what);
 
-  HashingSource m_source;
+  base::HashingSource m_source;
   BundleLimits m_limits;
   KeyCheck m_key_check;
   Manifest m_manifest;
@@ -61,6 +61,6 @@ class BundleReader {
 
 /// Verifies a whole bundle from `source` without keeping its members.
 /// Returns the manifest; `digest_out`, when given, receives the bundle digest.
-Result<Manifest> verify_bundle(ByteSource& source, const BundleLimits& limits = {}, std::string* digest_out = nullptr);
+Result<Manifest> verify_bundle(base::ByteSource& source, const BundleLimits& limits = {}, std::string* digest_out = nullptr);
 
 }  // namespace opcache::store

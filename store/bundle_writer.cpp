@@ -8,10 +8,10 @@
 #include <zstd.h>
 
 #include "opcache/version.hpp"
-#include "store/canonical_json.hpp"
-#include "store/file_io.hpp"
+#include "base/canonical_json.hpp"
+#include "base/file_io.hpp"
 #include "store/key.hpp"
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -35,26 +35,26 @@ std::string host_name() {
 
 // An opened member file and what pass 1 learnt about it.
 struct OpenMember {
-  FileDescriptor fd;
+  base::FileDescriptor fd;
   MemberEntry entry;
   std::filesystem::path path;
 };
 
 Result<OpenMember> hash_member(const MemberSource& source, const BundleLimits& limits) {
   OPCACHE_TRY(check_member_name(source.name));
-  OPCACHE_TRY_ASSIGN(FileDescriptor fd, open_for_reading(source.path));
+  OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(source.path));
   struct stat info {};
   if (::fstat(fd.get(), &info) != 0) {
-    return errno_error("cannot stat", source.path, errno);
+    return base::errno_error("cannot stat", source.path, errno);
   }
   if (!S_ISREG(info.st_mode)) {
     return Error::usage(source.path.string() + " is not a regular file");
   }
-  Sha256 hash;
+  base::Sha256 hash;
   std::uint64_t size = 0;
   char buffer[1 << 16];
   for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, read_some(fd.get(), buffer, sizeof buffer, source.path));
+    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(fd.get(), buffer, sizeof buffer, source.path));
     if (n == 0) {
       break;
     }
@@ -71,7 +71,7 @@ Result<OpenMember> hash_member(const MemberSource& source, const BundleLimits& l
 
 // Compresses zstd output chunks into `out` until `input` is consumed (or the
 // frame is finished, for ZSTD_e_end).
-Status compress_chunk(ZSTD_CCtx* cctx, ZSTD_inBuffer& input, ZSTD_EndDirective mode, ByteSink& out) {
+Status compress_chunk(ZSTD_CCtx* cctx, ZSTD_inBuffer& input, ZSTD_EndDirective mode, base::ByteSink& out) {
   static thread_local std::unique_ptr<char[]> buffer(new char[ZSTD_CStreamOutSize()]);
   const std::size_t capacity = ZSTD_CStreamOutSize();
   for (;;) {
@@ -88,15 +88,15 @@ Status compress_chunk(ZSTD_CCtx* cctx, ZSTD_inBuffer& input, ZSTD_EndDirective m
   }
 }
 
-Status compress_member(ZSTD_CCtx* cctx, OpenMember& member, ByteSink& out) {
+Status compress_member(ZSTD_CCtx* cctx, OpenMember& member, base::ByteSink& out) {
   if (::lseek(member.fd.get(), 0, SEEK_SET) != 0) {
-    return errno_error("cannot rewind", member.path, errno);
+    return base::errno_error("cannot rewind", member.path, errno);
   }
-  Sha256 hash;
+  base::Sha256 hash;
   std::uint64_t size = 0;
   char buffer[1 << 16];
   for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, read_some(member.fd.get(), buffer, sizeof buffer, member.path));
+    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(member.fd.get(), buffer, sizeof buffer, member.path));
     if (n == 0) {
       break;
     }
@@ -123,7 +123,7 @@ std::string encode_bundle_header(std::uint32_t manifest_length) {
   return header;
 }
 
-Result<WrittenBundle> write_bundle(const BundleInput& input, ByteSink& out, const BundleWriteOptions& options) {
+Result<WrittenBundle> write_bundle(const BundleInput& input, base::ByteSink& out, const BundleWriteOptions& options) {
   if (input.members.empty()) {
     return Error::usage("a bundle needs at least one member file");
   }
@@ -154,14 +154,14 @@ Result<WrittenBundle> write_bundle(const BundleInput& input, ByteSink& out, cons
   manifest.created = input.created.empty() ? rfc3339_now() : input.created;
   manifest.build_ms = input.build_ms < 0 ? 0 : input.build_ms;
 
-  OPCACHE_TRY_ASSIGN(std::string manifest_bytes, canonical_json(manifest_to_json(manifest)));
+  OPCACHE_TRY_ASSIGN(std::string manifest_bytes, base::canonical_json(manifest_to_json(manifest)));
   if (manifest_bytes.size() > options.limits.max_manifest_bytes) {
     return Error::usage("the manifest would be " + std::to_string(manifest_bytes.size()) +
                         " bytes, above the limit of " + std::to_string(options.limits.max_manifest_bytes) +
                         " (is the descriptor very large?)");
   }
 
-  HashingSink hashed(out);
+  base::HashingSink hashed(out);
   std::string header = encode_bundle_header(static_cast<std::uint32_t>(manifest_bytes.size()));
   OPCACHE_TRY(hashed.write(header.data(), header.size()));
   OPCACHE_TRY(hashed.write(manifest_bytes.data(), manifest_bytes.size()));

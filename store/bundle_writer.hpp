@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/result.hpp"
-#include "store/byte_stream.hpp"
+#include "base/byte_stream.hpp"
 #include "store/manifest.hpp"
 
 namespace opcache::store {
@@ -46,7 +46,7 @@ struct WrittenBundle {
 /// a file changed in between, so the manifest always matches the payload.
 /// Member names are checked (`usage`); limits are enforced (`usage`).
 /// Streams to `out`; memory use is independent of member sizes.
-Result<WrittenBundle> write_bundle(const BundleInput& input, ByteSink& out, const BundleWriteOptions& options = {});
+Result<WrittenBundle> write_bundle(const BundleInput& input, base::ByteSink& out, const BundleWriteOptions& options = {});
 
 /// The 16-byte header: magic "OPCBUNDL", u32 LE format version, u32 LE manifest length.
 std::string encode_bundle_header(std::uint32_t manifest_length);

@@ -1,7 +1,7 @@
 #include "store/cache_root.hpp"
 
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -27,7 +27,7 @@ Result<CacheRoot> resolve_cache_root(const std::optional<fs::path>& flag, const 
 
 Status StoreLayout::create_directories() const {
   for (const auto& directory : {m_root, objects(), tmp(), locks()}) {
-    OPCACHE_TRY(ensure_directory(directory));
+    OPCACHE_TRY(base::ensure_directory(directory));
   }
   return {};
 }

@@ -1,6 +1,6 @@
 #include "store/descriptor.hpp"
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 

@@ -6,7 +6,7 @@
 
 #include <cerrno>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -21,23 +21,23 @@ Status DirectorySink::begin(const MemberEntry& member) {
   // Names were validated with the manifest; re-check because this is the
   // line where a name becomes a path.
   OPCACHE_TRY(check_member_name(member.name));
-  auto temp = m_directory / (".opcache-" + random_token() + ".tmp");
+  auto temp = m_directory / (".opcache-" + base::random_token() + ".tmp");
   int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) {
-    return errno_error("cannot create", temp, errno);
+    return base::errno_error("cannot create", temp, errno);
   }
-  m_current = FileDescriptor(fd);
+  m_current = base::FileDescriptor(fd);
   m_pending.push_back({temp, m_directory / member.name});
   return {};
 }
 
 Status DirectorySink::write(const char* data, std::size_t size) {
-  return write_all(m_current.get(), data, size, m_pending.back().temp);
+  return base::write_all(m_current.get(), data, size, m_pending.back().temp);
 }
 
 Status DirectorySink::end(const MemberEntry&) {
   if (::close(m_current.release()) != 0) {
-    return errno_error("cannot close", m_pending.back().temp, errno);
+    return base::errno_error("cannot close", m_pending.back().temp, errno);
   }
   return {};
 }
@@ -51,7 +51,7 @@ Result<std::vector<std::filesystem::path>> DirectorySink::commit() {
     }
     // rename() replaces a symlink at the target itself; it never writes through it.
     if (::rename(pending.temp.c_str(), pending.target.c_str()) != 0) {
-      return errno_error("cannot rename into place", pending.target, errno);
+      return base::errno_error("cannot rename into place", pending.target, errno);
     }
     published.push_back(pending.target);
   }

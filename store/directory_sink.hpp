@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "store/bundle_reader.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 
 namespace opcache::store {
 
@@ -37,7 +37,7 @@ class DirectorySink final : public MemberSink {
 
   std::filesystem::path m_directory;
   std::vector<Pending> m_pending;
-  FileDescriptor m_current;
+  base::FileDescriptor m_current;
 };
 
 }  // namespace opcache::store

@@ -8,11 +8,11 @@
 #include <set>
 
 #include "store/bundle_reader.hpp"
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 #include "store/directory_sink.hpp"
 #include "store/key.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -48,7 +48,7 @@ IndexEntry entry_from_manifest(const Manifest& manifest, const std::string& dige
   entry.phase = json_string_field(manifest.scenario, "phase");
   entry.toolchain = json_string_field(manifest.scenario, "toolchain");
   entry.soc = json_string_field(manifest.scenario, "soc");
-  entry.scenario = canonical_json(manifest.scenario).value();  // validated manifest: cannot fail
+  entry.scenario = base::canonical_json(manifest.scenario).value();  // validated manifest: cannot fail
   entry.created_ms = now_ms;
   entry.last_access_ms = now_ms;
   entry.build_ms = manifest.build_ms;
@@ -60,7 +60,7 @@ IndexEntry entry_from_manifest(const Manifest& manifest, const std::string& dige
 // `key_check`: hits trust the digest (the key was checked when the bundle was
 // stored, and the digest check below proves these are the same bytes);
 // verify() recomputes it anyway.
-Status decode_entry(ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink,
+Status decode_entry(base::ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink,
                     KeyCheck key_check) {
   BundleReader reader(source, limits, key_check);
   OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
@@ -123,7 +123,7 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
   if (!referenced) {
     auto path = m_layout.object_path(digest);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
-      return errno_error("cannot remove", path, errno);
+      return base::errno_error("cannot remove", path, errno);
     }
   }
   return {};
@@ -168,19 +168,19 @@ Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy polic
       return *kept;
     }
   }
-  OPCACHE_TRY_ASSIGN(AtomicFile file, create_temp());
-  FdSink sink(file.fd(), file.temp_path());
+  OPCACHE_TRY_ASSIGN(base::AtomicFile file, create_temp());
+  base::FdSink sink(file.fd(), file.temp_path());
   BundleWriteOptions write_options{m_options.compression_level, m_options.limits};
   OPCACHE_TRY_ASSIGN(WrittenBundle written, write_bundle(input, sink, write_options));
   return publish(std::move(file), written.manifest, written.digest, static_cast<std::int64_t>(written.bytes), policy);
 }
 
-Result<AtomicFile> LocalStore::create_temp() const { return AtomicFile::create(m_layout.tmp()); }
+Result<base::AtomicFile> LocalStore::create_temp() const { return base::AtomicFile::create(m_layout.tmp()); }
 
-Result<PutOutcome> LocalStore::adopt(AtomicFile file, const std::string& expected_key, ReplacePolicy policy) {
+Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy) {
   OPCACHE_TRY(file.finish_writing());
-  OPCACHE_TRY_ASSIGN(FileDescriptor fd, open_for_reading(file.temp_path()));
-  FdSource source(fd.get(), file.temp_path());
+  OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(file.temp_path()));
+  base::FdSource source(fd.get(), file.temp_path());
   std::string digest;
   OPCACHE_TRY_ASSIGN(Manifest manifest, verify_bundle(source, m_options.limits, &digest));
   if (manifest.key != expected_key) {
@@ -189,7 +189,7 @@ Result<PutOutcome> LocalStore::adopt(AtomicFile file, const std::string& expecte
   return adopt_verified(std::move(file), manifest, digest, static_cast<std::int64_t>(source_bytes(fd.get())), policy);
 }
 
-Result<PutOutcome> LocalStore::adopt_verified(AtomicFile file, const Manifest& manifest, const std::string& digest,
+Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                               std::int64_t bundle_bytes, ReplacePolicy policy) {
   if (policy == ReplacePolicy::keep_existing) {
     OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(manifest.key));
@@ -200,10 +200,10 @@ Result<PutOutcome> LocalStore::adopt_verified(AtomicFile file, const Manifest& m
   return publish(std::move(file), manifest, digest, bundle_bytes, policy);
 }
 
-Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest, const std::string& digest,
+Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                        std::int64_t bundle_bytes, ReplacePolicy policy) {
   const auto object = m_layout.object_path(digest);
-  OPCACHE_TRY(ensure_directory(object.parent_path()));
+  OPCACHE_TRY(base::ensure_directory(object.parent_path()));
   OPCACHE_TRY(file.link_if_absent(object));
 
   PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
@@ -223,7 +223,7 @@ Result<PutOutcome> LocalStore::publish(AtomicFile file, const Manifest& manifest
     }
     // A concurrent `verify --repair` may have taken our object for an orphan.
     if (!object_exists(digest)) {
-      OPCACHE_TRY(ensure_directory(object.parent_path()));
+      OPCACHE_TRY(base::ensure_directory(object.parent_path()));
       OPCACHE_TRY(file.link_if_absent(object));
     }
     IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
@@ -320,7 +320,7 @@ LocalStore::~LocalStore() {
 
 Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const std::filesystem::path& out_dir) {
   OPCACHE_TRY(check_key(key));
-  OPCACHE_TRY(ensure_directory(out_dir));
+  OPCACHE_TRY(base::ensure_directory(out_dir));
   for (int attempt = 1;; ++attempt) {
     OPCACHE_TRY_ASSIGN(auto entry, find(key));
     if (!entry) {
@@ -328,7 +328,7 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
       return std::optional<GetOutcome>();
     }
     auto object = m_layout.object_path(entry->digest);
-    auto fd = open_for_reading(object, /*follow_symlinks=*/false);
+    auto fd = base::open_for_reading(object, /*follow_symlinks=*/false);
     if (!fd && fd.error().code() == ErrorCode::not_found && attempt < k_lookup_attempts) {
       continue;
     }
@@ -340,7 +340,7 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
     if (!fd) {
       return fd.error();
     }
-    FdSource source(fd->get(), object);
+    base::FdSource source(fd->get(), object);
     DirectorySink sink(out_dir);
     auto decoded = decode_entry(source, m_options.limits, *entry, sink, KeyCheck::trust_digest);
     if (!decoded && decoded.error().code() == ErrorCode::corrupt) {
@@ -358,15 +358,15 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
   }
 }
 
-Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> LocalStore::open_bundle(const std::string& key) {
-  using Found = std::optional<std::pair<IndexEntry, FileDescriptor>>;
+Result<std::optional<std::pair<IndexEntry, base::FileDescriptor>>> LocalStore::open_bundle(const std::string& key) {
+  using Found = std::optional<std::pair<IndexEntry, base::FileDescriptor>>;
   OPCACHE_TRY(check_key(key));
   for (int attempt = 1; attempt <= k_lookup_attempts; ++attempt) {
     OPCACHE_TRY_ASSIGN(auto entry, find(key));
     if (!entry) {
       return Found();
     }
-    auto fd = open_for_reading(m_layout.object_path(entry->digest), /*follow_symlinks=*/false);
+    auto fd = base::open_for_reading(m_layout.object_path(entry->digest), /*follow_symlinks=*/false);
     if (fd) {
       return Found(std::make_pair(std::move(*entry), std::move(*fd)));
     }
@@ -383,7 +383,7 @@ Result<std::optional<Manifest>> LocalStore::read_manifest(const std::string& key
     return std::optional<Manifest>();
   }
   auto object = m_layout.object_path(found->first.digest);
-  FdSource source(found->second.get(), object);
+  base::FdSource source(found->second.get(), object);
   BundleReader reader(source, m_options.limits, KeyCheck::trust_digest);
   OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
   return std::optional<Manifest>(std::move(manifest));
@@ -470,12 +470,12 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
   for (const auto& entry : entries) {
     ++report.entries_checked;
     auto object = m_layout.object_path(entry.digest);
-    auto fd = open_for_reading(object, /*follow_symlinks=*/false);
+    auto fd = base::open_for_reading(object, /*follow_symlinks=*/false);
     std::optional<VerifyProblem> problem;
     if (!fd) {
       problem = VerifyProblem{"missing_object", entry.key, fd.error().message(), false};
     } else {
-      FdSource source(fd->get(), object);
+      base::FdSource source(fd->get(), object);
       DiscardingSink sink;
       auto decoded = decode_entry(source, m_options.limits, entry, sink, KeyCheck::recompute);
       report.bytes_checked += entry.bundle_size;
@@ -506,7 +506,7 @@ void LocalStore::verify_objects(bool repair, VerifyReport& report) {
     for (const auto& file : std::filesystem::directory_iterator(shard.path(), ec)) {
       ++report.objects_checked;
       std::string name = file.path().filename().string();
-      if (!is_sha256_hex(name) || name.compare(0, 2, shard.path().filename().string()) != 0) {
+      if (!base::is_sha256_hex(name) || name.compare(0, 2, shard.path().filename().string()) != 0) {
         report.problems.push_back({"unexpected_file", file.path().string(), "not a bundle object name", false});
         continue;
       }
@@ -531,14 +531,14 @@ void LocalStore::verify_temps(bool repair, VerifyReport& report) {
   std::error_code ec;
   for (const auto& file : std::filesystem::directory_iterator(m_layout.tmp(), ec)) {
     std::string name = file.path().filename().string();
-    long pid = temp_file_owner_pid(name);
-    bool stale = (pid > 0 && !process_alive(pid)) ||
+    long pid = base::temp_file_owner_pid(name);
+    bool stale = (pid > 0 && !base::process_alive(pid)) ||
                  older_than(file.path(), std::chrono::duration_cast<std::chrono::seconds>(k_stale_temp_age));
     if (!stale) {
       continue;
     }
     VerifyProblem problem{"stale_temp", name,
-                          pid > 0 && !process_alive(pid) ? "left by process " + std::to_string(pid) + ", which is gone"
+                          pid > 0 && !base::process_alive(pid) ? "left by process " + std::to_string(pid) + ", which is gone"
                                                          : "older than 24 hours",
                           false};
     if (repair) {

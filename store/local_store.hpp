@@ -18,7 +18,7 @@
 #include "store/aging.hpp"
 #include "store/bundle_writer.hpp"
 #include "store/cache_root.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/index.hpp"
 #include "store/manifest.hpp"
 
@@ -71,15 +71,15 @@ class LocalStore {
 
   /// A temp file in this store's tmp/ for building a bundle elsewhere (a
   /// download, an upload) before handing it to adopt().
-  Result<AtomicFile> create_temp() const;
+  Result<base::AtomicFile> create_temp() const;
 
   /// Verifies a complete bundle in `file` (made by create_temp) and stores it
   /// if its manifest key equals `expected_key`; `corrupt` otherwise.
-  Result<PutOutcome> adopt(AtomicFile file, const std::string& expected_key, ReplacePolicy policy);
+  Result<PutOutcome> adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy);
 
   /// Stores a bundle the caller has already checked with verify_bundle()
   /// (`manifest`, `digest` and `bundle_bytes` are what that returned).
-  Result<PutOutcome> adopt_verified(AtomicFile file, const Manifest& manifest, const std::string& digest,
+  Result<PutOutcome> adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                     std::int64_t bundle_bytes, ReplacePolicy policy);
 
   /// Verifies the entry and writes its members into `out_dir` (created if
@@ -89,7 +89,7 @@ class LocalStore {
 
   /// Opens the verified-on-write bundle of `key` for streaming (server GET).
   /// Readers downstream verify it again. std::nullopt when absent.
-  Result<std::optional<std::pair<IndexEntry, FileDescriptor>>> open_bundle(const std::string& key);
+  Result<std::optional<std::pair<IndexEntry, base::FileDescriptor>>> open_bundle(const std::string& key);
 
   /// Hits are counted in memory and written to the index in batches (every
   /// 256 hits, after 1 s, before stats() and aging, and on destruction), so a
@@ -141,7 +141,7 @@ class LocalStore {
  private:
   LocalStore(StoreOptions options, Index index);
 
-  Result<PutOutcome> publish(AtomicFile file, const Manifest& manifest, const std::string& digest,
+  Result<PutOutcome> publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                              std::int64_t bundle_bytes, ReplacePolicy policy);
   Result<std::optional<PutOutcome>> keep_if_present(const std::string& key);
   // Drops a row whose object is missing or corrupt, if it still points there.

@@ -4,12 +4,13 @@
 #include <limits>
 #include <set>
 
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 #include "store/descriptor.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
-#include "store/try.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
+#include "base/utf8.hpp"
 
 namespace opcache::store {
 
@@ -63,7 +64,7 @@ Result<MemberEntry> member_from_json(const json& value, std::size_t index, const
   }
   OPCACHE_TRY_ASSIGN(const json* sha, require_field(value, "sha256", json::value_t::string, "a string"));
   member.sha256 = sha->get<std::string>();
-  if (!is_sha256_hex(member.sha256)) {
+  if (!base::is_sha256_hex(member.sha256)) {
     return Error::corrupt(where + " (\"" + member.name + "\") has a malformed sha256");
   }
   OPCACHE_TRY_ASSIGN(const json* role, require_field(value, "role", json::value_t::string, "a string"));
@@ -179,7 +180,7 @@ Status check_member_name(std::string_view name) {
       return Error::usage(quoted() + " must be a base name (no '/' or '\\')");
     }
   }
-  if (!is_valid_utf8(name)) {
+  if (!base::is_valid_utf8(name)) {
     return Error::usage("member name is not valid UTF-8");
   }
   return {};
@@ -250,7 +251,7 @@ Result<Manifest> manifest_from_json(const json& value, const BundleLimits& limit
   Manifest manifest;
   OPCACHE_TRY_ASSIGN(const json* key, require_field(value, "key", json::value_t::string, "a string"));
   manifest.key = key->get<std::string>();
-  if (!is_sha256_hex(manifest.key)) {
+  if (!base::is_sha256_hex(manifest.key)) {
     return Error::corrupt("manifest key is not 64 lowercase hexadecimal characters");
   }
   OPCACHE_TRY_ASSIGN(const json* descriptor, require_field(value, "descriptor", json::value_t::object, "an object"));

@@ -2,9 +2,10 @@
 
 #include <cstdlib>
 
-#include "store/canonical_json.hpp"
-#include "store/json_parse.hpp"
-#include "store/try.hpp"
+#include "base/canonical_json.hpp"
+#include "base/json_parse.hpp"
+#include "base/try.hpp"
+#include "base/utf8.hpp"
 
 namespace opcache {
 
@@ -33,7 +34,7 @@ Status check_text_value(const std::string& origin, const std::string& field, con
   if (value.size() > 256) {
     return Error::usage(origin + ": " + field + " is longer than 256 bytes");
   }
-  if (!store::is_valid_utf8(value)) {
+  if (!base::is_valid_utf8(value)) {
     return Error::usage(origin + ": " + field + " is not valid UTF-8");
   }
   for (char c : value) {
@@ -239,7 +240,7 @@ Result<Scenario> parse_scenario_spec(std::string_view spec) {
 }
 
 Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin) {
-  OPCACHE_TRY_ASSIGN(json value, store::parse_json(json_text, origin));
+  OPCACHE_TRY_ASSIGN(json value, base::parse_json(json_text, origin));
   return store::scenario_from_json(value, origin, store::process_environment());
 }
 
@@ -253,7 +254,7 @@ Result<Scenario> parse_scenario(std::string_view text) {
 
 std::string scenario_canonical_json(const Scenario& scenario) {
   // Validated scenarios are valid UTF-8 strings only, so canonicalization cannot fail.
-  return store::canonical_json(store::scenario_to_json(scenario)).value();
+  return base::canonical_json(store::scenario_to_json(scenario)).value();
 }
 
 std::string scenario_summary(const Scenario& scenario) {

@@ -8,8 +8,8 @@
 #include <map>
 
 #include "store/cache_root.hpp"
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 #include "store/volatile_fields.hpp"
 
 namespace opcache::store {
@@ -39,7 +39,7 @@ std::optional<std::int64_t> parse_integer(const std::string& text) {
 }
 
 Result<std::optional<IniValues>> read_ini(const std::filesystem::path& path) {
-  auto text = read_file(path);
+  auto text = base::read_file(path);
   if (!text) {
     if (text.error().code() == ErrorCode::not_found) {
       return std::optional<IniValues>();

@@ -4,10 +4,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "store/local_store.hpp"
-#include "store/lock_file.hpp"
-#include "store/try.hpp"
+#include "base/lock_file.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 
@@ -22,7 +22,7 @@ std::filesystem::path SingleFlight::failure_path(const std::string& key) const {
 }
 
 std::optional<SingleFlight::Failure> SingleFlight::read_failure(const std::string& key) const {
-  auto text = read_file(failure_path(key));
+  auto text = base::read_file(failure_path(key));
   if (!text) {
     return std::nullopt;
   }
@@ -41,7 +41,7 @@ void SingleFlight::record_failure(const std::string& key, const Error& error) co
   nlohmann::json record = {
       {"pid", static_cast<long>(::getpid())}, {"time_ms", system_clock_ms()()}, {"message", error.message()}};
   // Best effort: without the record, waiters build themselves instead.
-  (void)write_file_atomic(failure_path(key), record.dump());
+  (void)base::write_file_atomic(failure_path(key), record.dump());
 }
 
 Result<FlightOutcome> SingleFlight::run(const std::string& key, const std::function<Result<bool>()>& try_hit,
@@ -50,10 +50,10 @@ Result<FlightOutcome> SingleFlight::run(const std::string& key, const std::funct
   if (hit) {
     return FlightOutcome::hit;
   }
-  OPCACHE_TRY(ensure_directory(m_locks_dir));
+  OPCACHE_TRY(base::ensure_directory(m_locks_dir));
   const std::int64_t wait_started_ms = system_clock_ms()();
   bool waited = false;
-  OPCACHE_TRY_ASSIGN(LockFile lock, LockFile::acquire(lock_path(key), m_timeout, m_poll, &waited));
+  OPCACHE_TRY_ASSIGN(base::LockFile lock, base::LockFile::acquire(lock_path(key), m_timeout, m_poll, &waited));
 
   OPCACHE_TRY_ASSIGN(hit, try_hit());
   if (hit) {

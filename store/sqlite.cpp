@@ -4,7 +4,7 @@
 #include <chrono>
 #include <thread>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 

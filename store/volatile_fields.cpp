@@ -1,6 +1,6 @@
 #include "store/volatile_fields.hpp"
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
 namespace opcache::store {
 

@@ -16,7 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "support/bench_util.hpp"
 
 extern char** environ;
@@ -150,7 +150,7 @@ json kernel_descriptor(const KernelSpec& spec) {
 
 // MindSpore names kernels "<Op>_<hash>_<n>"; we use the descriptor's hash.
 std::string kernel_stem(const KernelSpec& spec, const json& descriptor) {
-  std::string digest = opcache::store::sha256_hex(descriptor.dump());
+  std::string digest = opcache::base::sha256_hex(descriptor.dump());
   return std::string(spec.op->op_type) + "_" + std::to_string(std::stoull(digest.substr(0, 15), nullptr, 16)) + "_0";
 }
 
@@ -400,7 +400,7 @@ Corpus load_or_generate_corpus(const fs::path& directory, std::size_t count, con
       kernel.files = {object, kernel_dir / (job.stem + ".json"), kernel_dir / (job.stem + ".info")};
       const std::string object_bytes = read_bytes(object);
       write_bytes(kernel.files[1],
-                  kernel_metadata(job.spec, job.stem, opcache::store::sha256_hex(object_bytes)).dump(4));
+                  kernel_metadata(job.spec, job.stem, opcache::base::sha256_hex(object_bytes)).dump(4));
       write_bytes(kernel.files[2], kernel_info(job.spec, job.stem, job.descriptor).dump());
       for (std::size_t f = 0; f < kernel.files.size(); ++f) {
         kernel.sizes[f] = fs::file_size(kernel.files[f]);

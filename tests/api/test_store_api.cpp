@@ -9,12 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/opcache.hpp"
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 #include "store/descriptor.hpp"
-#include "store/json_parse.hpp"
+#include "base/json_parse.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "store/volatile_fields.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -53,7 +53,7 @@ std::string key_ok(const Store& store, const std::string& descriptor, const opca
 // The key through the internal store/ path: parse, strip with the built-in
 // list, derive.
 std::string store_layer_key(const std::string& descriptor, const opcache::Scenario& scenario) {
-  auto parsed = opcache::store::parse_json(descriptor, "descriptor");
+  auto parsed = opcache::base::parse_json(descriptor, "descriptor");
   REQUIRE(parsed.ok());
   auto filter = opcache::store::VolatileFieldFilter::compile(opcache::store::VolatileFieldFilter::default_patterns());
   REQUIRE(filter.ok());
@@ -67,11 +67,11 @@ std::string store_layer_key(const std::string& descriptor, const opcache::Scenar
 // The key from first principles (design.md): SHA-256 of the prefix, the
 // canonical descriptor and the canonical scenario.
 std::string preimage_key(const std::string& stripped_descriptor, const opcache::Scenario& scenario) {
-  auto parsed = opcache::store::parse_json(stripped_descriptor, "descriptor");
+  auto parsed = opcache::base::parse_json(stripped_descriptor, "descriptor");
   REQUIRE(parsed.ok());
-  auto canonical = opcache::store::canonical_json(*parsed);
+  auto canonical = opcache::base::canonical_json(*parsed);
   REQUIRE(canonical.ok());
-  return opcache::store::sha256_hex("opcache-key-v1\n" + *canonical + "\n" + opcache::scenario_canonical_json(scenario));
+  return opcache::base::sha256_hex("opcache-key-v1\n" + *canonical + "\n" + opcache::scenario_canonical_json(scenario));
 }
 
 nlohmann::json with(const std::string& descriptor, const std::string& field, const nlohmann::json& value) {

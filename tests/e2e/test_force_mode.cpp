@@ -26,7 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/opcache.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -195,7 +195,7 @@ TwoVersions make_two_versions(const TempDir& dir, const std::string& op = "squar
       "void " + stem + "__kernel0(const float* x, float* y) {\n  for (int i = 0; i < " + std::to_string(length) +
           "; ++i) y[i] = x[i] * x[i] * 0.5f + 2.0f;\n}\n");
   auto meta = json::parse(read_text(versions.kernel.metadata));
-  meta["sha256"] = opcache::store::sha256_hex(read_text(object));
+  meta["sha256"] = opcache::base::sha256_hex(read_text(object));
   write_text(dir / "v2" / versions.kernel.metadata.filename(), meta.dump());
   fs::copy_file(versions.kernel.info, dir / "v2" / versions.kernel.info.filename());
   versions.v2 = {object, dir / "v2" / versions.kernel.metadata.filename(), dir / "v2" / versions.kernel.info.filename()};

@@ -34,7 +34,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/opcache.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -92,7 +92,7 @@ std::vector<fs::path> make_replacement(const fs::path& dir, const KernelTriple& 
       "float " + kernel.stem + "__kernel0(const float* x, float* y) {\n  y[0] = x[0] * " +
           std::to_string(variant + 2) + ".5f;\n  return y[0] + " + std::to_string(variant) + ".0f;\n}\n");
   auto meta = json::parse(read_text(kernel.metadata));
-  meta["sha256"] = opcache::store::sha256_hex(read_text(object));
+  meta["sha256"] = opcache::base::sha256_hex(read_text(object));
   meta["rebuilt"] = true;
   auto metadata = dir / kernel.metadata.filename();
   write_text(metadata, meta.dump());

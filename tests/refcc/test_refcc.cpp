@@ -18,7 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -651,7 +651,7 @@ TEST_CASE("refcc: kernel files follow the MindSpore kernel_meta layout") {
   // <func>_<decimal of the key's first 16 hex digits>_<device id>
   CHECK(stem == "mat_mul_" + std::to_string(std::stoull(key.substr(0, 16), nullptr, 16)) + "_2");
   const json meta = json::parse(compiled.files[".json"]);
-  CHECK(meta["sha256"] == opcache::store::sha256_hex(compiled.files[".o"]));
+  CHECK(meta["sha256"] == opcache::base::sha256_hex(compiled.files[".o"]));
   CHECK(meta["binFileName"] == stem);
   CHECK(meta["binFileSuffix"] == ".o");
   CHECK(meta["magic"] == "RT_DEV_BINARY_MAGIC_ELF");

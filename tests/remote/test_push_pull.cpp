@@ -20,7 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
@@ -46,7 +46,7 @@ struct PushPullServer {
   std::unique_ptr<ServerProcess> process;
 
   explicit PushPullServer(const std::vector<TestKernel>& seeded = {}) {
-    write_text(dir / "tokens", opcache::store::sha256_hex(k_token) + " ci write\n");
+    write_text(dir / "tokens", opcache::base::sha256_hex(k_token) + " ci write\n");
     write_text(token_file, std::string(k_token) + "\n");
     if (!seeded.empty()) {
       Store store = open_remote_store(storage, {});
@@ -210,7 +210,7 @@ TEST_CASE("remote::pull --keys FILE takes keys, descriptor lines, a JSON array a
     kernels.push_back(make_cheap_kernel(temp / "src", i));
   }
   PushPullServer server(kernels);
-  const std::string absent = opcache::store::sha256_hex("not on the server");
+  const std::string absent = opcache::base::sha256_hex("not on the server");
   auto pull = [&](const fs::path& cache, std::vector<std::string> args) {
     args.insert(args.begin(), {"--json", "pull"});
     return opcache_cli(cache, server.url(), server.token_file, args);
@@ -421,7 +421,7 @@ TEST_CASE("remote::push and pull against a dead or hanging remote end in a clear
       CAPTURE(verb);
       const auto start = std::chrono::steady_clock::now();
       auto result = opcache_cli(temp / "cache", remote + "|timeout=1000|retries=1", {},
-                                {verb, opcache::store::sha256_hex("some key")});
+                                {verb, opcache::base::sha256_hex("some key")});
       CHECK(seconds_since(start) < 8.0);
       CHECK(result.exit_code != 0);
       CHECK(result.exit_code != 8);  // not an internal error

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
@@ -28,7 +28,7 @@ namespace {
 
 // A key nobody has: the lookups of a batch.
 std::string fake_key(int i) {
-  return opcache::store::sha256_hex("no such kernel " + std::to_string(i));
+  return opcache::base::sha256_hex("no such kernel " + std::to_string(i));
 }
 
 // The breaker state files of a cache directory.

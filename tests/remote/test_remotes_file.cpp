@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "opcache/opcache.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -118,7 +118,7 @@ TEST_CASE("remote::file: a read-only share receives nothing: push and pull move 
 
   Store reader = open_remote_store(temp / "reader", {url});
   Store::TransferOptions two;
-  two.keys = {kernels[3].key, kernels[4].key, opcache::store::sha256_hex("nobody has this")};
+  two.keys = {kernels[3].key, kernels[4].key, opcache::base::sha256_hex("nobody has this")};
   auto partial = reader.pull(two);
   REQUIRE(partial.ok());
   CHECK(partial->requested == 3);

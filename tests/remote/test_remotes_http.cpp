@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
@@ -39,8 +39,8 @@ struct TeamServer {
   std::unique_ptr<ServerProcess> process;
 
   TeamServer() {
-    write_text(dir / "tokens", opcache::store::sha256_hex(k_reader) + " reader read\n" +
-                                   opcache::store::sha256_hex(k_writer) + " writer write\n");
+    write_text(dir / "tokens", opcache::base::sha256_hex(k_reader) + " reader read\n" +
+                                   opcache::base::sha256_hex(k_writer) + " writer write\n");
     write_text(reader_token, std::string(k_reader) + "\n");
     write_text(writer_token, std::string(k_writer) + "\n");
   }
@@ -100,7 +100,7 @@ TEST_CASE("remote::http: a local miss is fetched from opcache serve, verified, s
   CHECK_MESSAGE(warnings.all().empty(), warnings.joined());
 
   // And a key nobody has is a plain miss once the server is gone (warning, no error).
-  auto missing = store.get(opcache::store::sha256_hex("absent"), temp / "out3");
+  auto missing = store.get(opcache::base::sha256_hex("absent"), temp / "out3");
   REQUIRE(missing.ok());
   CHECK_FALSE(missing->has_value());
   CHECK(warnings.contains(server.url()));

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "remote/s3_client.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/remote_fixtures.hpp"
@@ -162,7 +162,7 @@ TEST_CASE("remote::s3: an object under the wrong key in the bucket is a miss and
   CHECK(count_files(temp / "cache" / "objects") == 0);
   CHECK(count_files(temp / "out") == 0);
   // A missing key is a plain miss without warnings.
-  auto absent = store.get(opcache::store::sha256_hex("absent"), temp / "out");
+  auto absent = store.get(opcache::base::sha256_hex("absent"), temp / "out");
   REQUIRE(absent.ok());
   CHECK_FALSE(absent->has_value());
   CHECK(warnings.all().size() == 1);
@@ -177,7 +177,7 @@ TEST_CASE("remote::s3: an S3 endpoint that hangs costs one timeout for a batch o
       open_remote_store(temp / "cache", {s3_url("bucket", "p", endpoint.url()) + "|timeout=1000|retries=2"}, &warnings);
   const auto start = Clock::now();
   for (int i = 0; i < 30; ++i) {
-    auto got = store.get(opcache::store::sha256_hex(std::to_string(i)), temp / "out");
+    auto got = store.get(opcache::base::sha256_hex(std::to_string(i)), temp / "out");
     REQUIRE(got.ok());
     CHECK_FALSE(got->has_value());
   }
@@ -194,8 +194,8 @@ TEST_CASE("remote::serve --storage s3://: PUT, GET, HEAD, query and list round t
   TempDir temp;
   const std::string reader = "s3-reader-token";
   const std::string writer = "s3-writer-token";
-  write_text(temp / "tokens", opcache::store::sha256_hex(reader) + " reader read\n" +
-                                  opcache::store::sha256_hex(writer) + " writer write\n");
+  write_text(temp / "tokens", opcache::base::sha256_hex(reader) + " reader read\n" +
+                                  opcache::base::sha256_hex(writer) + " writer write\n");
   // The server creates the bucket itself.
   const std::string storage = s3_url("opcache-serve-s3", "replicas", MotoServer::shared().endpoint());
   ServerProcess server(storage, {"--tokens", (temp / "tokens").string()});
@@ -228,11 +228,11 @@ TEST_CASE("remote::serve --storage s3://: PUT, GET, HEAD, query and list round t
   auto got = client.request("GET", base + "/v1/entries/" + kernels[0].key, {read_auth});
   REQUIRE(got.status == 200);
   CHECK(got.body == kernels[0].bundle);
-  CHECK(got.header("etag").find(opcache::store::sha256_hex(kernels[0].bundle)) != std::string::npos);
+  CHECK(got.header("etag").find(opcache::base::sha256_hex(kernels[0].bundle)) != std::string::npos);
   auto head = client.request("HEAD", base + "/v1/entries/" + kernels[1].key, {read_auth});
   CHECK(head.status == 200);
   CHECK(head.header("content-length") == std::to_string(kernels[1].bundle.size()));
-  const std::string absent = opcache::store::sha256_hex("absent");
+  const std::string absent = opcache::base::sha256_hex("absent");
   CHECK(client.request("GET", base + "/v1/entries/" + absent, {read_auth}).status == 404);
   CHECK(client.request("HEAD", base + "/v1/entries/" + absent, {read_auth}).status == 404);
 

@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "remote/s3_client.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -89,7 +89,7 @@ std::string md5_hex(const std::string& data) {
 // Downloads `name` into a new file and returns its contents (nullopt on a miss).
 std::optional<std::string> get_bytes(S3Client& client, const fs::path& file, const std::string& name,
                                      std::int64_t max_bytes = 1 << 30) {
-  opcache::store::FileDescriptor fd(::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600));
+  opcache::base::FileDescriptor fd(::open(file.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600));
   REQUIRE(fd.valid());
   auto found = client.get_to_fd(name, fd.get(), max_bytes);
   REQUIRE_MESSAGE(found.ok(), found.error().message());
@@ -596,7 +596,7 @@ TEST_CASE("remote::S3Client does not retry 4xx and says refused credentials on 4
                          reply("400 Bad Request", "<Error><Code>InvalidArgument</Code><Message>no</Message></Error>"),
                          reply("503 Slow Down", "", "Retry-After: 3600\r\n")});
   S3Client client = scripted_client(server, {500, 5000, 2});
-  opcache::store::FileDescriptor fd(::open((temp / "out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  opcache::base::FileDescriptor fd(::open((temp / "out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
 
   auto refused = client.get_to_fd("k", fd.get(), 100);
   REQUIRE_FALSE(refused.ok());
@@ -628,7 +628,7 @@ TEST_CASE("remote::S3Client restarts a download that broke midway from the file'
   S3Client client = scripted_client(server, {500, 5000, 2});
   const fs::path file = temp / "out";
   write_text(file, "KEEP:");
-  opcache::store::FileDescriptor fd(::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
+  opcache::base::FileDescriptor fd(::open(file.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC));
   auto found = client.get_to_fd("k", fd.get(), 100);
   REQUIRE_MESSAGE(found.ok(), found.error().message());
   CHECK(*found);
@@ -640,7 +640,7 @@ TEST_CASE("remote::S3Client refuses a body larger than max_bytes before writing 
   TempDir temp;
   ScriptedServer server({reply("200 OK", std::string(100, 'x'))});
   S3Client client = scripted_client(server, {500, 5000, 2});
-  opcache::store::FileDescriptor fd(::open((temp / "out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  opcache::base::FileDescriptor fd(::open((temp / "out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
   auto found = client.get_to_fd("k", fd.get(), 99);
   REQUIRE_FALSE(found.ok());
   CHECK(found.error().code() == ErrorCode::remote);
@@ -759,7 +759,7 @@ TEST_CASE("remote::S3Client round-trips a file with metadata through moto") {
   CHECK(full->has_value());
 
   {
-    opcache::store::FileDescriptor fd(::open((temp / "limited").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    opcache::base::FileDescriptor fd(::open((temp / "limited").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
     auto limited = client.get_to_fd("ab/cdef.bundle", fd.get(), 1024 * 1024);
     REQUIRE_FALSE(limited.ok());
     CHECK(limited.error().code() == ErrorCode::remote);
@@ -791,7 +791,7 @@ TEST_CASE("remote::S3Client reports a missing bucket as an error, not as a miss"
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
   TempDir temp;
   S3Client client = moto_client("opcache-no-such-bucket", "p");
-  opcache::store::FileDescriptor fd(::open((temp / "out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+  opcache::base::FileDescriptor fd(::open((temp / "out").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
   auto got = client.get_to_fd("k", fd.get(), 100);
   REQUIRE_FALSE(got.ok());
   CHECK(got.error().code() == ErrorCode::remote);
@@ -926,7 +926,7 @@ TEST_CASE("remote::S3Client serves 8 threads at once, byte-exact") {
           fail(name + " put: " + put.error().message());
           continue;
         }
-        opcache::store::FileDescriptor fd(::open(target.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600));
+        opcache::base::FileDescriptor fd(::open(target.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600));
         auto got = client.get_to_fd(name, fd.get(), 1 << 20);
         if (!got || !*got) {
           fail(name + " get: " + (got ? std::string("missing") : got.error().message()));
@@ -1005,7 +1005,7 @@ TEST_CASE("remote::S3Client signs requests moto verifies, and reports refused cr
                                                          : "HTTP 400 Bad Request: a HEAD response carries no error";
     CHECK_MESSAGE(denied_head.error().message().find(expected_head) != std::string::npos,
                   denied_head.error().message());
-    opcache::store::FileDescriptor fd(::open((temp / "denied").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
+    opcache::base::FileDescriptor fd(::open((temp / "denied").c_str(), O_CREAT | O_WRONLY | O_CLOEXEC, 0600));
     auto denied_get = wrong.get_to_fd("dir/empty", fd.get(), 100);
     REQUIRE_FALSE(denied_get.ok());
     CHECK_MESSAGE(denied_get.error().message().find(code) != std::string::npos, denied_get.error().message());

@@ -23,7 +23,7 @@
 #include "store/bundle_writer.hpp"
 #include "store/manifest.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -122,12 +122,12 @@ RealManifest real_manifest(const fs::path& dir, const std::string& op, int lengt
     input.members.push_back({file.filename().string(), file, ""});
   }
   input.build_ms = 812;
-  opcache::store::StringSink sink;
+  opcache::base::StringSink sink;
   auto written = opcache::store::write_bundle(input, sink);
   REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
 
   const std::string& bytes = sink.data();
-  opcache::store::MemorySource source(bytes);
+  opcache::base::MemorySource source(bytes);
   opcache::store::BundleReader reader(source);
   auto manifest = reader.read_manifest();
   REQUIRE_MESSAGE(manifest.ok(), (manifest.ok() ? "" : manifest.error().message()));

@@ -36,9 +36,9 @@
 
 #include "store/bundle_reader.hpp"
 #include "store/bundle_writer.hpp"
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/server.hpp"
@@ -228,12 +228,12 @@ TestBundle make_bundle(const fs::path& dir, const std::string& op, int length,
     input.members.push_back({"padding.bin", padding, ""});
   }
   input.build_ms = 250 + length;
-  opcache::store::StringSink sink;
+  opcache::base::StringSink sink;
   auto written = opcache::store::write_bundle(input, sink);
   REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
   bundle.key = written->manifest.key;
   bundle.bytes = sink.data();
-  bundle.digest = opcache::store::sha256_hex(bundle.bytes);
+  bundle.digest = opcache::base::sha256_hex(bundle.bytes);
   bundle.file = dir / (name + ".bundle");
   opcache::test::write_text(bundle.file, bundle.bytes);
   bundle.manifest = json::parse(bundle.bytes.substr(opcache::store::k_bundle_header_size, manifest_length(bundle.bytes)));
@@ -244,7 +244,7 @@ TestBundle make_bundle(const fs::path& dir, const std::string& op, int length,
 // A server with the standard tokens file, and checks of its storage.
 
 std::string token_line(const std::string& token, const std::string& name, const std::string& scopes) {
-  return opcache::store::sha256_hex(token) + " " + name + " " + scopes + "\n";
+  return opcache::base::sha256_hex(token) + " " + name + " " + scopes + "\n";
 }
 
 // reader (read), writer (write), boss (admin), hashed by hand.
@@ -404,7 +404,7 @@ std::string with_payload(const TestBundle& bundle, const std::string& members) {
 
 // `bundle` with `manifest` (canonical JSON) instead of its own manifest.
 std::string with_manifest(const TestBundle& bundle, const json& manifest) {
-  auto text = opcache::store::canonical_json(manifest);
+  auto text = opcache::base::canonical_json(manifest);
   REQUIRE(text.ok());
   return opcache::store::encode_bundle_header(static_cast<std::uint32_t>(text->size())) + *text +
          bundle.bytes.substr(opcache::store::k_bundle_header_size + manifest_length(bundle.bytes));
@@ -412,7 +412,7 @@ std::string with_manifest(const TestBundle& bundle, const json& manifest) {
 
 // Whether verify_bundle (what the server runs on uploads) accepts `bytes`.
 bool verifies(const std::string& bytes) {
-  opcache::store::MemorySource source(bytes);
+  opcache::base::MemorySource source(bytes);
   return opcache::store::verify_bundle(source).ok();
 }
 
@@ -545,7 +545,7 @@ TEST_CASE("server::PUT and GET a bundle larger than 1 MiB under the default --ma
   auto get = opcache::test::http_request("GET", served.entry(big.key), {bearer(k_read_token)});
   CHECK(get.status == 200);
   CHECK(get.body.size() == big.bytes.size());
-  CHECK(opcache::store::sha256_hex(get.body) == big.digest);  // the bytes, without printing 3 MiB on failure
+  CHECK(opcache::base::sha256_hex(get.body) == big.digest);  // the bytes, without printing 3 MiB on failure
   CHECK(files_under(served.storage / "tmp").empty());
 
   // libcurl sent that one with "Expect: 100-continue" (it does above 1 MiB);
@@ -613,7 +613,7 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
   CHECK(checked_json(empty, "query-response.schema.json") == json{{"present", json::array()}, {"missing", json::array()}});
   json many = {{"keys", json::array()}};
   for (int i = 0; i < 10000; ++i) {
-    many["keys"].push_back(opcache::store::sha256_hex(std::to_string(i)));
+    many["keys"].push_back(opcache::base::sha256_hex(std::to_string(i)));
   }
   many["keys"][5000] = bundles[1].key;
   CHECK(request_schema.errors(many).empty());
@@ -1122,8 +1122,8 @@ TEST_CASE("server::bearer tokens: 401 without or with an unknown token, 403 belo
       [] { auto o = hermetic(); o.stdin_data = std::string(k_write_token) + "\n"; return o; }());
   REQUIRE(hashed_reader.exit_code == 0);
   REQUIRE(hashed_writer.exit_code == 0);
-  CHECK(hashed_reader.out == opcache::store::sha256_hex(k_read_token) + " reader read\n");
-  CHECK(hashed_writer.out == opcache::store::sha256_hex(k_write_token) + " writer read,write\n");
+  CHECK(hashed_reader.out == opcache::base::sha256_hex(k_read_token) + " reader read\n");
+  CHECK(hashed_writer.out == opcache::base::sha256_hex(k_write_token) + " writer read,write\n");
   CHECK_FALSE(contains(hashed_reader.out + hashed_reader.err, k_read_token));
   Served served({}, hashed_reader.out + hashed_writer.out + token_line(k_admin_token, "boss", "admin"));
   TempDir work;
@@ -1263,12 +1263,12 @@ TEST_CASE("server::a malformed tokens file stops opcache serve with exit 2, nami
   };
   const std::string good = token_line(k_read_token, "reader", "read");
   const std::vector<Case> cases = {
-      {"a line with two fields", "# tokens\n" + good + opcache::store::sha256_hex("x") + " lonely\n", ":3:",
+      {"a line with two fields", "# tokens\n" + good + opcache::base::sha256_hex("x") + " lonely\n", ":3:",
        "expected"},
       {"the token itself instead of its hash", "\n" + std::string(k_write_token) + " writer write\n", ":2:",
        "not the token itself"},
-      {"an unknown scope", opcache::store::sha256_hex("y") + " root superuser\n", ":1:", "unknown scope"},
-      {"an extra field", good + opcache::store::sha256_hex("z") + " a read extra\n", ":2:", "expected"},
+      {"an unknown scope", opcache::base::sha256_hex("y") + " root superuser\n", ":1:", "unknown scope"},
+      {"an extra field", good + opcache::base::sha256_hex("z") + " a read extra\n", ":2:", "expected"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.what);

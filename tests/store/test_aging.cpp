@@ -23,7 +23,7 @@
 #include "store/index.hpp"
 #include "store/key.hpp"
 #include "store/local_store.hpp"
-#include "store/lock_file.hpp"
+#include "base/lock_file.hpp"
 #include "store/scenario.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -624,7 +624,7 @@ TEST_CASE("store::LocalStore::collect_garbage skips when another process is agin
   const AgingPolicy policy{1, 50, 0};
   {
     // flock locks conflict between open file descriptions, even in one process.
-    auto held = opcache::store::LockFile::try_acquire(temp / "cache" / "locks" / "gc.lock");
+    auto held = opcache::base::LockFile::try_acquire(temp / "cache" / "locks" / "gc.lock");
     REQUIRE(held.ok());
     REQUIRE(held->has_value());
 

@@ -20,11 +20,11 @@
 
 #include "store/bundle_reader.hpp"
 #include "store/bundle_writer.hpp"
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 #include "store/key.hpp"
 #include "store/manifest.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -38,14 +38,14 @@ using opcache::store::BundleInput;
 using opcache::store::BundleLimits;
 using opcache::store::BundleReader;
 using opcache::store::BundleWriteOptions;
-using opcache::store::ByteSink;
-using opcache::store::ByteSource;
+using opcache::base::ByteSink;
+using opcache::base::ByteSource;
 using opcache::store::Manifest;
 using opcache::store::MemberEntry;
 using opcache::store::MemberSink;
 using opcache::store::MemberSource;
-using opcache::store::sha256_hex;
-using opcache::store::StringSink;
+using opcache::base::sha256_hex;
+using opcache::base::StringSink;
 using opcache::store::WrittenBundle;
 using opcache::test::TempDir;
 namespace fs = std::filesystem;
@@ -81,7 +81,7 @@ class CollectingSink final : public MemberSink {
   Status end(const MemberEntry& member) override {
     CHECK(m_open);
     CHECK(member.name == m_current);
-    CHECK(sha256_hex(data[member.name]) == member.sha256);
+    CHECK(opcache::base::sha256_hex(data[member.name]) == member.sha256);
     ended.push_back(member.name);
     m_open = false;
     return {};
@@ -98,7 +98,7 @@ class CollectingSink final : public MemberSink {
 };
 
 // Hands out at most `chunk` bytes per read, to exercise every buffer boundary.
-class ChunkedSource final : public ByteSource {
+class ChunkedSource final : public opcache::base::ByteSource {
  public:
   ChunkedSource(std::string_view data, std::size_t chunk) : m_data(data), m_chunk(chunk) {}
   Result<std::size_t> read(void* buffer, std::size_t size) override {
@@ -115,7 +115,7 @@ class ChunkedSource final : public ByteSource {
 };
 
 // Serves `good` bytes, then fails like a broken disk.
-class FailingSource final : public ByteSource {
+class FailingSource final : public opcache::base::ByteSource {
  public:
   FailingSource(std::string_view data, std::size_t good) : m_data(data.substr(0, good)) {}
   Result<std::size_t> read(void* buffer, std::size_t size) override {
@@ -139,7 +139,7 @@ struct Encoded {
 };
 
 Encoded encode(const BundleInput& input, const BundleWriteOptions& options = {}) {
-  StringSink sink;
+  opcache::base::StringSink sink;
   auto written = write_bundle(input, sink, options);
   REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
   return {*written, sink.data()};
@@ -184,7 +184,7 @@ std::string assemble(const std::string& manifest_text, const std::string& payloa
 }
 
 std::string assemble(const json& manifest, const std::string& payload) {
-  auto text = opcache::store::canonical_json(manifest);
+  auto text = opcache::base::canonical_json(manifest);
   REQUIRE(text.ok());
   return assemble(*text, payload);
 }
@@ -304,7 +304,7 @@ json manifest_for(const std::vector<std::pair<std::string, std::string>>& member
   manifest.key = *opcache::store::derive_key(manifest.descriptor, manifest.scenario);
   for (const auto& [name, contents] : members) {
     manifest.members.push_back(
-        {name, contents.size(), sha256_hex(contents), opcache::store::role_for_member_name(name)});
+        {name, contents.size(), opcache::base::sha256_hex(contents), opcache::store::role_for_member_name(name)});
   }
   manifest.producer = {"opcache", "test", ""};
   manifest.created = "2026-11-22T00:51:54Z";
@@ -322,7 +322,7 @@ TEST_CASE("store::Bundle round-trips a real compiled .o/.json/.info triple byte 
   Encoded encoded = encode(input);
 
   CHECK(encoded.written.bytes == encoded.bytes.size());
-  CHECK(encoded.written.digest == sha256_hex(encoded.bytes));
+  CHECK(encoded.written.digest == opcache::base::sha256_hex(encoded.bytes));
   CHECK(encoded.bytes.compare(0, 8, "OPCBUNDL") == 0);
 
   const Manifest& written = encoded.written.manifest;
@@ -340,11 +340,11 @@ TEST_CASE("store::Bundle round-trips a real compiled .o/.json/.info triple byte 
     std::string contents = opcache::test::read_text(file);
     CHECK(written.members[i].name == file.filename().string());
     CHECK(written.members[i].size == contents.size());
-    CHECK(written.members[i].sha256 == sha256_hex(contents));
+    CHECK(written.members[i].sha256 == opcache::base::sha256_hex(contents));
     CHECK(written.members[i].role == roles[i]);
   }
 
-  opcache::store::MemorySource source(encoded.bytes);
+  opcache::base::MemorySource source(encoded.bytes);
   BundleReader reader(source);
   auto manifest = reader.read_manifest();
   REQUIRE_MESSAGE(manifest.ok(), (manifest.ok() ? "" : manifest.error().message()));
@@ -372,7 +372,7 @@ TEST_CASE("store::verify_bundle returns the manifest and the digest the writer r
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir.path(), "relu", 32);
   Encoded encoded = encode(input_for(kernel));
-  opcache::store::MemorySource source(encoded.bytes);
+  opcache::base::MemorySource source(encoded.bytes);
   std::string digest;
   auto manifest = opcache::store::verify_bundle(source, {}, &digest);
   REQUIRE(manifest.ok());
@@ -414,7 +414,7 @@ TEST_CASE("store::Bundle round-trips zero-length members at the start, middle an
   CHECK(sink.data["kernel.o"] ==
         "\x7f"
         "ELF payload");
-  CHECK(encoded.written.manifest.members[0].sha256 == sha256_hex(""));
+  CHECK(encoded.written.manifest.members[0].sha256 == opcache::base::sha256_hex(""));
   CHECK(encoded.written.manifest.members[4].role == "package");
   CHECK(digest == encoded.written.digest);
 }
@@ -890,7 +890,7 @@ TEST_CASE("store::write_bundle enforces member count, member size, total size an
       dir, {{"a.o", std::string(100, 'a')}, {"b.o", std::string(100, 'b')}, {"c.o", std::string(100, 'c')}});
   BundleInput input = input_for(files);
   BundleWriteOptions options;
-  StringSink out;
+  opcache::base::StringSink out;
 
   SUBCASE("too many members") {
     options.limits.max_members = 2;
@@ -938,14 +938,14 @@ TEST_CASE("store::write_bundle rejects unsafe member names before writing anythi
     CAPTURE(name);
     BundleInput input = input_for(files);
     input.members[0].name = name;
-    StringSink out;
+    opcache::base::StringSink out;
     expect_error(write_bundle(input, out), ErrorCode::usage, {"member name", needle});
     CHECK(out.data().empty());
   }
   // 255 bytes is the longest accepted name.
   BundleInput input = input_for(files);
   input.members[0].name = std::string(253, 'n') + ".o";
-  StringSink out;
+  opcache::base::StringSink out;
   CHECK(write_bundle(input, out).ok());
 }
 
@@ -954,7 +954,7 @@ TEST_CASE("store::write_bundle rejects duplicate member names") {
   auto files = write_files(dir, {{"k.o", "one"}, {"other.o", "two"}});
   BundleInput input = input_for(files);
   input.members[1].name = "k.o";
-  StringSink out;
+  opcache::base::StringSink out;
   expect_error(write_bundle(input, out), ErrorCode::usage, {"two member files share the name \"k.o\""});
   CHECK(out.data().empty());
 }
@@ -962,7 +962,7 @@ TEST_CASE("store::write_bundle rejects duplicate member names") {
 TEST_CASE("store::write_bundle rejects missing files, directories and invalid descriptors") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "one"}});
-  StringSink out;
+  opcache::base::StringSink out;
 
   BundleInput missing = input_for(files);
   missing.members.push_back({"gone.o", dir / "gone.o", ""});
@@ -988,7 +988,7 @@ namespace {
 
 // Runs `change` on the first write to the output, i.e. after the writer hashed
 // the members (pass 1) and before it compresses them (pass 2).
-class ChangingSink final : public ByteSink {
+class ChangingSink final : public opcache::base::ByteSink {
  public:
   explicit ChangingSink(std::function<void()> change) : m_change(std::move(change)) {}
   Status write(const void* data, std::size_t size) override {
@@ -1057,7 +1057,7 @@ TEST_CASE("store::BundleReader passes sink and source errors through unchanged")
   std::string bundle = encode(input_for(files)).bytes;
 
   SUBCASE("sink") {
-    opcache::store::MemorySource source(bundle);
+    opcache::base::MemorySource source(bundle);
     BundleReader reader(source);
     REQUIRE(reader.read_manifest().ok());
     RefusingSink sink;
@@ -1081,7 +1081,7 @@ TEST_CASE("store::BundleReader refuses read_members before read_manifest") {
   TempDir dir;
   auto files = write_files(dir, {{"a.o", "aaaa"}});
   std::string bundle = encode(input_for(files)).bytes;
-  opcache::store::MemorySource source(bundle);
+  opcache::base::MemorySource source(bundle);
   BundleReader reader(source);
   CollectingSink sink;
   expect_error(reader.read_members(sink), ErrorCode::internal, {"before read_manifest"});

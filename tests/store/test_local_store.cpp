@@ -23,11 +23,11 @@
 
 #include "opcache/scenario.hpp"
 #include "store/bundle_writer.hpp"
-#include "store/byte_stream.hpp"
+#include "base/byte_stream.hpp"
 #include "store/key.hpp"
 #include "store/local_store.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -188,7 +188,7 @@ long dead_pid() {
 
 // The bundle bytes write_bundle produces for `input`, and its digest.
 std::pair<std::string, std::string> encode(const BundleInput& input) {
-  opcache::store::StringSink sink;
+  opcache::base::StringSink sink;
   auto written = opcache::store::write_bundle(input, sink);
   REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
   return {sink.data(), written->digest};
@@ -236,7 +236,7 @@ TEST_CASE("store::LocalStore put then get round-trips real kernels byte-exact an
   // Content addressing: the object is named by the SHA-256 of its bytes.
   auto object = store->layout().object_path(put_square.digest);
   REQUIRE(fs::is_regular_file(object));
-  CHECK(opcache::store::sha256_hex(read_text(object)) == put_square.digest);
+  CHECK(opcache::base::sha256_hex(read_text(object)) == put_square.digest);
   CHECK(static_cast<std::int64_t>(fs::file_size(object)) == put_square.bundle_bytes);
   CHECK(object.parent_path().filename() == put_square.digest.substr(0, 2));
 
@@ -681,7 +681,7 @@ TEST_CASE("store::LocalStore adopt stores a verified bundle from a temp file") {
     auto file = store->create_temp();
     REQUIRE(file.ok());
     CHECK(file->temp_path().parent_path() == store->layout().tmp());
-    opcache::store::FdSink sink(file->fd(), file->temp_path());
+    opcache::base::FdSink sink(file->fd(), file->temp_path());
     REQUIRE(opcache::store::write_bundle(input, sink).ok());
     auto adopted = store->adopt(std::move(*file), key, policy);
     REQUIRE_MESSAGE(adopted.ok(), (adopted.ok() ? "" : adopted.error().message()));
@@ -691,7 +691,7 @@ TEST_CASE("store::LocalStore adopt stores a verified bundle from a temp file") {
   auto adopted = adopt_bundle(ReplacePolicy::keep_existing);
   CHECK(adopted.stored);
   CHECK(adopted.key == key);
-  CHECK(opcache::store::sha256_hex(read_text(store->layout().object_path(adopted.digest))) == adopted.digest);
+  CHECK(opcache::base::sha256_hex(read_text(store->layout().object_path(adopted.digest))) == adopted.digest);
   CHECK(names_in(store->layout().tmp()).empty());
   auto hit = get_ok(*store, key, temp / "out");
   REQUIRE(hit.has_value());
@@ -717,7 +717,7 @@ TEST_CASE("store::LocalStore adopt rejects a bundle for another key and leaves n
   auto file = store->create_temp();
   REQUIRE(file.ok());
   SUBCASE("a valid bundle of another kernel") {
-    opcache::store::FdSink sink(file->fd(), file->temp_path());
+    opcache::base::FdSink sink(file->fd(), file->temp_path());
     REQUIRE(opcache::store::write_bundle(input_for(delivered), sink).ok());
   }
   SUBCASE("bytes that are not a bundle") {
@@ -755,7 +755,7 @@ TEST_CASE("store::LocalStore verify reports corrupt, missing, orphan and stale t
   // a: corrupt object; b: object gone; an orphan object; temp files of a dead and a live writer.
   flip_byte(layout.object_path(put_a.digest), read_text(layout.object_path(put_a.digest)).size() / 2);
   REQUIRE(fs::remove(layout.object_path(put_b.digest)));
-  std::string orphan_name = "ab" + opcache::store::sha256_hex("orphan").substr(2);
+  std::string orphan_name = "ab" + opcache::base::sha256_hex("orphan").substr(2);
   auto orphan = layout.objects() / "ab" / orphan_name;
   write_text(orphan, read_text(layout.object_path(put_c.digest)));
   const std::string stale_name = std::to_string(dead_pid()) + "-0123456789abcdef.tmp";
@@ -966,7 +966,7 @@ std::vector<KeySpec> make_workload(const fs::path& dir, const nlohmann::json& sc
       std::string object = read_text(kernels[(k + v) % 8].object);
       version.bytes[stem + ".o"] = object;
       version.bytes[stem + ".json"] =
-          nlohmann::json{{"key", k}, {"version", v}, {"sha256", opcache::store::sha256_hex(object)}}.dump();
+          nlohmann::json{{"key", k}, {"version", v}, {"sha256", opcache::base::sha256_hex(object)}}.dump();
       version.bytes[stem + ".info"] = read_text(kernels[k % 8].info);
       for (const char* suffix : {".o", ".json", ".info"}) {
         const std::string name = stem + suffix;

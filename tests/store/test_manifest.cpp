@@ -9,11 +9,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 #include "store/key.hpp"
 #include "store/manifest.hpp"
 #include "store/scenario.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 
 namespace {
 
@@ -25,7 +25,7 @@ using opcache::store::Manifest;
 using opcache::store::manifest_from_json;
 using opcache::store::manifest_to_json;
 using opcache::store::role_for_member_name;
-using opcache::store::sha256_hex;
+using opcache::base::sha256_hex;
 
 json scenario_json(const std::string& spec) {
   auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
@@ -43,11 +43,11 @@ Manifest sample_manifest() {
   manifest.scenario = scenario_json("device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1,extra.python=3.9");
   manifest.key = *opcache::store::derive_key(manifest.descriptor, manifest.scenario);
   manifest.members = {{"square_12484080525657478220_2.o", 4,
-                       sha256_hex("\x7f"
+                       opcache::base::sha256_hex("\x7f"
                                   "ELF"),
                        "object"},
-                      {"square_12484080525657478220_2.json", 2, sha256_hex("{}"), "metadata"},
-                      {"square_12484080525657478220_2.info", 0, sha256_hex(""), "info"}};
+                      {"square_12484080525657478220_2.json", 2, opcache::base::sha256_hex("{}"), "metadata"},
+                      {"square_12484080525657478220_2.info", 0, opcache::base::sha256_hex(""), "info"}};
   manifest.producer = {"opcache", "0.1.0", "node-7"};
   manifest.created = "2026-11-22T00:51:54Z";
   manifest.build_ms = 4321;
@@ -95,7 +95,7 @@ TEST_CASE("store::manifest_to_json and manifest_from_json round-trip every field
   CHECK(parsed->total_size() == 6);
   // The 64-bit attribute survives exactly, and the canonical bytes are stable.
   CHECK(parsed->descriptor["attrs"]["big"].get<std::uint64_t>() == 9007199254740993ull);
-  CHECK(*opcache::store::canonical_json(manifest_to_json(*parsed)) == *opcache::store::canonical_json(value));
+  CHECK(*opcache::base::canonical_json(manifest_to_json(*parsed)) == *opcache::base::canonical_json(value));
 }
 
 TEST_CASE("store::manifest_from_json accepts a manifest without producer.host and one parsed from canonical text") {
@@ -103,7 +103,7 @@ TEST_CASE("store::manifest_from_json accepts a manifest without producer.host an
   original.producer.host.clear();
   json value = manifest_to_json(original);
   CHECK_FALSE(value["producer"].contains("host"));
-  auto text = opcache::store::canonical_json(value);
+  auto text = opcache::base::canonical_json(value);
   REQUIRE(text.ok());
   auto parsed = manifest_from_json(json::parse(*text), {});
   REQUIRE(parsed.ok());
@@ -320,7 +320,7 @@ TEST_CASE("store::manifest_from_json rejects a key that does not match the descr
   expect_rejected(extra, {"does not match its descriptor and scenario"});
 
   json other_key = sample_json();
-  other_key["key"] = sha256_hex("something else");
+  other_key["key"] = opcache::base::sha256_hex("something else");
   expect_rejected(other_key, {"does not match its descriptor and scenario"});
 }
 

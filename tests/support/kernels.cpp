@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -46,7 +46,7 @@ KernelTriple make_kernel(const std::filesystem::path& dir, const std::string& op
                              {"blockDim", 1},
                              {"kernelName", kernel.stem + "__kernel0"},
                              {"magic", "RT_DEV_BINARY_MAGIC_ELF"},
-                             {"sha256", store::sha256_hex(read_text(kernel.object))}};
+                             {"sha256", base::sha256_hex(read_text(kernel.object))}};
   kernel.metadata = dir / (kernel.stem + ".json");
   write_text(kernel.metadata, metadata.dump());
 

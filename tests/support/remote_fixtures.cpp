@@ -7,7 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "store/bundle_writer.hpp"
-#include "store/byte_stream.hpp"
+#include "base/byte_stream.hpp"
 #include "store/scenario.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -27,7 +27,7 @@ TestKernel bundle_kernel(const std::string& descriptor_json, std::vector<fs::pat
   for (const auto& file : files) {
     input.members.push_back({file.filename().string(), file, ""});
   }
-  store::StringSink sink;
+  base::StringSink sink;
   auto written = store::write_bundle(input, sink);
   REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
   TestKernel kernel;

@@ -7,7 +7,7 @@
 #include <stdexcept>
 #include <tuple>
 
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -74,7 +74,7 @@ void copy_object(const CompiledObject& object, const fs::path& target) {
 
 // A deterministic stand-in for the 64-bit std::hash MindSpore puts in stems.
 std::string hash64_decimal(const std::string& text) {
-  const std::string hex = store::sha256_hex(text).substr(0, 16);
+  const std::string hex = base::sha256_hex(text).substr(0, 16);
   return std::to_string(std::stoull(hex, nullptr, 16));
 }
 
@@ -120,7 +120,7 @@ const CompiledObject& compiled_kernel(const std::string& symbol, const std::stri
   CompiledObject object;
   object.path = compile_object(object_pool().path(), name, source);
   object.bytes = read_bytes(object.path);
-  object.sha256 = store::sha256_hex(object.bytes);
+  object.sha256 = base::sha256_hex(object.bytes);
   return cache.emplace(key, std::move(object)).first->second;
 }
 
@@ -274,7 +274,7 @@ CannKernel write_cann_kernel(const fs::path& soc_dir, const CannOp& op, const st
                   {"outputs", {{{"shape", op.shape}, {"dtype", op.dtype}, {"format", "ND"}}}}};
   CannKernel kernel;
   kernel.op_type = lowercase_type(op.op_type);
-  kernel.name = "te_" + kernel.op_type + "_" + store::sha256_hex(op_json.dump());
+  kernel.name = "te_" + kernel.op_type + "_" + base::sha256_hex(op_json.dump());
   kernel.object = soc_dir / (kernel.name + ".o");
   kernel.metadata = soc_dir / (kernel.name + ".json");
   const auto& object = compiled_kernel(kernel.name + "__kernel0", op.op_type, element_count(op.shape));

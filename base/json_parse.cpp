@@ -1,13 +1,13 @@
-#include "store/json_parse.hpp"
+#include "base/json_parse.hpp"
 
 #include <set>
 #include <vector>
 
-#include "store/canonical_json.hpp"
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/utf8.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 namespace {
 
@@ -99,4 +99,4 @@ Result<json> load_json_file(const std::filesystem::path& path) {
   return parse_json(text, path.string());
 }
 
-}  // namespace opcache::store
+}  // namespace opcache::base

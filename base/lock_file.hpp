@@ -8,9 +8,9 @@
 #include <optional>
 
 #include "opcache/result.hpp"
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 /// A held lock on a path. Move-only; released on destruction.
 class LockFile {
@@ -40,4 +40,4 @@ class LockFile {
   std::filesystem::path m_path;
 };
 
-}  // namespace opcache::store
+}  // namespace opcache::base

@@ -1,4 +1,4 @@
-#include "store/lock_file.hpp"
+#include "base/lock_file.hpp"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <thread>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 Result<std::optional<LockFile>> LockFile::try_acquire(const std::filesystem::path& path) {
   for (;;) {
@@ -65,4 +65,4 @@ void LockFile::unlink_and_release() {
   }
 }
 
-}  // namespace opcache::store
+}  // namespace opcache::base

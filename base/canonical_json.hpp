@@ -10,7 +10,7 @@
 
 #include "opcache/result.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 /// The canonical text of `value`: object members sorted by the UTF-16 code
 /// units of their names, no whitespace, strings with the minimal JCS escapes,
@@ -21,7 +21,4 @@ Result<std::string> canonical_json(const nlohmann::json& value);
 /// ECMAScript Number::toString of a finite double (RFC 8785 section 3.2.2.3).
 std::string format_es_double(double value);
 
-/// True when `text` is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF).
-bool is_valid_utf8(std::string_view text) noexcept;
-
-}  // namespace opcache::store
+}  // namespace opcache::base

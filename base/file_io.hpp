@@ -10,7 +10,7 @@
 
 #include "opcache/result.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 namespace fs = std::filesystem;
 
@@ -109,4 +109,4 @@ long temp_file_owner_pid(const std::string& file_name);
 /// True when a process with this pid exists (kill(pid, 0)).
 bool process_alive(long pid);
 
-}  // namespace opcache::store
+}  // namespace opcache::base

@@ -1,12 +1,12 @@
-#include "store/byte_stream.hpp"
+#include "base/byte_stream.hpp"
 
 #include <algorithm>
 #include <cstring>
 
-#include "store/file_io.hpp"
-#include "store/try.hpp"
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 Result<std::size_t> FdSource::read(void* buffer, std::size_t size) { return read_some(m_fd, buffer, size, m_path); }
 
@@ -38,4 +38,4 @@ Result<std::size_t> HashingSource::read(void* buffer, std::size_t size) {
   return n;
 }
 
-}  // namespace opcache::store
+}  // namespace opcache::base

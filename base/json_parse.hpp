@@ -10,7 +10,7 @@
 
 #include "opcache/result.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 /// Deepest nesting accepted in any JSON input (descriptors, manifests, bodies).
 inline constexpr int k_max_json_depth = 128;
@@ -24,4 +24,4 @@ Result<nlohmann::json> parse_json(std::string_view text, const std::string& orig
 /// Reads and parses a JSON file with `parse_json`; a missing file is `not_found`.
 Result<nlohmann::json> load_json_file(const std::filesystem::path& path);
 
-}  // namespace opcache::store
+}  // namespace opcache::base

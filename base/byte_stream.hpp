@@ -8,9 +8,9 @@
 #include <string_view>
 
 #include "opcache/result.hpp"
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 /// Something bytes are read from. `read` returns 0 only at the end.
 class ByteSource {
@@ -96,4 +96,4 @@ class HashingSource final : public ByteSource {
   std::uint64_t m_bytes = 0;
 };
 
-}  // namespace opcache::store
+}  // namespace opcache::base

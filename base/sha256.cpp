@@ -1,8 +1,8 @@
-#include "store/sha256.hpp"
+#include "base/sha256.hpp"
 
 #include <stdexcept>
 
-namespace opcache::store {
+namespace opcache::base {
 
 Sha256::Sha256() : m_ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free) {
   // Allocation failure or a FIPS-disabled digest is unrecoverable here.
@@ -54,4 +54,4 @@ bool is_sha256_hex(std::string_view text) noexcept {
   return true;
 }
 
-}  // namespace opcache::store
+}  // namespace opcache::base

@@ -1,4 +1,4 @@
-#include "store/file_io.hpp"
+#include "base/file_io.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -9,9 +9,9 @@
 #include <cstring>
 #include <random>
 
-#include "store/try.hpp"
+#include "base/try.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 Error errno_error(const std::string& what, const fs::path& path, int error_number) {
   std::string message = what + " " + path.string() + ": " + std::strerror(error_number);
@@ -222,4 +222,4 @@ bool process_alive(long pid) {
   return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM);
 }
 
-}  // namespace opcache::store
+}  // namespace opcache::base

@@ -10,7 +10,7 @@
 
 #include <openssl/evp.h>
 
-namespace opcache::store {
+namespace opcache::base {
 
 using Sha256Digest = std::array<std::uint8_t, 32>;
 
@@ -39,4 +39,4 @@ std::string sha256_hex(std::string_view data);
 /// True when `text` is exactly 64 lowercase hexadecimal characters.
 bool is_sha256_hex(std::string_view text) noexcept;
 
-}  // namespace opcache::store
+}  // namespace opcache::base

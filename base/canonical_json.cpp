@@ -1,4 +1,4 @@
-#include "store/canonical_json.hpp"
+#include "base/canonical_json.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -8,52 +8,15 @@
 #include <utility>
 #include <vector>
 
-#include "store/json_parse.hpp"
-#include "store/try.hpp"
+#include "base/json_parse.hpp"
+#include "base/try.hpp"
+#include "base/utf8.hpp"
 
-namespace opcache::store {
+namespace opcache::base {
 
 namespace {
 
 using json = nlohmann::json;
-
-// Decodes one UTF-8 sequence starting at text[i]; returns the code point and
-// advances i, or returns -1 on malformed input.
-long decode_utf8(std::string_view text, std::size_t& i) noexcept {
-  auto byte = [&](std::size_t at) { return static_cast<unsigned char>(text[at]); };
-  unsigned char lead = byte(i);
-  if (lead < 0x80) {
-    ++i;
-    return lead;
-  }
-  int length = 0;
-  long code_point = 0;
-  long minimum = 0;
-  if ((lead & 0xe0) == 0xc0) {
-    length = 2, code_point = lead & 0x1f, minimum = 0x80;
-  } else if ((lead & 0xf0) == 0xe0) {
-    length = 3, code_point = lead & 0x0f, minimum = 0x800;
-  } else if ((lead & 0xf8) == 0xf0) {
-    length = 4, code_point = lead & 0x07, minimum = 0x10000;
-  } else {
-    return -1;
-  }
-  if (i + length > text.size()) {
-    return -1;
-  }
-  for (int k = 1; k < length; ++k) {
-    unsigned char next = byte(i + k);
-    if ((next & 0xc0) != 0x80) {
-      return -1;
-    }
-    code_point = (code_point << 6) | (next & 0x3f);
-  }
-  if (code_point < minimum || code_point > 0x10ffff || (code_point >= 0xd800 && code_point <= 0xdfff)) {
-    return -1;
-  }
-  i += length;
-  return code_point;
-}
 
 std::u16string to_utf16(std::string_view text) {
   std::u16string out;
@@ -182,15 +145,6 @@ class Canonicalizer {
 
 }  // namespace
 
-bool is_valid_utf8(std::string_view text) noexcept {
-  for (std::size_t i = 0; i < text.size();) {
-    if (decode_utf8(text, i) < 0) {
-      return false;
-    }
-  }
-  return true;
-}
-
 std::string format_es_double(double value) {
   if (value == 0) {
     return "0";  // also for -0, as ECMAScript does
@@ -247,4 +201,4 @@ Result<std::string> canonical_json(const json& value) {
   return canonicalizer.take();
 }
 
-}  // namespace opcache::store
+}  // namespace opcache::base
