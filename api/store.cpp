@@ -59,7 +59,7 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 Result<Store> Store::open(const StoreConfig& config) {
-  OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(overrides_from(config), store::process_environment()));
+  OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(overrides_from(config), base::process_environment()));
   OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(settings.volatile_fields.value));
   auto warn = config.on_warning;
   if (!warn) {
@@ -87,7 +87,7 @@ Result<Store> Store::open(const StoreConfig& config) {
   if (!settings.config_file.value.empty()) {
     config_file = settings.config_file.value;
   }
-  auto env = store::process_environment();
+  auto env = base::process_environment();
   OPCACHE_TRY_ASSIGN(auto remote_options, remote::resolve_remotes(remote_overrides, env, config_file));
   if (!remote_options.empty()) {
     OPCACHE_TRY_ASSIGN(impl->remotes, remote::RemoteSet::open(remote_options, *impl->local, env));

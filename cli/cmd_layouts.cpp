@@ -98,7 +98,7 @@ int run_export(const Context& context, const ExportArgs& args) {
     if (!args.dir.empty()) {
       dir = args.dir;
     }
-    auto destination = layouts::mindspore_destination(dir, args.ranks, store::process_environment());
+    auto destination = layouts::mindspore_destination(dir, args.ranks, base::process_environment());
     if (!destination) {
       return context.fail(destination.error());
     }

@@ -123,7 +123,7 @@ int run_serve(const Context& context, const ServeArgs& args) {
     context.note("warning: no --tokens and no --anonymous-read: every request except /healthz will be refused");
   }
   auto warn = [&context](const std::string& message) { context.note("warning: " + message); };
-  auto storage = server::open_storage(config, store::process_environment(), warn);
+  auto storage = server::open_storage(config, base::process_environment(), warn);
   if (!storage) {
     return context.fail(storage.error());
   }

@@ -119,7 +119,7 @@ Result<ExportReport> export_cann(Store& store, const ExportOptions& options) {
 }  // namespace
 
 Result<ExportOptions> mindspore_destination(const std::optional<fs::path>& dir, int ranks,
-                                            const store::EnvLookup& env) {
+                                            const base::EnvLookup& env) {
   ExportOptions options;
   options.layout = Layout::mindspore;
   if (dir) {

@@ -54,7 +54,7 @@ struct ExportReport {
 /// (else "."), and rank $RANK_ID (else 0) — or ranks 0..ranks-1 when `ranks`
 /// is positive. A malformed RANK_ID is a `usage` error.
 Result<ExportOptions> mindspore_destination(const std::optional<std::filesystem::path>& dir, int ranks,
-                                            const store::EnvLookup& env);
+                                            const base::EnvLookup& env);
 
 /// Writes the entries matching `options.filter` in the vendor layout:
 /// MindSpore `<dir>/rank_<i>/kernel_meta/<original names>` (decompressed once,

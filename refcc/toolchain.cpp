@@ -42,7 +42,7 @@ Result<Scenario> resolve_scenario(const std::string& spec, const std::string& sp
     OPCACHE_TRY_ASSIGN(auto text, base::read_file(spec_file));
     OPCACHE_TRY_ASSIGN(scenario, parse_scenario_json(text, spec_file));
   } else {
-    OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(store::process_environment()));
+    OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(base::process_environment()));
     scenario.phase = Phase::infer;
     scenario.toolchain = "auto";
     scenario.soc = "auto";

@@ -179,7 +179,7 @@ Result<RemoteOptions> parse_remote_spec(const std::string& spec, const std::stri
   return options;
 }
 
-Result<std::vector<RemoteOptions>> resolve_remotes(const RemoteOverrides& overrides, const store::EnvLookup& env,
+Result<std::vector<RemoteOptions>> resolve_remotes(const RemoteOverrides& overrides, const base::EnvLookup& env,
                                                    const std::optional<std::filesystem::path>& config_file) {
   std::vector<RemoteOptions> remotes;
   if (overrides.no_remote) {

@@ -45,7 +45,7 @@ struct RemoteOverrides {
 /// OPCACHE_REMOTE (separated by whitespace or ';'), else the config file's
 /// [remote "…"] sections in file order. The token for http(s) remotes: a
 /// section's token_file, else --token-file, else OPCACHE_TOKEN.
-Result<std::vector<RemoteOptions>> resolve_remotes(const RemoteOverrides& overrides, const store::EnvLookup& env,
+Result<std::vector<RemoteOptions>> resolve_remotes(const RemoteOverrides& overrides, const base::EnvLookup& env,
                                                    const std::optional<std::filesystem::path>& config_file);
 
 /// The URL with credentials removed, for messages and the breaker state file.

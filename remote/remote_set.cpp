@@ -111,7 +111,7 @@ struct RemoteSet::Uploader {
 };
 
 Result<std::unique_ptr<RemoteSet>> RemoteSet::open(const std::vector<RemoteOptions>& options,
-                                                   store::LocalStore& local, const store::EnvLookup& env) {
+                                                   store::LocalStore& local, const base::EnvLookup& env) {
   std::vector<Remote> remotes;
   for (const auto& option : options) {
     auto opened = open_remote(option, env);

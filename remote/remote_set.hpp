@@ -29,7 +29,7 @@ class RemoteSet {
   /// Opens every remote. A remote that cannot even be opened (bad URL, no S3
   /// credentials) is a `usage` error: configuration mistakes are loud.
   static Result<std::unique_ptr<RemoteSet>> open(const std::vector<RemoteOptions>& options, store::LocalStore& local,
-                                                 const store::EnvLookup& env);
+                                                 const base::EnvLookup& env);
   /// Gives the uploader one last pass over the queue, waiting at most 2 s
   /// (the upload in flight included); what is left stays queued on disk for
   /// the next process that opens the store with the remote.

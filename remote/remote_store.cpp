@@ -2,7 +2,7 @@
 
 namespace opcache::remote {
 
-Result<std::unique_ptr<RemoteStore>> open_remote(const RemoteOptions& options, const store::EnvLookup& env) {
+Result<std::unique_ptr<RemoteStore>> open_remote(const RemoteOptions& options, const base::EnvLookup& env) {
   const auto& url = options.url;
   if (url.rfind("http://", 0) == 0 || url.rfind("https://", 0) == 0) {
     return make_http_remote(options);

@@ -43,11 +43,11 @@ class RemoteStore {
 
 /// Opens the backend for `options.url` (scheme → factory). Performs no I/O
 /// beyond what the backend needs to be usable (none for http and file).
-Result<std::unique_ptr<RemoteStore>> open_remote(const RemoteOptions& options, const store::EnvLookup& env);
+Result<std::unique_ptr<RemoteStore>> open_remote(const RemoteOptions& options, const base::EnvLookup& env);
 
 /// Backend factories (one per file).
 Result<std::unique_ptr<RemoteStore>> make_http_remote(const RemoteOptions& options);
-Result<std::unique_ptr<RemoteStore>> make_s3_remote(const RemoteOptions& options, const store::EnvLookup& env);
+Result<std::unique_ptr<RemoteStore>> make_s3_remote(const RemoteOptions& options, const base::EnvLookup& env);
 Result<std::unique_ptr<RemoteStore>> make_file_remote(const RemoteOptions& options);
 
 }  // namespace opcache::remote

@@ -333,7 +333,7 @@ Result<UrlParameters> parse_parameters(std::string_view url, std::string_view qu
 // An INI file as section -> key -> value.
 using IniSections = std::map<std::string, std::map<std::string, std::string>>;
 
-std::optional<std::string> non_empty(const store::EnvLookup& env, const char* name) {
+std::optional<std::string> non_empty(const base::EnvLookup& env, const char* name) {
   auto value = env(name);
   if (value && value->empty()) {
     return std::nullopt;
@@ -341,7 +341,7 @@ std::optional<std::string> non_empty(const store::EnvLookup& env, const char* na
   return value;
 }
 
-Result<std::optional<S3Credentials>> credentials_from_environment(const store::EnvLookup& env) {
+Result<std::optional<S3Credentials>> credentials_from_environment(const base::EnvLookup& env) {
   auto key = non_empty(env, "AWS_ACCESS_KEY_ID");
   auto secret = non_empty(env, "AWS_SECRET_ACCESS_KEY");
   if (!key && !secret) {
@@ -1041,7 +1041,7 @@ Result<S3Location> parse_s3_url(std::string_view url) {
   return location;
 }
 
-Result<S3Credentials> load_s3_credentials(const store::EnvLookup& env) {
+Result<S3Credentials> load_s3_credentials(const base::EnvLookup& env) {
   OPCACHE_TRY_ASSIGN(auto from_environment, credentials_from_environment(env));
   if (from_environment) {
     return std::move(*from_environment);

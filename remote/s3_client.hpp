@@ -52,7 +52,7 @@ struct S3Credentials {
 /// is not INI, when the profile is missing or incomplete, and when nothing is
 /// found (the message lists what was looked at). An unreadable file is `io`.
 /// Thread-safe if `env` is.
-Result<S3Credentials> load_s3_credentials(const store::EnvLookup& env);
+Result<S3Credentials> load_s3_credentials(const base::EnvLookup& env);
 
 /// Limits for every request of one client.
 struct S3Options {

@@ -115,7 +115,7 @@ class S3Remote final : public RemoteStore {
 
 }  // namespace
 
-Result<std::unique_ptr<RemoteStore>> make_s3_remote(const RemoteOptions& options, const store::EnvLookup& env) {
+Result<std::unique_ptr<RemoteStore>> make_s3_remote(const RemoteOptions& options, const base::EnvLookup& env) {
   OPCACHE_TRY_ASSIGN(auto location, parse_s3_url(options.url));
   OPCACHE_TRY_ASSIGN(auto credentials, load_s3_credentials(env));
   S3Options s3_options;

@@ -186,7 +186,7 @@ class S3Storage final : public Storage {
 
 }  // namespace
 
-Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const store::EnvLookup& env,
+Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const base::EnvLookup& env,
                                                  const fs::path& temp_dir, std::int64_t max_bundle_bytes) {
   OPCACHE_TRY_ASSIGN(auto location, remote::parse_s3_url(url));
   OPCACHE_TRY_ASSIGN(auto credentials, remote::load_s3_credentials(env));

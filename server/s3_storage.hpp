@@ -17,7 +17,7 @@ namespace opcache::server {
 /// credentials from the environment or the shared credentials file. Checks
 /// the bucket (creating it if missing) so bad settings fail at start-up.
 /// Uploads are spooled to `temp_dir` (empty: the system temp directory).
-Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const store::EnvLookup& env,
+Result<std::unique_ptr<Storage>> make_s3_storage(const std::string& url, const base::EnvLookup& env,
                                                  const std::filesystem::path& temp_dir, std::int64_t max_bundle_bytes);
 
 }  // namespace opcache::server

@@ -9,7 +9,7 @@ namespace opcache::server {
 
 namespace {
 
-Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const store::EnvLookup& env,
+Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const base::EnvLookup& env,
                                             const std::function<void(const std::string&)>& warn) {
   store::SettingOverrides overrides;
   overrides.cache_dir = config.storage;
@@ -26,7 +26,7 @@ Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const st
 
 }  // namespace
 
-Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const store::EnvLookup& env,
+Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const base::EnvLookup& env,
                                               const std::function<void(const std::string&)>& warn) {
   if (config.storage.rfind("s3://", 0) == 0) {
     return make_s3_storage(config.storage, env, config.temp_dir, static_cast<std::int64_t>(config.max_body_bytes));

@@ -15,7 +15,7 @@ namespace opcache::server {
 /// Opens the storage named by `config.storage`. A local store ages by the
 /// same rules as a client's (op_cache.ini in it, ASCEND_* variables).
 /// `warn` receives setting warnings.
-Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const store::EnvLookup& env,
+Result<std::unique_ptr<Storage>> open_storage(const ServerConfig& config, const base::EnvLookup& env,
                                               const std::function<void(const std::string&)>& warn);
 
 }  // namespace opcache::server

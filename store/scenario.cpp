@@ -12,7 +12,7 @@ namespace opcache {
 namespace {
 
 using json = nlohmann::json;
-using store::EnvLookup;
+using base::EnvLookup;
 
 constexpr const char* k_allowed_fields = "device, phase, toolchain, soc, extra.KEY";
 
@@ -117,13 +117,6 @@ const char* to_string(DeviceMode mode) noexcept { return mode == DeviceMode::mul
 const char* to_string(Phase phase) noexcept { return phase == Phase::train ? "train" : "infer"; }
 
 namespace store {
-
-EnvLookup process_environment() {
-  return [](const char* name) -> std::optional<std::string> {
-    const char* value = std::getenv(name);
-    return value ? std::optional<std::string>(value) : std::nullopt;
-  };
-}
 
 Result<DeviceMode> device_mode_from_environment(const EnvLookup& env) {
   for (const char* name : {"RANK_SIZE", "LOCAL_WORLD_SIZE"}) {
@@ -236,12 +229,12 @@ Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env
 }  // namespace store
 
 Result<Scenario> parse_scenario_spec(std::string_view spec) {
-  return store::parse_scenario_spec(spec, store::process_environment());
+  return store::parse_scenario_spec(spec, base::process_environment());
 }
 
 Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin) {
   OPCACHE_TRY_ASSIGN(json value, base::parse_json(json_text, origin));
-  return store::scenario_from_json(value, origin, store::process_environment());
+  return store::scenario_from_json(value, origin, base::process_environment());
 }
 
 Result<Scenario> parse_scenario(std::string_view text) {

@@ -7,15 +7,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/environment.hpp"
 #include "opcache/scenario.hpp"
 
 namespace opcache::store {
 
-/// Looks up an environment variable; injectable so tests need not setenv.
-using EnvLookup = std::function<std::optional<std::string>(const char* name)>;
-
-/// The process environment (getenv).
-EnvLookup process_environment();
+using base::EnvLookup;
 
 /// The device mode implied by RANK_SIZE / LOCAL_WORLD_SIZE (> 1 means multi).
 /// A variable that is set but not a positive integer is a `usage` error.

@@ -1145,7 +1145,7 @@ TEST_CASE("layouts::mindspore_destination (export without DIR) honours MS_COMPIL
   }
 
   // The same rules through the library, with an injected environment.
-  auto env = [](std::map<std::string, std::string> values) -> opcache::store::EnvLookup {
+  auto env = [](std::map<std::string, std::string> values) -> opcache::base::EnvLookup {
     return [values](const char* name) -> std::optional<std::string> {
       auto found = values.find(name);
       return found == values.end() ? std::nullopt : std::optional<std::string>(found->second);

@@ -48,7 +48,7 @@ std::string s3_url(const std::string& bucket, const std::string& prefix, const s
 S3Client bucket_client(const std::string& bucket, const std::string& prefix) {
   auto location = opcache::remote::parse_s3_url(s3_url(bucket, prefix, MotoServer::shared().endpoint()));
   REQUIRE(location.ok());
-  auto credentials = opcache::remote::load_s3_credentials(opcache::store::process_environment());
+  auto credentials = opcache::remote::load_s3_credentials(opcache::base::process_environment());
   REQUIRE(credentials.ok());
   S3Client client(*location, *credentials);
   auto created = client.create_bucket_if_missing();

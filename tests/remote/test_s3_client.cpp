@@ -45,7 +45,7 @@ using opcache::remote::S3Credentials;
 using opcache::remote::S3ListPage;
 using opcache::remote::S3Location;
 using opcache::remote::S3Options;
-using opcache::store::EnvLookup;
+using opcache::base::EnvLookup;
 using opcache::test::MotoServer;
 using opcache::test::read_text;
 using opcache::test::TempDir;

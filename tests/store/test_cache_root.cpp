@@ -9,7 +9,7 @@
 #include "tests/support/temp_dir.hpp"
 
 using opcache::store::CacheRoot;
-using opcache::store::EnvLookup;
+using opcache::base::EnvLookup;
 using opcache::store::resolve_cache_root;
 using opcache::store::StoreLayout;
 namespace fs = std::filesystem;

@@ -21,7 +21,7 @@ using opcache::ErrorCode;
 using opcache::Phase;
 using opcache::Result;
 using opcache::Scenario;
-using opcache::store::EnvLookup;
+using opcache::base::EnvLookup;
 
 EnvLookup env_of(std::map<std::string, std::string> variables) {
   return [variables = std::move(variables)](const char* name) -> std::optional<std::string> {

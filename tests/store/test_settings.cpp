@@ -17,7 +17,7 @@
 
 using opcache::ErrorCode;
 using opcache::store::CacheMode;
-using opcache::store::EnvLookup;
+using opcache::base::EnvLookup;
 using opcache::store::resolve_settings;
 using opcache::store::SettingOverrides;
 using opcache::store::Settings;
