@@ -189,21 +189,9 @@ Result<std::optional<IndexEntry>> Index::lookup(const std::string& key) {
 
 Status Index::upsert(const IndexEntry& entry) {
   m_upsert.reset();
-  m_upsert.bind(1, entry.key)
-      .bind(2, entry.digest)
-      .bind(3, entry.bundle_size)
-      .bind(4, entry.raw_size)
-      .bind(5, entry.op_type)
-      .bind(6, entry.device_mode)
-      .bind(7, entry.phase)
-      .bind(8, entry.toolchain)
-      .bind(9, entry.soc)
-      .bind(10, entry.scenario)
-      .bind(11, entry.created_ms)
-      .bind(12, entry.last_access_ms)
-      .bind(13, entry.build_ms)
-      .bind(14, entry.hits)
-      .bind(15, std::int64_t{entry.pinned ? 1 : 0});
+  m_upsert.bind_all(entry.key, entry.digest, entry.bundle_size, entry.raw_size, entry.op_type, entry.device_mode,
+                    entry.phase, entry.toolchain, entry.soc, entry.scenario, entry.created_ms, entry.last_access_ms,
+                    entry.build_ms, entry.hits, std::int64_t{entry.pinned ? 1 : 0});
   auto status = m_upsert.run();
   m_upsert.reset();
   return status;
@@ -277,13 +265,8 @@ Result<std::vector<IndexEntry>> Index::list(const ListFilter& filter) {
                     "(?3 = '' OR phase = ?3) AND (?4 = '' OR toolchain = ?4) AND (?5 = '' OR soc = ?5) AND "
                     "key > ?6 ORDER BY key LIMIT ?7";
   OPCACHE_TRY_ASSIGN(Statement statement, m_db.prepare(sql));
-  statement.bind(1, filter.op_type)
-      .bind(2, filter.device_mode)
-      .bind(3, filter.phase)
-      .bind(4, filter.toolchain)
-      .bind(5, filter.soc)
-      .bind(6, filter.after_key)
-      .bind(7, filter.limit);
+  statement.bind_all(filter.op_type, filter.device_mode, filter.phase, filter.toolchain, filter.soc, filter.after_key,
+                     filter.limit);
   std::vector<IndexEntry> entries;
   for (;;) {
     OPCACHE_TRY_ASSIGN(bool row, statement.step());

@@ -27,6 +27,13 @@ class Statement {
   Statement& bind(int index, std::int64_t value);
   Statement& bind(int index, std::string_view value);
   Statement& bind_null(int index);
+  /// Binds parameters 1, 2, … in order to `values` (integers or text).
+  template <typename... Values>
+  Statement& bind_all(const Values&... values) {
+    int index = 0;
+    (bind(++index, values), ...);
+    return *this;
+  }
 
   /// Runs one step: true when a row is available, false when done.
   Result<bool> step();
