@@ -1,10 +1,10 @@
 // The s3:// remote: straight to an S3-compatible bucket in the layout the
-// server uses (remote/s3_layout.hpp), so both see the same entries.
+// server uses (remote/s3/layout.hpp), so both see the same entries.
 #include <set>
 
 #include "remote/remote_store.hpp"
-#include "remote/s3_client.hpp"
-#include "remote/s3_layout.hpp"
+#include "remote/s3/client.hpp"
+#include "remote/s3/layout.hpp"
 #include "store/bundle_reader.hpp"
 #include "base/byte_stream.hpp"
 #include "base/file_io.hpp"

@@ -5,7 +5,7 @@
 
 #include <set>
 
-#include "remote/s3_layout.hpp"
+#include "remote/s3/layout.hpp"
 #include "base/byte_stream.hpp"
 #include "base/canonical_json.hpp"
 #include "base/sha256.hpp"

@@ -17,7 +17,7 @@
 //    single-part PUTs; the transport (TLS) protects the body).
 //  * A header line "Name:" (which tells libcurl to drop a header) would be
 //    signed but not sent, breaking the signature; we never pass one.
-#include "remote/s3_client.hpp"
+#include "remote/s3/client.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "remote/s3_layout.hpp"
+#include "remote/s3/layout.hpp"
 
 #include <vector>
 

@@ -28,7 +28,7 @@
 #include <thread>
 #include <vector>
 
-#include "remote/s3_client.hpp"
+#include "remote/s3/client.hpp"
 #include "base/file_io.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/skip.hpp"
