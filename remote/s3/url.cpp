@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <memory>
 #include <optional>
+
+#include <curl/curl.h>
 
 #include "remote/s3/text.hpp"
 #include "base/percent_coding.hpp"
@@ -92,7 +95,22 @@ Result<std::string> parse_prefix(std::string_view url, std::string_view raw) {
   return prefix;
 }
 
-// Checks "http(s)://host[:port][/]" and returns it without the trailing slash.
+// An owned libcurl URL handle.
+using UrlHandle = std::unique_ptr<CURLU, decltype(&curl_url_cleanup)>;
+
+// One part of a parsed URL; nullopt when absent.
+std::optional<std::string> url_part(CURLU* parsed, CURLUPart part) {
+  char* value = nullptr;
+  if (curl_url_get(parsed, part, &value, 0) != CURLUE_OK || value == nullptr) {
+    return std::nullopt;
+  }
+  std::string text(value);
+  curl_free(value);
+  return text;
+}
+
+// Checks "http(s)://host[:port][/]" with libcurl's URL parser and returns it
+// without the trailing slash.
 Result<std::string> parse_endpoint(std::string_view url, std::string_view endpoint) {
   const auto bad = [&](const std::string& why) {
     return url_error(url, "endpoint " + single_quoted(endpoint) + " " + why);
@@ -109,40 +127,39 @@ Result<std::string> parse_endpoint(std::string_view url, std::string_view endpoi
   if (authority.find('@') != std::string_view::npos) {
     return bad("must not contain credentials; use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials");
   }
-  if (authority.find_first_of("/?#") != std::string_view::npos) {
-    return bad("must be scheme://host[:port] without a path, query or fragment");
+  UrlHandle parsed(curl_url(), &curl_url_cleanup);
+  if (!parsed) {
+    return Error::internal("cannot allocate a libcurl URL handle");
   }
-  std::string_view host = authority;
-  std::string_view port;
-  if (!host.empty() && host.front() == '[') {
-    const std::size_t close = host.find(']');
-    if (close == std::string_view::npos) {
-      return bad("has an unterminated IPv6 address");
-    }
-    port = host.substr(close + 1);
-    host = host.substr(0, close + 1);
-  } else if (const std::size_t colon = host.rfind(':'); colon != std::string_view::npos) {
-    port = host.substr(colon);
-    host = host.substr(0, colon);
+  const std::size_t port_start = authority.rfind(':');
+  const bool has_port = port_start != std::string_view::npos && authority.substr(port_start).find(']') ==
+                                                                        std::string_view::npos;
+  const CURLUcode code = curl_url_set(parsed.get(), CURLUPART_URL, std::string(endpoint).c_str(), 0);
+  // libcurl accepts an empty port ("host:"); we do not.
+  if (code == CURLUE_BAD_PORT_NUMBER || (code == CURLUE_OK && has_port && port_start + 1 == authority.size())) {
+    return bad("has an invalid port " + single_quoted(has_port ? authority.substr(port_start) : authority));
   }
-  if (host.empty() || host.find_first_of(" \t\r\n") != std::string_view::npos) {
+  if (code == CURLUE_BAD_IPV6) {
+    return bad("has an invalid IPv6 address");
+  }
+  if (code != CURLUE_OK || url_part(parsed.get(), CURLUPART_HOST).value_or("").empty()) {
     return bad("has no valid host");
   }
-  if (!port.empty()) {
-    const auto number = port.size() > 1 ? parse_non_negative(port.substr(1)) : std::nullopt;
-    if (port.front() != ':' || !number || *number < 1 || *number > 65535) {
-      return bad("has an invalid port " + single_quoted(port));
-    }
+  const std::string path = url_part(parsed.get(), CURLUPART_PATH).value_or("/");
+  if ((path != "/" && !path.empty()) || url_part(parsed.get(), CURLUPART_QUERY) ||
+      url_part(parsed.get(), CURLUPART_FRAGMENT)) {
+    return bad("must be scheme://host[:port] without a path, query or fragment");
   }
   return std::string(scheme) + "://" + std::string(authority);
 }
 
-std::string_view endpoint_host(std::string_view endpoint) {
-  std::string_view authority = endpoint.substr(endpoint.find("://") + 3);
-  if (!authority.empty() && authority.front() == '[') {
-    return authority.substr(0, authority.find(']') + 1);
+// The host of a checked endpoint ("[::1]" for IPv6 literals).
+std::string endpoint_host(const std::string& endpoint) {
+  UrlHandle parsed(curl_url(), &curl_url_cleanup);
+  if (!parsed || curl_url_set(parsed.get(), CURLUPART_URL, endpoint.c_str(), 0) != CURLUE_OK) {
+    return {};
   }
-  return authority.substr(0, authority.rfind(':'));
+  return url_part(parsed.get(), CURLUPART_HOST).value_or("");
 }
 
 bool is_valid_region(std::string_view region) {
@@ -252,8 +269,8 @@ Result<S3Location> parse_s3_url(std::string_view url) {
   location.path_style =
       parameters.path_style.value_or(parameters.endpoint.has_value() || bucket.find('.') != std::string_view::npos);
   if (!location.path_style) {
-    const std::string_view host = endpoint_host(location.endpoint);
-    if (is_ipv4_literal(host) || host.front() == '[') {
+    const std::string host = endpoint_host(location.endpoint);
+    if (is_ipv4_literal(host) || host.empty() || host.front() == '[') {
       return url_error(url, "virtual-hosted style (path_style=false) needs a DNS name as endpoint, not " +
                                 single_quoted(host) + "; use path_style=true");
     }
