@@ -9,8 +9,10 @@
 
 #include "base/file_io.hpp"
 #include "base/sha256.hpp"
+#include "remote/remote_store.hpp"
 #include "remote/s3/bucket.hpp"
 #include "tests/support/fault_server.hpp"
+#include "tests/support/remote_fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace opcache::remote;
@@ -105,4 +107,33 @@ TEST_CASE("remote::S3Bucket filter matching: empty fields match everything, othe
   CHECK(json_text(nlohmann::json{{"a", "x"}, {"b", 3}}, "a") == "x");
   CHECK(json_text(nlohmann::json{{"a", "x"}, {"b", 3}}, "b").empty());
   CHECK(json_text(nlohmann::json{{"a", "x"}}, "c").empty());
+}
+
+TEST_CASE("remote::S3Bucket the s3:// remote's upload fails and leaves no bundle when its marker cannot be written") {
+  TempDir temp;
+  const auto kernel = opcache::test::make_cheap_kernel(temp.path() / "src", 1);
+  const auto bundle = opcache::test::write_bundle_file(temp.path(), kernel);
+  int bundle_heads = 0;  // the first HEAD (before the upload) finds nothing, later ones the bundle
+  FaultServer server([&bundle_heads](const FaultRequest& request) {
+    const bool marker = request.target.find("/v1/index/") != std::string::npos;
+    if (request.method == "HEAD") {
+      return FaultReply::status(++bundle_heads == 1 ? 404 : 200);
+    }
+    return FaultReply::status(request.method == "PUT" && marker ? 403 : request.method == "DELETE" ? 204 : 200);
+  });
+  RemoteOptions options;
+  options.url = "s3://bucket/pre?endpoint=" + server.url();
+  options.retries = 0;
+  auto remote = make_s3_remote(options, [](const char* name) -> std::optional<std::string> {
+    const std::string variable = name;
+    if (variable == "AWS_ACCESS_KEY_ID") {
+      return "AKIDTEST";
+    }
+    return variable == "AWS_SECRET_ACCESS_KEY" ? std::optional<std::string>("secret") : std::nullopt;
+  });
+  REQUIRE_MESSAGE(remote.ok(), remote.error().message());
+  auto uploaded = (*remote)->upload(kernel.key, bundle);
+  REQUIRE_FALSE(uploaded.ok());
+  CHECK(uploaded.error().message().find("the bundle was deleted again") != std::string::npos);
+  CHECK(server.count("DELETE") == 1);
 }
