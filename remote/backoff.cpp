@@ -4,21 +4,44 @@
 #include <random>
 #include <thread>
 
+#include "remote/curl_handle.hpp"
+
 namespace opcache::remote {
 
-std::chrono::milliseconds backoff_delay(int retry, std::optional<long> retry_after_s) {
-  constexpr long k_cap_ms = 5000;
-  if (retry_after_s && *retry_after_s >= 0 && *retry_after_s * 1000 <= k_cap_ms) {
-    return std::chrono::milliseconds(*retry_after_s * 1000);
-  }
-  thread_local std::mt19937 random{std::random_device{}()};
-  std::uniform_real_distribution<double> jitter(0.5, 1.5);
-  const double base = 100.0 * static_cast<double>(1L << std::clamp(retry - 1, 0, 10));
-  return std::chrono::milliseconds(std::min(k_cap_ms, static_cast<long>(base * jitter(random))));
+RetryTiming RetryTiming::system() {
+  return RetryTiming{[](std::chrono::milliseconds delay) { std::this_thread::sleep_for(delay); },
+                     [] {
+                       thread_local std::mt19937_64 random{std::random_device{}()};
+                       return std::uniform_real_distribution<double>(0.0, 1.0)(random);
+                     }};
 }
 
-void backoff_sleep(int retry, std::optional<long> retry_after_s) {
-  std::this_thread::sleep_for(backoff_delay(retry, retry_after_s));
+std::chrono::milliseconds backoff_delay(int retry, double unit) noexcept {
+  const long ceiling = std::min<long>(k_backoff_cap.count(), k_backoff_base.count() << std::clamp(retry - 1, 0, 10));
+  const double share = std::clamp(unit, 0.0, 1.0);
+  return std::chrono::milliseconds(ceiling / 2 + static_cast<long>(share * static_cast<double>(ceiling - ceiling / 2)));
+}
+
+std::optional<std::chrono::milliseconds> retry_delay(const RetryPolicy& policy, const AttemptResult& result,
+                                                     int attempts, double unit) noexcept {
+  if (attempts > std::max(0, policy.retries)) {
+    return std::nullopt;
+  }
+  if (result.code != CURLE_OK) {
+    const bool timed_out = result.code == CURLE_OPERATION_TIMEDOUT;
+    if (!is_transient(result.code) || (timed_out && !policy.retry_timeouts)) {
+      return std::nullopt;
+    }
+    return backoff_delay(attempts, unit);
+  }
+  if (!is_transient_status(result.status)) {
+    return std::nullopt;
+  }
+  const std::chrono::seconds retry_after{std::max(0L, result.retry_after_s)};
+  if (retry_after > k_max_retry_after) {
+    return std::nullopt;
+  }
+  return std::max<std::chrono::milliseconds>(backoff_delay(attempts, unit), retry_after);
 }
 
 }  // namespace opcache::remote

@@ -258,14 +258,4 @@ bool is_transient(CURLcode code) noexcept {
 
 bool is_transient_status(long status) noexcept { return status == 429 || (status >= 500 && status <= 599); }
 
-std::optional<long> parse_retry_after(std::string_view value) noexcept {
-  value = trim(value);
-  long seconds = 0;
-  const auto [end, error] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-  if (value.empty() || error != std::errc() || end != value.data() + value.size() || seconds < 0) {
-    return std::nullopt;
-  }
-  return seconds;
-}
-
 }  // namespace opcache::remote

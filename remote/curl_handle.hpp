@@ -11,6 +11,7 @@
 #include <curl/curl.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -119,6 +120,39 @@ class ResponseHeaders {
   std::vector<std::pair<std::string, std::string>> m_headers;
 };
 
+/// Routes the response body of transfers on `handle` to `target.*Method(data,
+/// bytes)`, which returns the bytes it consumed (fewer aborts the transfer).
+/// Typed state instead of a loose `void*`; `target` must outlive the transfer.
+template <auto Method, class Target>
+void set_write_callback(CURL* handle, Target& target) {
+  curl_write_callback callback = [](char* data, std::size_t size, std::size_t count, void* user) -> std::size_t {
+    return (static_cast<Target*>(user)->*Method)(data, size * count);
+  };
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, callback);
+  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &target);
+}
+
+/// Makes `handle` upload: `target.*Read(buffer, capacity)` fills the body
+/// (returns bytes, 0 at the end, CURL_READFUNC_ABORT to fail) and
+/// `target.*Seek(offset)` rewinds it (returns false when it cannot).
+/// `target` must outlive the transfer.
+template <auto Read, auto Seek, class Target>
+void set_read_callbacks(CURL* handle, Target& target) {
+  curl_read_callback read = [](char* buffer, std::size_t size, std::size_t count, void* user) -> std::size_t {
+    return (static_cast<Target*>(user)->*Read)(buffer, size * count);
+  };
+  curl_seek_callback seek = [](void* user, curl_off_t offset, int origin) -> int {
+    if (origin != SEEK_SET) {
+      return CURL_SEEKFUNC_CANTSEEK;
+    }
+    return (static_cast<Target*>(user)->*Seek)(offset) ? CURL_SEEKFUNC_OK : CURL_SEEKFUNC_CANTSEEK;
+  };
+  curl_easy_setopt(handle, CURLOPT_READFUNCTION, read);
+  curl_easy_setopt(handle, CURLOPT_READDATA, &target);
+  curl_easy_setopt(handle, CURLOPT_SEEKFUNCTION, seek);
+  curl_easy_setopt(handle, CURLOPT_SEEKDATA, &target);
+}
+
 /// `url` without user info ("user:pass@") and with the values of credential-like
 /// query parameters (X-Amz-Signature, X-Amz-Credential, X-Amz-Security-Token,
 /// token, access_token, signature, ...) replaced by "REDACTED". Safe for messages.
@@ -144,9 +178,5 @@ bool is_transient(CURLcode code) noexcept;
 
 /// True for HTTP statuses worth retrying: 429 and every 5xx.
 bool is_transient_status(long status) noexcept;
-
-/// The number of seconds in a Retry-After header value of the delta-seconds
-/// form ("3"); nullopt for HTTP dates or garbage.
-std::optional<long> parse_retry_after(std::string_view value) noexcept;
 
 }  // namespace opcache::remote

@@ -3,16 +3,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cctype>
-#include <cstdio>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
-#include "remote/backoff.hpp"
-#include "remote/curl_handle.hpp"
+#include "remote/request_engine.hpp"
 #include "remote/remote_store.hpp"
 #include "base/file_io.hpp"
+#include "base/percent_coding.hpp"
 #include "base/try.hpp"
 
 namespace opcache::remote {
@@ -26,43 +24,122 @@ constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
 constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
 
-// Where a response body goes: a file descriptor (bundles) or memory (JSON).
-// Only a 200 body goes to the file: an error body (a 401's explanation, a
-// 500 page) is kept in memory for the message and never mixed with a bundle.
-struct BodySink {
-  int fd = -1;
-  CURL* handle = nullptr;
-  std::string text;
-  curl_off_t written = 0;
-  bool write_failed = false;
+// One request and its response body, attempted as often as the retry policy
+// says. Only a 200 body goes to the download descriptor: an error body (a
+// 401's explanation, a 500 page) is kept in memory for the message and never
+// mixed with a bundle.
+class HttpTransfer final : public Transfer {
+ public:
+  HttpTransfer(std::string method, std::string url, const std::string& token)
+      : m_method(std::move(method)), m_url(std::move(url)), m_token(token) {}
 
-  static std::size_t on_data(char* data, std::size_t size, std::size_t count, void* user) {
-    auto* sink = static_cast<BodySink*>(user);
-    const std::size_t bytes = size * count;
-    long status = 0;
-    if (sink->fd >= 0 && sink->handle != nullptr) {
-      curl_easy_getinfo(sink->handle, CURLINFO_RESPONSE_CODE, &status);
+  const std::string& method() const noexcept { return m_method; }
+  const std::string& url() const noexcept { return m_url; }
+
+  /// Sends `body` as JSON (POST).
+  void set_json_body(std::string body) { m_body = std::move(body); }
+  /// Uploads the file (PUT); it must outlive the transfer.
+  void set_upload(const std::filesystem::path& file) { m_upload = &file; }
+  /// Writes a 200 body to `fd`.
+  void set_download(int fd) noexcept { m_download_fd = fd; }
+
+  /// The response body kept in memory (JSON, or an error's explanation).
+  std::string& text() noexcept { return m_text; }
+
+  Status configure(CURL* handle) override {
+    m_handle = handle;
+    m_headers.reset();
+    if (!m_token.empty()) {
+      OPCACHE_TRY(append_header(m_headers, "Authorization: Bearer " + m_token));
     }
-    if (sink->fd >= 0 && status == 200) {
-      if (!base::write_all(sink->fd, data, bytes, "download")) {
-        sink->write_failed = true;
+    curl_easy_setopt(handle, CURLOPT_URL, m_url.c_str());
+    set_write_callback<&HttpTransfer::on_data>(handle, *this);
+    if (m_upload != nullptr) {
+      OPCACHE_TRY(configure_upload(handle));
+    } else if (m_method == "POST") {
+      curl_easy_setopt(handle, CURLOPT_POSTFIELDS, m_body.c_str());
+      curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(m_body.size()));
+      OPCACHE_TRY(append_header(m_headers, "Content-Type: application/json"));
+    }
+    curl_easy_setopt(handle, CURLOPT_HTTPHEADER, m_headers.get());
+    return {};
+  }
+
+  Status rewind() override {
+    m_text.clear();
+    m_written = 0;
+    // Start the body again from the beginning.
+    if (m_download_fd >= 0 && (::ftruncate(m_download_fd, 0) != 0 || ::lseek(m_download_fd, 0, SEEK_SET) != 0)) {
+      return base::errno_error("cannot restart the download into", "fd " + std::to_string(m_download_fd), errno);
+    }
+    return {};
+  }
+
+  std::optional<Error> local_error() const override { return m_local_error; }
+
+ private:
+  Status configure_upload(CURL* handle) {
+    OPCACHE_TRY_ASSIGN(m_upload_fd, base::open_for_reading(*m_upload));
+    struct stat info {};
+    if (::fstat(m_upload_fd.get(), &info) != 0) {
+      return base::errno_error("cannot stat", *m_upload, errno);
+    }
+    m_upload_size = info.st_size;
+    curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L);
+    curl_easy_setopt(handle, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(info.st_size));
+    set_read_callbacks<&HttpTransfer::on_read, &HttpTransfer::on_seek>(handle, *this);
+    return append_header(m_headers, "Content-Type: application/vnd.opcache.bundle");
+  }
+
+  std::size_t on_data(char* data, std::size_t bytes) {
+    long status = 0;
+    curl_easy_getinfo(m_handle, CURLINFO_RESPONSE_CODE, &status);
+    if (m_download_fd >= 0 && status == 200) {
+      if (!base::write_all(m_download_fd, data, bytes, "download")) {
+        m_local_error = Error::io("cannot write the download from " + display_url(m_url));
         return 0;
       }
-    } else if (sink->fd < 0 || sink->text.size() < k_max_error_body) {
-      sink->text.append(data, bytes);
+    } else if (m_download_fd < 0 || m_text.size() < k_max_error_body) {
+      m_text.append(data, bytes);
     }
-    sink->written += static_cast<curl_off_t>(bytes);
-    return sink->written > k_max_bundle_bytes ? 0 : bytes;
+    m_written += static_cast<curl_off_t>(bytes);
+    if (m_written > k_max_bundle_bytes) {
+      m_local_error = Error::remote(display_url(m_url) + ": response larger than " +
+                                    std::to_string(k_max_bundle_bytes) + " bytes");
+      return 0;
+    }
+    return bytes;
   }
-};
 
-// One request's description.
-struct Request {
-  std::string method;
-  std::string url;
-  std::string body;                      // POST
-  const std::filesystem::path* upload = nullptr;  // PUT from a file
-  int download_fd = -1;                  // GET into a file
+  std::size_t on_read(char* buffer, std::size_t capacity) {
+    auto got = base::read_some(m_upload_fd.get(), buffer, capacity, *m_upload);
+    if (!got) {
+      m_local_error = got.error();
+      return CURL_READFUNC_ABORT;
+    }
+    return *got;
+  }
+
+  bool on_seek(curl_off_t offset) {
+    if (offset < 0 || offset > m_upload_size || ::lseek(m_upload_fd.get(), offset, SEEK_SET) != offset) {
+      return false;
+    }
+    return true;
+  }
+
+  std::string m_method;
+  std::string m_url;
+  const std::string& m_token;
+  std::string m_body;
+  const std::filesystem::path* m_upload = nullptr;
+  base::FileDescriptor m_upload_fd;
+  curl_off_t m_upload_size = 0;
+  int m_download_fd = -1;
+  CURL* m_handle = nullptr;
+  HeaderList m_headers;
+  std::string m_text;
+  curl_off_t m_written = 0;
+  std::optional<Error> m_local_error;
 };
 
 struct Response {
@@ -72,7 +149,8 @@ struct Response {
 
 class HttpRemote final : public RemoteStore {
  public:
-  explicit HttpRemote(RemoteOptions options) : m_options(std::move(options)) {
+  explicit HttpRemote(RemoteOptions options, RetryTiming timing)
+      : m_options(std::move(options)), m_engine(engine_options(m_options), std::move(timing)) {
     m_base = m_options.url;
     while (!m_base.empty() && m_base.back() == '/') {
       m_base.pop_back();
@@ -82,13 +160,14 @@ class HttpRemote final : public RemoteStore {
   std::string name() const override { return display_url(m_options.url); }
 
   Result<bool> fetch(const std::string& key, int fd) override {
-    Request request{"GET", m_base + "/v1/entries/" + key, "", nullptr, fd};
+    HttpTransfer request("GET", m_base + "/v1/entries/" + key, m_options.token);
+    request.set_download(fd);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 404) {
       return false;
     }
     if (response.status != 200) {
-      return status_error("GET", request.url, response);
+      return status_error("GET", request.url(), response);
     }
     return true;
   }
@@ -97,10 +176,11 @@ class HttpRemote final : public RemoteStore {
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
-    Request request{"PUT", m_base + "/v1/entries/" + key, "", &bundle, -1};
+    HttpTransfer request("PUT", m_base + "/v1/entries/" + key, m_options.token);
+    request.set_upload(bundle);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status != 200 && response.status != 201) {
-      return status_error("PUT", request.url, response);
+      return status_error("PUT", request.url(), response);
     }
     return {};
   }
@@ -111,10 +191,11 @@ class HttpRemote final : public RemoteStore {
     for (std::size_t start = 0; start < keys.size(); start += k_query_batch) {
       std::vector<std::string> batch(keys.begin() + static_cast<std::ptrdiff_t>(start),
                                      keys.begin() + static_cast<std::ptrdiff_t>(std::min(keys.size(), start + k_query_batch)));
-      Request request{"POST", m_base + "/v1/entries/query", json{{"keys", batch}}.dump(), nullptr, -1};
+      HttpTransfer request("POST", m_base + "/v1/entries/query", m_options.token);
+      request.set_json_body(json{{"keys", batch}}.dump());
       OPCACHE_TRY_ASSIGN(auto response, perform(request));
       if (response.status != 200) {
-        return status_error("POST", request.url, response);
+        return status_error("POST", request.url(), response);
       }
       auto parsed = json::parse(response.text, nullptr, false);
       if (!parsed.is_object() || !parsed.contains("present") || !parsed["present"].is_array()) {
@@ -157,7 +238,7 @@ class HttpRemote final : public RemoteStore {
       if (!after.empty()) {
         url += "&after=" + escape(after);
       }
-      Request request{"GET", url, "", nullptr, -1};
+      HttpTransfer request("GET", url, m_options.token);
       OPCACHE_TRY_ASSIGN(auto response, perform(request));
       if (response.status != 200) {
         return status_error("GET", url, response);
@@ -179,19 +260,7 @@ class HttpRemote final : public RemoteStore {
   }
 
  private:
-  static std::string escape(const std::string& text) {
-    static constexpr char k_hex[] = "0123456789ABCDEF";
-    std::string out;
-    for (char c : text) {
-      auto byte = static_cast<unsigned char>(c);
-      if (std::isalnum(byte) || c == '-' || c == '_' || c == '.' || c == '~') {
-        out.push_back(c);
-      } else {
-        out += {'%', k_hex[byte >> 4], k_hex[byte & 15]};
-      }
-    }
-    return out;
-  }
+  static std::string escape(const std::string& text) { return base::percent_encode(text); }
 
   // The error for an unexpected status, with the server's explanation and,
   // for 401 and 403, what to do about the token.
@@ -218,104 +287,35 @@ class HttpRemote final : public RemoteStore {
     return body.substr(0, 200);
   }
 
-  // Runs a request, retrying transient failures (all our requests are idempotent).
-  Result<Response> perform(const Request& request) {
-    for (int attempt = 0;; ++attempt) {
-      std::optional<long> retry_after;
-      CURLcode code = CURLE_OK;
-      auto response = perform_once(request, retry_after, code);
-      // A timeout is not retried: the layered lookup must cost one timeout.
-      const bool transient = response ? is_transient_status(response->status)
-                                      : code != CURLE_OPERATION_TIMEDOUT && is_transient(code);
-      if (!transient || attempt >= m_options.retries) {
-        return response;
-      }
-      if (request.download_fd >= 0) {
-        // Start the body again from the beginning.
-        if (::ftruncate(request.download_fd, 0) != 0 || ::lseek(request.download_fd, 0, SEEK_SET) != 0) {
-          return response;
-        }
-      }
-      backoff_sleep(attempt + 1, retry_after);
-    }
+  static EngineOptions engine_options(const RemoteOptions& options) {
+    EngineOptions engine;
+    engine.connect_timeout_ms = options.connect_timeout_ms;
+    engine.timeout_ms = options.timeout_ms;
+    // A timeout is not retried: the layered lookup must cost one timeout.
+    engine.retry = RetryPolicy{options.retries, false};
+    engine.ca_file = options.ca_file;
+    return engine;
   }
 
-  Result<Response> perform_once(const Request& request, std::optional<long>& retry_after, CURLcode& code_out) {
-    OPCACHE_TRY_ASSIGN(EasyHandlePool::Lease lease, m_pool.acquire());
-    CURL* handle = lease.get();
-    HeaderList headers;
-    if (!m_options.token.empty()) {
-      OPCACHE_TRY(append_header(headers, "Authorization: Bearer " + m_options.token));
+  // Runs a request through the engine (all our requests are idempotent).
+  Result<Response> perform(HttpTransfer& request) {
+    OPCACHE_TRY_ASSIGN(TransferOutcome outcome, m_engine.perform(request));
+    if (outcome.code != CURLE_OK) {
+      return transfer_error(k_what, request.method(), request.url(), outcome.code, outcome.error_text);
     }
-    BodySink sink;
-    sink.fd = request.download_fd;
-    sink.handle = handle;
-    ResponseHeaders response_headers;
-    response_headers.install(handle);
-    char error_buffer[CURL_ERROR_SIZE] = {};
-    curl_easy_setopt(handle, CURLOPT_URL, request.url.c_str());
-    curl_easy_setopt(handle, CURLOPT_ERRORBUFFER, error_buffer);
-    curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(handle, CURLOPT_FOLLOWLOCATION, 0L);  // a redirect must never carry the token elsewhere
-    curl_easy_setopt(handle, CURLOPT_CONNECTTIMEOUT_MS, m_options.connect_timeout_ms);
-    curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, m_options.timeout_ms);
-    curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &BodySink::on_data);
-    curl_easy_setopt(handle, CURLOPT_WRITEDATA, &sink);
-    curl_easy_setopt(handle, CURLOPT_USERAGENT, "opcache");
-    if (!m_options.ca_file.empty()) {
-      curl_easy_setopt(handle, CURLOPT_CAINFO, m_options.ca_file.c_str());
-    }
-    std::FILE* upload = nullptr;
-    if (request.method == "PUT") {
-      upload = std::fopen(request.upload->c_str(), "rb");
-      if (upload == nullptr) {
-        return base::errno_error("cannot open", *request.upload, errno);
-      }
-      struct stat info {};
-      ::fstat(::fileno(upload), &info);
-      curl_easy_setopt(handle, CURLOPT_UPLOAD, 1L);
-      curl_easy_setopt(handle, CURLOPT_READDATA, upload);
-      curl_easy_setopt(handle, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(info.st_size));
-      OPCACHE_TRY(append_header(headers, "Content-Type: application/vnd.opcache.bundle"));
-    } else if (request.method == "POST") {
-      curl_easy_setopt(handle, CURLOPT_POSTFIELDS, request.body.c_str());
-      curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
-      OPCACHE_TRY(append_header(headers, "Content-Type: application/json"));
-    }
-    curl_easy_setopt(handle, CURLOPT_HTTPHEADER, headers.get());
-    CURLcode code = curl_easy_perform(handle);
-    code_out = code;
-    if (upload != nullptr) {
-      std::fclose(upload);
-    }
-    if (sink.write_failed) {
-      return Error::io("cannot write the download from " + name());
-    }
-    if (code != CURLE_OK) {
-      if (sink.written > k_max_bundle_bytes) {
-        return Error::remote(name() + ": response larger than " + std::to_string(k_max_bundle_bytes) + " bytes");
-      }
-      return transfer_error(k_what, request.method, request.url, code, error_buffer);
-    }
-    Response response;
-    curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &response.status);
-    response.text = std::move(sink.text);
-    if (auto value = response_headers.get("retry-after")) {
-      retry_after = parse_retry_after(*value);
-    }
-    return response;
+    return Response{outcome.status, std::move(request.text())};
   }
 
   RemoteOptions m_options;
   std::string m_base;
-  EasyHandlePool m_pool;
+  RequestEngine m_engine;
 };
 
 }  // namespace
 
 Result<std::unique_ptr<RemoteStore>> make_http_remote(const RemoteOptions& options) {
   OPCACHE_TRY(ensure_curl_initialized());
-  return std::unique_ptr<RemoteStore>(new HttpRemote(options));
+  return std::unique_ptr<RemoteStore>(new HttpRemote(options, RetryTiming::system()));
 }
 
 }  // namespace opcache::remote

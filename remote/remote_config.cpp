@@ -1,12 +1,11 @@
 #include "remote/remote_config.hpp"
 
-#include <ini.h>
-
 #include <cstdlib>
 #include <map>
 
 #include "remote/curl_handle.hpp"
 #include "base/file_io.hpp"
+#include "base/ini.hpp"
 #include "base/try.hpp"
 
 namespace opcache::remote {
@@ -104,57 +103,36 @@ Result<std::vector<RemoteOptions>> remotes_from_config(const std::filesystem::pa
     }
     return text.error();
   }
-  struct Parse {
-    std::vector<RemoteOptions> remotes;
-    std::map<std::string, std::size_t> index;
-    std::optional<Error> error;
-    std::string file;
-  } parse{{}, {}, std::nullopt, path.string()};
-  auto handler = [](void* user, const char* section, const char* name, const char* value) -> int {
-    auto* parse = static_cast<Parse*>(user);
-    std::string title = section;
-    if (parse->error || title.rfind("remote", 0) != 0) {
-      return 1;
+  OPCACHE_TRY_ASSIGN(auto entries, base::parse_ini(*text, path.string()));
+  std::vector<RemoteOptions> remotes;
+  std::map<std::string, std::size_t> index;  // section title -> position in `remotes`
+  for (const auto& entry : entries) {
+    if (entry.section.rfind("remote", 0) != 0) {
+      continue;
     }
-    auto found = parse->index.find(title);
-    if (found == parse->index.end()) {
+    auto found = index.find(entry.section);
+    if (found == index.end()) {
       RemoteOptions options;
-      options.source = parse->file + " [" + title + "]";
-      parse->remotes.push_back(options);
-      found = parse->index.emplace(title, parse->remotes.size() - 1).first;
+      options.source = path.string() + " [" + entry.section + "]";
+      remotes.push_back(options);
+      found = index.emplace(entry.section, remotes.size() - 1).first;
     }
-    RemoteOptions& options = parse->remotes[found->second];
-    std::string key = name;
-    Status status;
-    if (key == "url") {
-      options.url = value;
-    } else if (key == "token_file") {
-      auto token = read_token(value);
-      status = token ? Status{} : Status{token.error()};
-      if (token) {
-        options.token = *token;
-      }
+    RemoteOptions& options = remotes[found->second];
+    if (entry.name == "url") {
+      options.url = entry.value;
+    } else if (entry.name == "token_file") {
+      OPCACHE_TRY_ASSIGN(options.token, read_token(entry.value));
     } else {
-      status = apply_attribute(options, key, value, options.source);
+      OPCACHE_TRY(apply_attribute(options, entry.name, entry.value, options.source));
     }
-    if (!status) {
-      parse->error = status.error();
-    }
-    return 1;
-  };
-  if (int line = ini_parse_string(text->c_str(), handler, &parse); line != 0) {
-    return Error::usage(path.string() + ": line " + std::to_string(line) + " is not INI syntax");
   }
-  if (parse.error) {
-    return *parse.error;
-  }
-  for (const auto& options : parse.remotes) {
+  for (const auto& options : remotes) {
     if (options.url.empty()) {
       return Error::usage(options.source + " has no url");
     }
     OPCACHE_TRY(check_url(options.url, options.source));
   }
-  return parse.remotes;
+  return remotes;
 }
 
 }  // namespace

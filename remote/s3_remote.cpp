@@ -1,10 +1,8 @@
-// The s3:// remote: straight to an S3-compatible bucket in the layout the
-// server uses (remote/s3_layout.hpp), so both see the same entries.
-#include <set>
-
+// The s3:// remote: straight to an S3-compatible bucket through the bucket
+// layer the server's S3 storage uses too (remote/s3/bucket.hpp), so both see
+// the same entries.
 #include "remote/remote_store.hpp"
-#include "remote/s3_client.hpp"
-#include "remote/s3_layout.hpp"
+#include "remote/s3/bucket.hpp"
 #include "store/bundle_reader.hpp"
 #include "base/byte_stream.hpp"
 #include "base/file_io.hpp"
@@ -14,29 +12,23 @@ namespace opcache::remote {
 
 namespace {
 
-constexpr std::size_t k_head_query_limit = 32;
 constexpr std::int64_t k_max_bundle_bytes = 2ll << 30;
-
-std::string json_text(const nlohmann::json& object, const char* name) {
-  auto it = object.find(name);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
-}
 
 class S3Remote final : public RemoteStore {
  public:
-  S3Remote(RemoteOptions options, S3Client client) : m_options(std::move(options)), m_client(std::move(client)) {}
+  S3Remote(RemoteOptions options, S3Client client) : m_options(std::move(options)), m_bucket(std::move(client)) {}
 
   std::string name() const override { return display_url(m_options.url); }
 
   Result<bool> fetch(const std::string& key, int fd) override {
-    return m_client.get_to_fd(s3_bundle_name(key), fd, k_max_bundle_bytes);
+    return m_bucket.get_bundle(key, fd, k_max_bundle_bytes);
   }
 
   Status upload(const std::string& key, const std::filesystem::path& bundle) override {
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
-    OPCACHE_TRY_ASSIGN(auto existing, m_client.head(s3_bundle_name(key)));
+    OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(key));
     if (existing) {
       return {};
     }
@@ -48,69 +40,24 @@ class S3Remote final : public RemoteStore {
     if (manifest.key != key) {
       return Error::corrupt(bundle.string() + " holds key " + manifest.key + ", not " + key);
     }
-    S3IndexFields fields{json_text(manifest.scenario, "device_mode"), json_text(manifest.scenario, "phase"),
-                         json_text(manifest.scenario, "toolchain"), json_text(manifest.scenario, "soc"),
-                         manifest.op_type()};
-    const auto marker = s3_index_name(fields, key);
-    OPCACHE_TRY(m_client.put_from_file(s3_bundle_name(key), bundle,
-                                       {{k_s3_meta_digest, digest}, {k_s3_meta_index, marker}},
-                                       "application/vnd.opcache.bundle"));
-    OPCACHE_TRY_ASSIGN(auto empty, base::AtomicFile::create(bundle.parent_path()));
-    OPCACHE_TRY(empty.finish_writing());
-    return m_client.put_from_file(marker, empty.temp_path(), {});
+    return m_bucket.put_entry(key, bundle, index_fields_of(manifest), digest);
   }
 
-  Result<std::vector<bool>> query(const std::vector<std::string>& keys) override {
-    std::vector<bool> present;
-    if (keys.size() <= k_head_query_limit) {
-      for (const auto& key : keys) {
-        OPCACHE_TRY_ASSIGN(auto object, m_client.head(s3_bundle_name(key)));
-        present.push_back(object.has_value());
-      }
-      return present;
-    }
-    std::set<std::string> stored;
-    std::string token;
-    const std::string root = "v1/bundles/";
-    do {
-      OPCACHE_TRY_ASSIGN(auto page, m_client.list(root, "", token, 1000));
-      for (const auto& object : page.objects) {
-        stored.insert(object.name.substr(root.size()));
-      }
-      token = page.next_continuation_token;
-    } while (!token.empty());
-    for (const auto& key : keys) {
-      present.push_back(stored.count(key) != 0);
-    }
-    return present;
-  }
+  Result<std::vector<bool>> query(const std::vector<std::string>& keys) override { return m_bucket.present(keys); }
 
   Result<std::vector<std::string>> list_keys(const ListFilter& filter) override {
-    S3IndexFields wanted{filter.device_mode, filter.phase, filter.toolchain, filter.soc, filter.op_type};
+    const S3IndexFields wanted{filter.device_mode, filter.phase, filter.toolchain, filter.soc, filter.op_type};
     std::vector<std::string> keys;
-    std::string token;
-    do {
-      OPCACHE_TRY_ASSIGN(auto page, m_client.list(s3_index_prefix(wanted), "", token, 1000));
-      for (const auto& object : page.objects) {
-        auto parsed = parse_s3_index_name(object.name);
-        if (parsed && matches(parsed->first, wanted)) {
-          keys.push_back(parsed->second);
-        }
-      }
-      token = page.next_continuation_token;
-    } while (!token.empty());
+    OPCACHE_TRY(m_bucket.for_each_marker(wanted, "", [&keys](const S3Marker& marker) {
+      keys.push_back(marker.key);
+      return true;
+    }));
     return keys;
   }
 
  private:
-  static bool matches(const S3IndexFields& have, const S3IndexFields& want) {
-    auto same = [](const std::string& w, const std::string& h) { return w.empty() || w == h; };
-    return same(want.device_mode, have.device_mode) && same(want.phase, have.phase) &&
-           same(want.toolchain, have.toolchain) && same(want.soc, have.soc) && same(want.op_type, have.op_type);
-  }
-
   RemoteOptions m_options;
-  S3Client m_client;
+  S3Bucket m_bucket;
 };
 
 }  // namespace

@@ -1,5 +1,5 @@
 // The server's S3 storage: bundles and listing markers in any S3-compatible
-// bucket (layout: remote/s3_layout.hpp). The server keeps no state of its own,
+// bucket (layout: remote/s3/layout.hpp). The server keeps no state of its own,
 // so several replicas can serve one bucket. Aging is left to bucket lifecycle
 // rules (docs/operations.md).
 #pragma once
@@ -8,7 +8,7 @@
 #include <memory>
 #include <string>
 
-#include "remote/s3_client.hpp"
+#include "remote/s3/client.hpp"
 #include "server/storage.hpp"
 
 namespace opcache::server {

@@ -13,6 +13,9 @@
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "base/file_io.hpp"
 #include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/process.hpp"
@@ -39,6 +42,22 @@ std::size_t breaker_files(const fs::path& cache) {
     count += entry.path().extension() == ".breaker" ? 1 : 0;
   }
   return count;
+}
+
+// Ends every cool-down recorded under `cache`, for every process: rewrites
+// each breaker file's open_until_ms into the past (the file format of
+// remote/circuit_breaker.cpp), instead of waiting for the cool-down.
+void expire_breakers(const fs::path& cache) {
+  for (const auto& entry : fs::directory_iterator(cache / "remotes")) {
+    if (entry.path().extension() != ".breaker") {
+      continue;
+    }
+    auto text = opcache::base::read_file(entry.path());
+    REQUIRE(text.ok());
+    auto state = nlohmann::json::parse(*text);
+    state["open_until_ms"] = 0;
+    REQUIRE(opcache::base::write_file_atomic(entry.path(), state.dump()).ok());
+  }
 }
 
 // Nothing of a failed download may remain: no entry, no object, no temp file.
@@ -215,7 +234,7 @@ TEST_CASE("remote::faults: after the cool-down the remote is tried again, and a 
   CHECK(breaker_files(temp / "cache") == 1);
   check_miss(store, kernel.key, temp / "out");  // skipped: the breaker is open
   CHECK(server.connections() == 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  expire_breakers(temp / "cache");  // the cool-down has passed, without waiting for it
   auto got = store.get(kernel.key, temp / "out");
   REQUIRE(got.ok());
   REQUIRE(got->has_value());

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "remote/s3_client.hpp"
+#include "remote/s3/client.hpp"
 #include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/moto.hpp"

@@ -1,24 +1,13 @@
-#include "remote/s3_layout.hpp"
+#include "remote/s3/layout.hpp"
 
 #include <vector>
 
+#include "base/percent_coding.hpp"
 #include "base/sha256.hpp"
 
 namespace opcache::remote {
 
 namespace {
-
-bool is_plain(char c) {
-  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' ||
-         c == '_';
-}
-
-int hex_digit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  return -1;
-}
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -36,34 +25,17 @@ std::vector<std::string> split(const std::string& text, char separator) {
 }  // namespace
 
 std::string s3_component_encode(const std::string& text) {
-  static constexpr char k_hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : text) {
-    if (is_plain(c)) {
-      out.push_back(c);
-    } else {
-      auto byte = static_cast<unsigned char>(c);
-      out.push_back('%');
-      out.push_back(k_hex[byte >> 4]);
-      out.push_back(k_hex[byte & 0xf]);
-    }
-  }
+  std::string out = base::percent_encode(text, "-._");
   // An empty or dot-only component would make an awkward key segment.
   return out.empty() || out == "." || out == ".." ? "%" + out : out;
 }
 
 std::string s3_component_decode(const std::string& text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] != '%') {
-      out.push_back(text[i]);
-    } else if (i + 2 < text.size() && hex_digit(text[i + 1]) >= 0 && hex_digit(text[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex_digit(text[i + 1]) * 16 + hex_digit(text[i + 2])));
-      i += 2;
-    }
-    // A lone '%' marks an empty or dot-only component; it decodes to nothing.
+  // A lone leading '%' marks an empty or dot-only component.
+  if (text == "%" || text == "%." || text == "%..") {
+    return text.substr(1);
   }
-  return out;
+  return base::percent_decode(text).value_or(text);
 }
 
 std::string s3_bundle_name(const std::string& key) { return "v1/bundles/" + key; }

@@ -13,46 +13,12 @@
 #include <vector>
 
 #include "opcache/result.hpp"
-#include "store/scenario.hpp"
+#include "remote/backoff.hpp"
+#include "remote/s3/credentials.hpp"
+#include "remote/s3/listing.hpp"
+#include "remote/s3/url.hpp"
 
 namespace opcache::remote {
-
-/// Where objects live: an endpoint, a bucket and a key prefix inside it.
-struct S3Location {
-  std::string endpoint;  ///< "scheme://host[:port]", no trailing slash
-  std::string bucket;    ///< a valid S3 bucket name
-  std::string prefix;    ///< key prefix without leading or trailing '/'; may be empty
-  std::string region = "us-east-1";
-  bool path_style = true;  ///< "<endpoint>/<bucket>/<key>"; false: "<scheme>://<bucket>.<host>/<key>"
-};
-
-/// Parses "s3://bucket[/some/prefix][?endpoint=URL&region=NAME&path_style=true|false]".
-/// Percent-escapes in the prefix and in parameter values are decoded. Defaults:
-/// region "us-east-1"; endpoint "https://s3.<region>.amazonaws.com"; path_style
-/// true when an endpoint is given (MinIO, Ceph, moto), false (virtual-hosted
-/// style) for the AWS default endpoint unless the bucket name contains a dot.
-/// Returns a `usage` error naming the bad part (scheme, bucket, prefix segment,
-/// parameter) and why. Pure function; thread-safe.
-Result<S3Location> parse_s3_url(std::string_view url);
-
-/// An access key pair, an optional session token and where they came from.
-struct S3Credentials {
-  std::string access_key_id;
-  std::string secret_access_key;
-  std::string session_token;  ///< empty unless temporary credentials
-  std::string source;         ///< for messages: "environment" or "<file> [profile]"; never a secret
-};
-
-/// Finds credentials the way the AWS tools do, first match wins:
-///  1. AWS_ACCESS_KEY_ID + AWS_SECRET_ACCESS_KEY (+ AWS_SESSION_TOKEN);
-///  2. the shared credentials file (AWS_SHARED_CREDENTIALS_FILE, else
-///     $HOME/.aws/credentials), section AWS_PROFILE (else "default"), keys
-///     aws_access_key_id, aws_secret_access_key, aws_session_token.
-/// A `usage` error when only one of the two variables is set, when the file
-/// is not INI, when the profile is missing or incomplete, and when nothing is
-/// found (the message lists what was looked at). An unreadable file is `io`.
-/// Thread-safe if `env` is.
-Result<S3Credentials> load_s3_credentials(const base::EnvLookup& env);
 
 /// Limits for every request of one client.
 struct S3Options {
@@ -64,30 +30,16 @@ struct S3Options {
   bool retry_timeouts = true;
 };
 
-/// An object as reported by HEAD or a listing.
-struct S3Object {
-  std::string name;  ///< relative to the location's prefix
-  std::int64_t size = 0;
-  std::string etag;                                ///< without the surrounding quotes
-  std::map<std::string, std::string> metadata;     ///< x-amz-meta-* (lowercase names); empty from listings
-};
-
-/// One page of a listing.
-struct S3ListPage {
-  std::vector<S3Object> objects;        ///< in key order
-  std::string next_continuation_token;  ///< empty when the listing is complete
-};
-
 /// An S3 client bound to one location and one set of credentials.
 ///
 /// Thread-safe: calls may run concurrently from many threads. Connections are
 /// reused through a pool of libcurl easy handles.
 ///
 /// Requests are signed with SigV4 by libcurl. Idempotent requests (all of
-/// them: GET, HEAD, whole-object PUT, DELETE, list) are retried with
-/// exponential backoff and jitter after connection failures, timeouts, 5xx and
-/// 429 (a Retry-After of up to 5 s is honoured; a longer one ends the retries);
-/// other 4xx are never retried. A 403, or an S3 error code about credentials
+/// them: GET, HEAD, whole-object PUT, DELETE, list) go through the request
+/// engine and its one retry policy (remote/backoff.hpp, docs/remotes.md):
+/// connection failures, timeouts (unless S3Options says not), 5xx and 429
+/// are retried; other 4xx never. A 403, or an S3 error code about credentials
 /// (InvalidToken, ExpiredToken, AuthorizationHeaderMalformed, ...), is a
 /// `remote` error saying the credentials (named by their source) were refused. Network failures are `remote` errors (`timeout`
 /// when a limit ran out) whose message names the method and URL, never the
@@ -99,7 +51,9 @@ struct S3ListPage {
 class S3Client {
  public:
   /// A client for `location` signing with `credentials`. Performs no I/O.
-  S3Client(S3Location location, S3Credentials credentials, S3Options options = {});
+  /// Retries wait through `timing` (tests inject theirs).
+  S3Client(S3Location location, S3Credentials credentials, S3Options options = {},
+           RetryTiming timing = RetryTiming::system());
   ~S3Client();
   /// Moves the client; the moved-from object may only be destroyed or assigned to.
   S3Client(S3Client&&) noexcept;
@@ -157,29 +111,5 @@ class S3Client {
   class Impl;
   std::unique_ptr<Impl> m_impl;
 };
-
-// ---------------------------------------------------------------------------
-// Protocol helpers, exposed for tests and for other S3 code in remote/.
-
-/// URI-encodes `text` per SigV4: A-Z a-z 0-9 - _ . ~ stay, '/' stays when
-/// `keep_slash`, every other byte becomes %XX (uppercase hex).
-std::string s3_uri_encode(std::string_view text, bool keep_slash);
-
-/// Parses a ListObjectsV2 response body. Every <Contents><Key> must start with
-/// `key_prefix`, which is stripped from the returned names. Decodes the five
-/// predefined XML entities and numeric character references; accepts comments,
-/// CDATA and an XML declaration; ignores unknown elements. Returns a `remote`
-/// error for anything malformed: truncated or mismatched tags, bad entities,
-/// a root other than <ListBucketResult> (an S3 <Error> document is reported
-/// with its Code and Message), a <Contents> without <Key> or with a bad <Size>,
-/// or IsTruncated=true without a NextContinuationToken.
-Result<S3ListPage> parse_list_objects_v2(std::string_view xml, std::string_view key_prefix);
-
-/// The Code and Message of an S3 <Error> document; nullopt when `xml` is not one.
-struct S3ErrorDocument {
-  std::string code;
-  std::string message;
-};
-std::optional<S3ErrorDocument> parse_s3_error(std::string_view xml);
 
 }  // namespace opcache::remote

@@ -1,0 +1,126 @@
+#include "remote/s3/bucket.hpp"
+
+#include <set>
+
+#include "base/file_io.hpp"
+#include "base/try.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+// When a query names more keys than this, one listing of the bundles is
+// cheaper than a HEAD per key.
+constexpr std::size_t k_head_query_limit = 32;
+constexpr int k_page_keys = 1000;
+constexpr const char* k_bundle_content_type = "application/vnd.opcache.bundle";
+
+}  // namespace
+
+std::string json_text(const nlohmann::json& object, const char* name) {
+  auto it = object.find(name);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+S3IndexFields index_fields_of(const store::Manifest& manifest) {
+  return S3IndexFields{json_text(manifest.scenario, "device_mode"), json_text(manifest.scenario, "phase"),
+                       json_text(manifest.scenario, "toolchain"), json_text(manifest.scenario, "soc"),
+                       manifest.op_type()};
+}
+
+bool matches_filter(const S3IndexFields& fields, const S3IndexFields& filter) {
+  auto same = [](const std::string& want, const std::string& have) { return want.empty() || want == have; };
+  return same(filter.device_mode, fields.device_mode) && same(filter.phase, fields.phase) &&
+         same(filter.toolchain, fields.toolchain) && same(filter.soc, fields.soc) &&
+         same(filter.op_type, fields.op_type);
+}
+
+S3Bucket::S3Bucket(S3Client client) : m_client(std::move(client)) {}
+
+Result<std::optional<S3Object>> S3Bucket::head_bundle(const std::string& key) {
+  return m_client.head(s3_bundle_name(key));
+}
+
+Result<bool> S3Bucket::get_bundle(const std::string& key, int fd, std::int64_t max_bytes) {
+  return m_client.get_to_fd(s3_bundle_name(key), fd, max_bytes);
+}
+
+Status S3Bucket::put_entry(const std::string& key, const std::filesystem::path& bundle, const S3IndexFields& fields,
+                           const std::string& digest) {
+  const auto bundle_name = s3_bundle_name(key);
+  const auto marker = s3_index_name(fields, key);
+  OPCACHE_TRY(m_client.put_from_file(bundle_name, bundle, {{k_s3_meta_digest, digest}, {k_s3_meta_index, marker}},
+                                     k_bundle_content_type));
+  Status marked = [&]() -> Status {
+    OPCACHE_TRY_ASSIGN(auto empty, base::AtomicFile::create(bundle.parent_path()));
+    OPCACHE_TRY(empty.finish_writing());
+    return m_client.put_from_file(marker, empty.temp_path(), {});
+  }();
+  if (marked) {
+    return {};
+  }
+  // Undo the bundle: an unlisted bundle would stay unlisted for good.
+  auto removed = m_client.remove(bundle_name);
+  const std::string undo = removed ? "the bundle was deleted again"
+                                   : "deleting the bundle failed too (" + removed.error().message() + ")";
+  return Error(marked.error().code(),
+               "cannot write the listing marker of " + key + ": " + marked.error().message() + "; " + undo);
+}
+
+Result<bool> S3Bucket::remove_entry(const std::string& key) {
+  OPCACHE_TRY_ASSIGN(auto existing, head_bundle(key));
+  if (!existing) {
+    return false;
+  }
+  OPCACHE_TRY(m_client.remove(s3_bundle_name(key)));
+  if (auto marker = existing->metadata.find(k_s3_meta_index); marker != existing->metadata.end()) {
+    OPCACHE_TRY(m_client.remove(marker->second));
+  }
+  return true;
+}
+
+Result<std::vector<bool>> S3Bucket::present(const std::vector<std::string>& keys) {
+  std::vector<bool> found;
+  found.reserve(keys.size());
+  if (keys.size() <= k_head_query_limit) {
+    for (const auto& key : keys) {
+      OPCACHE_TRY_ASSIGN(auto object, head_bundle(key));
+      found.push_back(object.has_value());
+    }
+    return found;
+  }
+  const std::string root = s3_bundle_name("");
+  std::set<std::string> stored;
+  std::string token;
+  do {
+    OPCACHE_TRY_ASSIGN(auto page, m_client.list(root, "", token, k_page_keys));
+    for (const auto& object : page.objects) {
+      stored.insert(object.name.substr(root.size()));
+    }
+    token = page.next_continuation_token;
+  } while (!token.empty());
+  for (const auto& key : keys) {
+    found.push_back(stored.count(key) != 0);
+  }
+  return found;
+}
+
+Status S3Bucket::for_each_marker(const S3IndexFields& filter, const std::string& start_after,
+                                 const std::function<bool(const S3Marker&)>& visit) {
+  const auto prefix = s3_index_prefix(filter);
+  std::string token;
+  do {
+    OPCACHE_TRY_ASSIGN(auto page, m_client.list(prefix, token.empty() ? start_after : "", token, k_page_keys));
+    for (const auto& object : page.objects) {
+      auto parsed = parse_s3_index_name(object.name);
+      if (parsed && matches_filter(parsed->first, filter) &&
+          !visit(S3Marker{object.name, std::move(parsed->first), std::move(parsed->second)})) {
+        return {};
+      }
+    }
+    token = page.next_continuation_token;
+  } while (!token.empty());
+  return {};
+}
+
+}  // namespace opcache::remote

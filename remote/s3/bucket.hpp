@@ -1,0 +1,87 @@
+// One opcache bucket: the layout of remote/s3/layout.hpp over an S3Client,
+// shared by the s3:// remote (remote/s3_remote.cpp) and the server's S3
+// storage (server/s3_storage.cpp), so both write, find, list and delete
+// entries the same way.
+//
+// Writes put the bundle first and its listing marker second. When the marker
+// upload fails, the bundle is deleted again and the write fails: a bucket
+// never holds a listed entry without its bundle (the marker comes last), nor
+// a bundle that no listing will ever show (an existing bundle makes later
+// writes of the key no-ops, so it must not stay unlisted). docs/remotes.md.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opcache/result.hpp"
+#include "remote/s3/client.hpp"
+#include "remote/s3/layout.hpp"
+#include "store/manifest.hpp"
+
+namespace opcache::remote {
+
+/// The index fields of an entry from its manifest (scenario fields that are
+/// not strings read as "").
+S3IndexFields index_fields_of(const store::Manifest& manifest);
+
+/// True when every non-empty field of `filter` equals the field of `fields`.
+bool matches_filter(const S3IndexFields& fields, const S3IndexFields& filter);
+
+/// The string member `name` of a JSON object, or "" when absent or not a string.
+std::string json_text(const nlohmann::json& object, const char* name);
+
+/// A marker met while listing: its object name, fields and entry key.
+struct S3Marker {
+  std::string name;
+  S3IndexFields fields;
+  std::string key;
+};
+
+/// Thread-safe like S3Client: calls may run concurrently.
+class S3Bucket {
+ public:
+  /// A bucket reached through `client`.
+  explicit S3Bucket(S3Client client);
+
+  /// The underlying client.
+  S3Client& client() noexcept { return m_client; }
+  const S3Client& client() const noexcept { return m_client; }
+
+  /// The bundle object of `key` (size, metadata), or nullopt when absent.
+  Result<std::optional<S3Object>> head_bundle(const std::string& key);
+
+  /// Streams the bundle of `key` to `fd` (S3Client::get_to_fd); false when absent.
+  Result<bool> get_bundle(const std::string& key, int fd, std::int64_t max_bytes);
+
+  /// Stores the verified bundle file of `key` with its `digest` (metadata) and
+  /// its listing marker for `fields`: the bundle first, the marker second; a
+  /// failed marker upload deletes the bundle again and returns the marker's
+  /// error (with a note when the deletion failed too). The empty marker file
+  /// is made next to `bundle`, in its directory. Does not check whether
+  /// the key exists: callers HEAD first (head_bundle).
+  Status put_entry(const std::string& key, const std::filesystem::path& bundle, const S3IndexFields& fields,
+                   const std::string& digest);
+
+  /// Deletes the bundle of `key` and then its marker (named in the bundle's
+  /// metadata); false when there was no bundle.
+  Result<bool> remove_entry(const std::string& key);
+
+  /// For each key, whether its bundle exists (same order): a HEAD per key for
+  /// up to 32 keys, else one listing of all bundles.
+  Result<std::vector<bool>> present(const std::vector<std::string>& keys);
+
+  /// Calls `visit` for every marker matching `filter`, in name order, starting
+  /// after the marker name `start_after` (may be empty), until `visit`
+  /// returns false. Names that are not markers are skipped.
+  Status for_each_marker(const S3IndexFields& filter, const std::string& start_after,
+                         const std::function<bool(const S3Marker&)>& visit);
+
+ private:
+  S3Client m_client;
+};
+
+}  // namespace opcache::remote
