@@ -7,9 +7,11 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
 #include "opcache/opcache.hpp"
 #include "base/json_parse.hpp"
+#include "store/setting_table.hpp"
 
 struct opcache_store {
   opcache::Store store;
@@ -63,7 +65,47 @@ char* copy_string(const std::string& text) {
   return copy;
 }
 
-// StoreConfig from the JSON options of opcache_open_ex.
+// The text forms of one opcache_open_ex option, checked against the JSON
+// type its setting takes (SettingType).
+opcache::Result<std::vector<std::string>> option_texts(const std::string& name, opcache::SettingType type,
+                                                       const nlohmann::json& value) {
+  using opcache::SettingType;
+  auto wrong = [&](const char* expected) {
+    return opcache::Error::usage("opcache_open_ex option \"" + name + "\" must be " + expected);
+  };
+  switch (type) {
+    case SettingType::integer:
+      if (!value.is_number_integer()) return wrong("an integer");
+      return std::vector<std::string>{std::to_string(value.get<std::int64_t>())};
+    case SettingType::flag:
+      if (!value.is_boolean()) return wrong("a boolean");
+      return std::vector<std::string>{value.get<bool>() ? "true" : "false"};
+    case SettingType::repeated: {
+      std::vector<std::string> texts;
+      for (const auto& item : value.is_array() ? value : nlohmann::json::array({value})) {
+        if (!item.is_string()) return wrong("an array of strings");
+        texts.push_back(item.get<std::string>());
+      }
+      return texts;
+    }
+    default:
+      if (!value.is_string()) return wrong("a string");
+      return std::vector<std::string>{value.get<std::string>()};
+  }
+}
+
+// The settable row of the settings table named `name`, or nullptr.
+const opcache::SettingDescriptor* settable(const std::string& name) {
+  for (const auto& row : opcache::setting_descriptors()) {
+    if (row.settable && row.name == name) {
+      return &row;
+    }
+  }
+  return nullptr;
+}
+
+// StoreConfig from the JSON options of opcache_open_ex: one key per settable
+// row of the settings table, applied through StoreConfig::set.
 opcache::Result<opcache::StoreConfig> config_from_json(const char* options_json) {
   auto parsed = opcache::base::parse_json(options_json, "opcache_open_ex options");
   if (!parsed) {
@@ -74,46 +116,39 @@ opcache::Result<opcache::StoreConfig> config_from_json(const char* options_json)
   }
   opcache::StoreConfig config;
   for (const auto& [name, value] : parsed->items()) {
-    auto text = [&]() -> opcache::Result<std::string> {
-      if (!value.is_string()) {
-        return opcache::Error::usage("opcache_open_ex option \"" + name + "\" must be a string");
-      }
-      return value.get<std::string>();
-    };
-    auto number = [&]() -> opcache::Result<std::int64_t> {
-      if (!value.is_number_integer()) {
-        return opcache::Error::usage("opcache_open_ex option \"" + name + "\" must be an integer");
-      }
-      return value.get<std::int64_t>();
-    };
-    if (name == "cache_dir" || name == "config_file" || name == "mode" || name == "op_debug_list" ||
-        name == "volatile_fields") {
-      auto value_text = text();
-      if (!value_text) {
-        return value_text.error();
-      }
-      if (name == "cache_dir") config.cache_dir = *value_text;
-      if (name == "config_file") config.config_file = *value_text;
-      if (name == "mode") config.mode = *value_text;
-      if (name == "op_debug_list") config.op_debug_list = *value_text;
-      if (name == "volatile_fields") config.volatile_fields = *value_text;
-    } else if (name == "min_idle_s" || name == "op_debug_level" || name == "wait_timeout_s" ||
-               name == "compression_level") {
-      auto value_number = number();
-      if (!value_number) {
-        return value_number.error();
-      }
-      if (name == "min_idle_s") config.min_idle_s = *value_number;
-      if (name == "op_debug_level") config.op_debug_level = *value_number;
-      if (name == "wait_timeout_s") config.wait_timeout_s = *value_number;
-      if (name == "compression_level") config.compression_level = static_cast<int>(*value_number);
-    } else {
+    const auto* row = settable(name);
+    if (row == nullptr) {
       return opcache::Error::usage("opcache_open_ex: unknown option \"" + name +
-                                   "\" (allowed: cache_dir, config_file, mode, min_idle_s, op_debug_level, "
-                                   "op_debug_list, volatile_fields, wait_timeout_s, compression_level)");
+                                   "\" (allowed: " + opcache::store::settable_names() + ")");
+    }
+    auto texts = option_texts(name, row->type, value);
+    if (!texts) {
+      return texts.error();
+    }
+    for (const auto& text : *texts) {
+      if (auto status = config.set(name, text); !status) {
+        return status.error().with_context("opcache_open_ex option \"" + name + "\"");
+      }
     }
   }
-  return config;  // values are validated by Store::open
+  return config;
+}
+
+// The settings table as JSON, for bindings (opcache_settings_schema_json).
+nlohmann::json settings_schema() {
+  nlohmann::json rows = nlohmann::json::array();
+  for (const auto& row : opcache::setting_descriptors()) {
+    rows.push_back({{"name", row.name},
+                    {"display", row.display},
+                    {"type", opcache::to_string(row.type)},
+                    {"settable", row.settable},
+                    {"flag", row.flag},
+                    {"help", row.help},
+                    {"env", row.env},
+                    {"config_key", row.config_key},
+                    {"default", row.default_value}});
+  }
+  return rows;
 }
 
 }  // namespace
@@ -190,6 +225,16 @@ opcache_status opcache_stats_json(opcache_store* store, char** json_out) {
                                {"pinned", stats->totals.pinned},
                                {"counters", stats->counters}};
     *json_out = copy_string(document.dump());
+    return OPCACHE_OK;
+  });
+}
+
+opcache_status opcache_settings_schema_json(char** json_out) {
+  return guarded([&] {
+    if (json_out == nullptr) {
+      return fail_usage("opcache_settings_schema_json: json_out must not be NULL");
+    }
+    *json_out = copy_string(settings_schema().dump());
     return OPCACHE_OK;
   });
 }

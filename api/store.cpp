@@ -12,35 +12,6 @@
 
 namespace opcache {
 
-namespace {
-
-store::SettingOverrides overrides_from(const StoreConfig& config) {
-  store::SettingOverrides overrides;
-  if (!config.cache_dir.empty()) {
-    overrides.cache_dir = config.cache_dir;
-  }
-  if (!config.config_file.empty()) {
-    overrides.config_file = config.config_file;
-  }
-  overrides.mode = config.mode;
-  overrides.min_idle_s = config.min_idle_s;
-  overrides.op_debug_level = config.op_debug_level;
-  overrides.op_debug_list = config.op_debug_list;
-  overrides.volatile_fields = config.volatile_fields;
-  overrides.wait_timeout_s = config.wait_timeout_s;
-  return overrides;
-}
-
-std::string join(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    out += (out.empty() ? "" : ",") + item;
-  }
-  return out;
-}
-
-}  // namespace
-
 Result<bool> Store::Impl::fetch_from_remotes(const std::string& key) {
   if (!remotes || remotes->empty()) {
     return false;
@@ -59,7 +30,7 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 Result<Store> Store::open(const StoreConfig& config) {
-  OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(overrides_from(config), base::process_environment()));
+  OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(config, base::process_environment()));
   OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(settings.volatile_fields.value));
   auto warn = config.on_warning;
   if (!warn) {
@@ -232,22 +203,45 @@ Result<TransferSummary> Store::pull(const TransferOptions& options) {
 }
 
 std::vector<SettingInfo> Store::settings() const {
-  const auto& s = m_impl->settings;
-  auto number = [](std::int64_t value) { return std::to_string(value); };
-  return {
-      {"cache_dir", s.cache_dir.value.string(), s.cache_dir.source},
-      {"config_file", s.config_file.value.empty() ? "(none)" : s.config_file.value, s.config_file.source},
-      {"mode", store::to_string(s.mode.value), s.mode.source},
-      {"max_op_cache_size", number(s.max_op_cache_size_mb.value) + (s.max_op_cache_size_mb.value < 0 ? " (aging disabled)" : " MB"),
-       s.max_op_cache_size_mb.source},
-      {"remain_cache_size_ratio", number(s.remain_cache_size_ratio.value) + " %", s.remain_cache_size_ratio.source},
-      {"min_idle", number(s.min_idle_s.value) + " s", s.min_idle_s.source},
-      {"op_debug_level", number(s.op_debug_level.value), s.op_debug_level.source},
-      {"op_debug_list", s.op_debug_list.value.empty() ? "(empty)" : join(s.op_debug_list.value), s.op_debug_list.source},
-      {"volatile_fields", s.volatile_fields.value.empty() ? "(built-in list)" : s.volatile_fields.value,
-       s.volatile_fields.source},
-      {"wait_timeout", number(s.wait_timeout_s.value) + " s", s.wait_timeout_s.source},
-  };
+  std::vector<SettingInfo> shown;
+  for (const auto& spec : store::setting_specs()) {
+    if (spec.show != nullptr) {
+      auto value = spec.show(m_impl->settings);
+      shown.push_back({std::string(spec.info.display), std::move(value.value), std::move(value.source)});
+    }
+  }
+  return shown;
+}
+
+const char* to_string(SettingType type) noexcept {
+  switch (type) {
+    case SettingType::text: return "text";
+    case SettingType::path: return "path";
+    case SettingType::integer: return "integer";
+    case SettingType::comma_list: return "comma_list";
+    case SettingType::repeated: return "repeated";
+    case SettingType::flag: return "flag";
+  }
+  return "text";
+}
+
+const std::vector<SettingDescriptor>& setting_descriptors() {
+  static const std::vector<SettingDescriptor> descriptors = [] {
+    std::vector<SettingDescriptor> rows;
+    for (const auto& spec : store::setting_specs()) {
+      rows.push_back(spec.info);
+    }
+    return rows;
+  }();
+  return descriptors;
+}
+
+Status StoreConfig::set(std::string_view name, std::string_view value) {
+  const auto* spec = store::find_setting(name);
+  if (spec == nullptr || !spec->info.settable) {
+    return Error::usage("unknown setting \"" + std::string(name) + "\" (allowed: " + store::settable_names() + ")");
+  }
+  return store::assign_setting(*this, *spec, std::string(value));
 }
 
 }  // namespace opcache

@@ -104,8 +104,8 @@ int run_serve(const Context& context, const ServeArgs& args) {
     return run_hash_token(context, args);
   }
   server::ServerConfig config;
-  if (!context.options.config_file.empty()) {
-    if (auto loaded = server::load_server_config_file(context.options.config_file, config); !loaded) {
+  if (const auto config_file = context.options.store_config().config_file; !config_file.empty()) {
+    if (auto loaded = server::load_server_config_file(config_file, config); !loaded) {
       return context.fail(loaded.error());
     }
   }

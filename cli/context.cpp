@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <iostream>
 #include <iterator>
+#include <stdexcept>
 
 #include "base/file_io.hpp"
 
@@ -21,47 +22,56 @@ CLI::Validator non_negative_integer() {
       "INTEGER>=0");
 }
 
-void GlobalOptions::add_to(CLI::App& app) {
-  app.add_option("--cache-dir,-C", cache_dir,
-                 "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)");
-  app.add_flag("--json", json, "Machine-readable output: one JSON document on stdout");
-  app.add_option("--config", config_file, "INI config file (default: $OPCACHE_CONFIG, else <cache dir>/opcache.conf)");
-  app.add_option("--mode", mode, "Cache mode for exec/get_or_build: enable, force (rebuild and replace) or disable")
-      ->check(CLI::IsMember({"enable", "force", "disable"}));
-  app.add_option("--min-idle", min_idle_s, "Aging removes only entries idle this many seconds (default 1800)")
-      ->check(non_negative_integer());
-  app.add_option("--op-debug-level", op_debug_level, "Non-zero bypasses the cache in exec (CANN op_debug_level)")
-      ->check(non_negative_integer());
-  app.add_option("--op-debug-list", op_debug_list, "Op types for which exec bypasses the cache, e.g. MatMul,Conv2D");
-  app.add_option("--volatile-fields", volatile_fields,
-                 "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
-                 "\"none\" disables");
-  app.add_option("--remote", remotes,
-                 "Remote cache, repeatable, in lookup order: URL[|read-only][|upload][|timeout=MS]... "
-                 "(http(s)://host:port, s3://bucket/prefix?endpoint=URL, file:///dir; default: $OPCACHE_REMOTE, "
-                 "else [remote] sections of the config file)");
-  app.add_flag("--no-remote", no_remote, "Use no remote, whatever the environment and config say");
-  app.add_option("--token-file", token_file, "File holding the bearer token for http(s) remotes (default: $OPCACHE_TOKEN)");
-  app.add_option("--wait-timeout", wait_timeout_s,
-                 "Seconds exec waits for another process building the same kernel (default 3600)")
-      ->check(non_negative_integer());
+namespace {
+
+// A CLI11 check of one value against its row of the settings table.
+CLI::Validator setting_check(const SettingDescriptor& row) {
+  return CLI::Validator(
+      [name = std::string(row.name)](std::string& value) -> std::string {
+        StoreConfig scratch;
+        auto status = scratch.set(name, value);
+        return status ? std::string() : status.error().message();
+      },
+      "");
 }
 
-Result<Store> Context::open_store() const {
-  StoreConfig config;
-  config.cache_dir = options.cache_dir;
-  config.config_file = options.config_file;
-  config.mode = options.mode;
-  config.min_idle_s = options.min_idle_s;
-  config.op_debug_level = options.op_debug_level;
-  config.op_debug_list = options.op_debug_list;
-  config.volatile_fields = options.volatile_fields;
-  config.wait_timeout_s = options.wait_timeout_s;
-  config.remotes = options.remotes;
-  config.no_remote = options.no_remote;
-  config.token_file = options.token_file;
-  return Store::open(config);
+}  // namespace
+
+void GlobalOptions::add_to(CLI::App& app) {
+  app.add_flag("--json", json, "Machine-readable output: one JSON document on stdout");
+  for (const auto& row : setting_descriptors()) {
+    if (!row.settable || row.flag.empty()) {
+      continue;
+    }
+    const std::string name(row.name);
+    auto& values = m_given[name];
+    if (row.type == SettingType::flag) {
+      app.add_flag_callback(
+          std::string(row.flag), [&values] { values.assign(1, "true"); }, std::string(row.help));
+      continue;
+    }
+    // One value per occurrence; a later occurrence of a single-valued setting wins.
+    app.add_option(std::string(row.flag), values, std::string(row.help))
+        ->allow_extra_args(false)
+        ->type_name(row.type == SettingType::integer ? "INTEGER" : row.type == SettingType::path ? "PATH" : "TEXT")
+        ->check(setting_check(row));
+  }
 }
+
+StoreConfig GlobalOptions::store_config() const {
+  StoreConfig config;
+  for (const auto& [name, values] : m_given) {
+    for (const auto& value : values) {
+      // Checked while parsing; a failure here would be a bug in the table.
+      if (auto status = config.set(name, value); !status) {
+        throw std::logic_error(status.error().message());
+      }
+    }
+  }
+  return config;
+}
+
+Result<Store> Context::open_store() const { return Store::open(options.store_config()); }
 
 void Context::note_bypass(const Store& store, const std::string& op_type) const {
   if (auto reason = store.bypass_reason(op_type)) {

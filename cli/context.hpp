@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,23 +32,23 @@ enum ExitCode : int {
 /// The exit code for an error.
 int exit_code_for(const Error& error);
 
-/// Options given before or after any subcommand.
-struct GlobalOptions {
-  std::string cache_dir;
-  std::string config_file;
-  std::optional<std::string> mode;
-  std::optional<std::int64_t> min_idle_s;
-  std::optional<std::int64_t> op_debug_level;
-  std::optional<std::string> op_debug_list;
-  std::optional<std::string> volatile_fields;
-  std::optional<std::int64_t> wait_timeout_s;
-  std::vector<std::string> remotes;
-  bool no_remote = false;
-  std::string token_file;
+/// Options given before or after any subcommand: one per settable row of
+/// the settings table (opcache::setting_descriptors()), and --json.
+class GlobalOptions {
+ public:
   bool json = false;
 
-  /// Adds the options to the top-level command.
+  /// Adds the options to the top-level command: each row's flag, checked
+  /// while parsing. A repeatable option takes exactly one value per
+  /// occurrence, so positional arguments after it stay positional.
   void add_to(CLI::App& app);
+
+  /// A StoreConfig holding every setting given on the command line.
+  StoreConfig store_config() const;
+
+ private:
+  // Setting name → the values given, in command-line order (stable addresses for CLI11).
+  std::map<std::string, std::vector<std::string>> m_given;
 };
 
 /// State shared by all subcommands of one invocation.

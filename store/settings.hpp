@@ -12,9 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "opcache/opcache.hpp"
 #include "opcache/result.hpp"
 #include "store/aging.hpp"
 #include "store/scenario.hpp"
+#include "store/setting_table.hpp"
 
 namespace opcache::store {
 
@@ -27,26 +29,10 @@ enum class CacheMode {
 
 const char* to_string(CacheMode mode) noexcept;
 
-/// A value and the place it was taken from ("--mode", "OPCACHE_MODE",
-/// "/x/opcache.conf [cache] mode", "default", ...).
-template <typename T>
-struct Setting {
-  T value;
-  std::string source;
-};
-
-/// Values given explicitly (CLI flags or StoreConfig); they win over the
-/// environment and files. Strings are validated here (usage errors).
-struct SettingOverrides {
-  std::optional<std::filesystem::path> cache_dir;
-  std::optional<std::filesystem::path> config_file;
-  std::optional<std::string> mode;
-  std::optional<std::int64_t> min_idle_s;
-  std::optional<std::int64_t> op_debug_level;
-  std::optional<std::string> op_debug_list;
-  std::optional<std::string> volatile_fields;
-  std::optional<std::int64_t> wait_timeout_s;
-};
+/// Values given explicitly (CLI flags, opcache_open_ex JSON, or a
+/// StoreConfig filled by C++ code); they win over the environment and files.
+/// Validated by resolve_settings (usage errors name the flag).
+using SettingOverrides = StoreConfig;
 
 /// Every effective setting.
 struct Settings {
@@ -73,6 +59,9 @@ struct Settings {
 /// cache dir. Errors: `usage` for invalid overrides or an explicit config file
 /// that cannot be read.
 Result<Settings> resolve_settings(const SettingOverrides& overrides, const EnvLookup& env);
+
+/// The items of a comma-separated setting, trimmed of blanks; empty items dropped.
+std::vector<std::string> split_setting_list(const std::string& text);
 
 /// Parses a mode name ("enable", "force", "disable").
 std::optional<CacheMode> parse_cache_mode(const std::string& text);

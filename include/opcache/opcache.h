@@ -57,10 +57,15 @@ const char* opcache_last_error(void);
 opcache_status opcache_open(const char* cache_dir, opcache_store** out);
 
 /* Like opcache_open, with settings as a JSON object (NULL or "{}" for
- * defaults). Keys, all optional: "cache_dir", "config_file", "mode"
+ * defaults). The keys, all optional, are the settable rows of the settings
+ * table (opcache_settings_schema_json): "cache_dir", "config_file", "mode"
  * ("enable"|"force"|"disable"), "min_idle_s", "op_debug_level",
  * "op_debug_list" (comma-separated), "volatile_fields", "wait_timeout_s",
- * "compression_level". Unknown keys are OPCACHE_USAGE. Warnings go to stderr. */
+ * "remotes" (array of strings), "no_remote" (boolean), "token_file",
+ * "compression_level". Integers are JSON integers, flags JSON booleans, the
+ * rest strings. Unknown keys and invalid values are OPCACHE_USAGE (the
+ * message names the key; for unknown keys it lists the allowed ones).
+ * Warnings go to stderr. */
 opcache_status opcache_open_ex(const char* options_json, opcache_store** out);
 
 /* Closes a handle; NULL is ignored. */
@@ -93,6 +98,14 @@ opcache_status opcache_remove(opcache_store* store, const char* key);
  * "pinned","counters":{...}}), in a string the caller frees with
  * opcache_string_free. */
 opcache_status opcache_stats_json(opcache_store* store, char** json_out);
+
+/* The settings table as a JSON array, one object per setting:
+ * {"name","display","type","settable","flag","help","env","config_key","default"}
+ * where "name" is the opcache_open_ex key, "type" one of "text", "path",
+ * "integer", "comma_list", "repeated", "flag", and "settable" false for
+ * settings only the environment and files set. The caller frees *json_out
+ * with opcache_string_free. Needs no store; thread-safe. */
+opcache_status opcache_settings_schema_json(char** json_out);
 
 /* Frees a string returned by opcache; NULL is ignored. */
 void opcache_string_free(char* text);

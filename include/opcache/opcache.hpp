@@ -28,6 +28,39 @@
 
 namespace opcache {
 
+/// How a setting's value is written on each surface (CLI, C ABI JSON, Python).
+enum class SettingType {
+  text,        ///< one string (C ABI: a JSON string)
+  path,        ///< a file or directory (C ABI: a JSON string; Python makes it absolute)
+  integer,     ///< one integer (C ABI: a JSON integer)
+  comma_list,  ///< comma-separated items (C ABI: a JSON string; Python also takes a list)
+  repeated,    ///< each occurrence adds one value (CLI: a repeatable option; C ABI: a JSON array of strings)
+  flag,        ///< on or off (CLI: an option without value; C ABI: a JSON boolean)
+};
+
+/// The name of a setting type ("text", "path", "integer", "comma_list", "repeated", "flag").
+const char* to_string(SettingType type) noexcept;
+
+/// One row of the settings table. The CLI options, the keys of
+/// opcache_open_ex's JSON, the Python keyword arguments and the rows of
+/// `opcache config` are all derived from this table (docs/configuration.md).
+/// Every view points at static storage.
+struct SettingDescriptor {
+  std::string_view name;           ///< StoreConfig::set name, C ABI JSON key and Python keyword ("min_idle_s")
+  std::string_view display;        ///< its row in `opcache config` ("min_idle"); "" when not shown there
+  SettingType type = SettingType::text;
+  bool settable = true;            ///< false: only the environment and files set it (CANN's aging pair)
+  std::string_view flag;           ///< CLI option names in CLI11 form ("--cache-dir,-C"); "" when none
+  std::string_view help;           ///< the CLI help text
+  std::string_view env;            ///< environment variable ("OPCACHE_MODE"); "" when none
+  std::string_view config_key;     ///< key in opcache.conf's [cache] section; "" when none
+  std::string_view default_value;  ///< the built-in default, as text ("" when none)
+};
+
+/// Every setting, in `opcache config` order. Never empty; the vector lives
+/// for the whole program. Thread-safe.
+const std::vector<SettingDescriptor>& setting_descriptors();
+
 /// How to open a store. Every field has a working default; unset optional
 /// fields come from the environment, then the config file, then built-in
 /// defaults (docs/configuration.md). `Store::settings()` shows the result.
@@ -59,6 +92,14 @@ struct StoreConfig {
   std::filesystem::path token_file;
   /// zstd level for new bundles, 1..19.
   int compression_level = 3;
+  /// Sets the setting `name` (a settable row of setting_descriptors()) from
+  /// its text form, as the CLI and the C ABI do: integers in decimal, flags
+  /// "true"/"false", a `repeated` setting appends one value. The value is
+  /// checked like a command-line flag. Errors: `usage` naming the setting and
+  /// the value, or listing the allowed names for an unknown one. Not
+  /// thread-safe (it changes this object).
+  Status set(std::string_view name, std::string_view value);
+
   /// Receives warnings (a corrupt entry that was dropped, an invalid setting
   /// that was ignored, ...); default prints "opcache: warning: ..." to stderr.
   std::function<void(const std::string& message)> on_warning;

@@ -30,7 +30,7 @@ from .errors import (
     UsageError,
 )
 from .scenario import Scenario
-from .store import Result, Store, cached, default_store, get_or_build
+from .store import SETTINGS, Result, Store, cached, default_store, get_or_build
 
 
 def version() -> str:
@@ -50,6 +50,7 @@ __all__ = [
     "OpcacheError",
     "RemoteError",
     "Result",
+    "SETTINGS",
     "Scenario",
     "Store",
     "UsageError",

@@ -103,6 +103,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "opcache_remove": ([c_store, ctypes.c_char_p], status),
         # The out parameter is a void** so the pointer survives for opcache_string_free.
         "opcache_stats_json": ([c_store, ctypes.POINTER(ctypes.c_void_p)], status),
+        "opcache_settings_schema_json": ([ctypes.POINTER(ctypes.c_void_p)], status),
         "opcache_string_free": ([ctypes.c_void_p], None),
         "opcache_get_or_build": (
             [

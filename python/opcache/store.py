@@ -54,10 +54,41 @@ def _check(code: int) -> None:
         raise from_status(code)
 
 
-def _join_list(value: Union[str, Iterable[str], None]) -> Optional[str]:
-    if value is None or isinstance(value, str):
-        return value
-    return ",".join(value)
+def _settings_table() -> list[dict[str, Any]]:
+    """The settings table of the loaded library (opcache_settings_schema_json)."""
+    text = ctypes.c_void_p()
+    _check(lib.opcache_settings_schema_json(ctypes.byref(text)))
+    try:
+        return json.loads(ctypes.string_at(text.value).decode("utf-8"))
+    finally:
+        lib.opcache_string_free(text)
+
+
+# name -> row, for the settings Store() takes as keyword arguments.
+SETTINGS: dict[str, dict[str, Any]] = {row["name"]: row for row in _settings_table() if row["settable"]}
+
+
+def _option_value(name: str, value: Any) -> Any:
+    """A keyword argument in the JSON form opcache_open_ex takes for its setting."""
+    kind = SETTINGS[name]["type"]
+    if kind == "path":
+        return os.path.abspath(os.fspath(value))
+    if kind == "comma_list" and not isinstance(value, str):
+        return ",".join(value)
+    if kind == "repeated":
+        return [value] if isinstance(value, str) else list(value)
+    return value
+
+
+def _options_of(cache_dir: Optional[PathLike], settings: dict[str, Any]) -> dict[str, Any]:
+    """opcache_open_ex's JSON options; TypeError for a keyword that is no setting."""
+    unknown = sorted(set(settings) - set(SETTINGS))
+    if unknown:
+        raise TypeError(
+            f"Store() got an unexpected keyword argument {unknown[0]!r} (settings: {', '.join(SETTINGS)})"
+        )
+    given = dict(settings, cache_dir=cache_dir)
+    return {name: _option_value(name, value) for name, value in given.items() if value is not None}
 
 
 class Store:
@@ -65,7 +96,9 @@ class Store:
 
     ``Store()`` opens the default root (OPCACHE_DIR, else $XDG_CACHE_HOME/opcache,
     else ~/.cache/opcache); keyword arguments override the environment and the
-    config file, exactly like opcache_open_ex's JSON options:
+    config file, exactly like opcache_open_ex's JSON options. They are the
+    settable rows of the library's settings table (``opcache.SETTINGS``, the
+    same table the CLI flags and ``opcache config`` come from), e.g.:
 
     * ``mode``: "enable" (default), "force" (rebuild entries older than this
       Store and replace them) or "disable" (get_or_build builds without the cache);
@@ -73,10 +106,11 @@ class Store:
     * ``op_debug_list``: op types (a list or "A,B") that bypass the cache;
     * ``volatile_fields``: descriptor fields dropped before hashing ("none",
       "+a,b" adds to the built-in list, "a,b" replaces it; a list is joined);
-    * ``wait_timeout_s``: how long get_or_build waits for another builder;
-    * ``min_idle_s``: aging only removes entries idle this long;
-    * ``config_file``: an INI file instead of <root>/opcache.conf;
-    * ``compression_level``: zstd level 1..19 for new bundles.
+    * ``wait_timeout_s``, ``min_idle_s``, ``config_file``, ``compression_level``,
+      ``remotes`` (a list of URLs), ``no_remote``, ``token_file``.
+
+    Paths are made absolute; ``None`` leaves a setting unset. An unknown
+    keyword raises TypeError.
 
     Raises UsageError for bad settings, CacheIOError when the root cannot be
     created. Use as a context manager (``with Store(...) as store:``) or call
@@ -89,36 +123,13 @@ class Store:
     multiprocessing pool) is reopened there with the same options.
     """
 
-    def __init__(
-        self,
-        cache_dir: Optional[PathLike] = None,
-        *,
-        mode: Optional[str] = None,
-        op_debug_level: Optional[int] = None,
-        op_debug_list: Union[str, Iterable[str], None] = None,
-        volatile_fields: Union[str, Iterable[str], None] = None,
-        wait_timeout_s: Optional[int] = None,
-        min_idle_s: Optional[int] = None,
-        config_file: Optional[PathLike] = None,
-        compression_level: Optional[int] = None,
-    ) -> None:
+    def __init__(self, cache_dir: Optional[PathLike] = None, **settings: Any) -> None:
         self._handle: Optional[ctypes.c_void_p] = None
         self._cond = threading.Condition()
         self._active = 0
         self._closing = False
         self._local = threading.local()
-        options: dict[str, Any] = {
-            "cache_dir": os.path.abspath(os.fspath(cache_dir)) if cache_dir is not None else None,
-            "config_file": os.path.abspath(os.fspath(config_file)) if config_file is not None else None,
-            "mode": mode,
-            "op_debug_level": op_debug_level,
-            "op_debug_list": _join_list(op_debug_list),
-            "volatile_fields": _join_list(volatile_fields),
-            "wait_timeout_s": wait_timeout_s,
-            "min_idle_s": min_idle_s,
-            "compression_level": compression_level,
-        }
-        self._options = {name: value for name, value in options.items() if value is not None}
+        self._options = _options_of(cache_dir, settings)
         handle = ctypes.c_void_p()
         _check(lib.opcache_open_ex(json.dumps(self._options).encode("utf-8"), ctypes.byref(handle)))
         self._handle = handle
@@ -352,7 +363,7 @@ class Store:
 
 
 def _reopen(options: dict[str, Any]) -> Store:
-    return Store(**options)
+    return Store(options.get("cache_dir"), **{k: v for k, v in options.items() if k != "cache_dir"})
 
 
 def _cached(

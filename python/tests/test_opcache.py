@@ -191,6 +191,37 @@ class ErrorTest(TempDirTestCase):
             opcache.Store(self.cache_dir, mode="sometimes")
         self.assertIn("sometimes", str(caught.exception))
 
+    def test_every_setting_of_the_table_is_a_keyword(self) -> None:
+        # The keywords come from the library's settings table: walk it.
+        samples = {"integer": None, "text": None, "comma_list": ["MatMul", "Conv2D"], "flag": True}
+        for name, row in opcache.SETTINGS.items():
+            with self.subTest(setting=name):
+                if row["type"] == "path":
+                    value = self.tmp / name
+                    if name != "cache_dir":
+                        value.write_text("[cache]\n")  # reads as a config file and as a token
+                elif row["type"] == "repeated":
+                    value = [f"file://{self.tmp / 'remote'}"]
+                else:
+                    value = samples[row["type"]] or (int(row["default"]) if row["type"] == "integer" else row["default"])
+                if name == "cache_dir":
+                    opcache.Store(value).close()
+                    continue
+                with opcache.Store(self.cache_dir, **{name: value}) as store:
+                    self.assertIn(name, store.options)
+        self.assertEqual(
+            set(opcache.SETTINGS),
+            {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
+             "wait_timeout_s", "remotes", "no_remote", "token_file", "compression_level"},
+        )
+
+    def test_unknown_keyword_is_type_error(self) -> None:
+        with self.assertRaises(TypeError) as caught:
+            opcache.Store(self.cache_dir, colour="blue")
+        self.assertIn("colour", str(caught.exception))
+        with self.assertRaises(TypeError):
+            opcache.Store(self.cache_dir, max_op_cache_size=1)  # environment and op_cache.ini only
+
     def test_put_of_missing_file_raises(self) -> None:
         store = self.store()
         with self.assertRaises(opcache.OpcacheError) as caught:

@@ -280,3 +280,33 @@ TEST_CASE("C API opcache_last_error is per thread") {
   CHECK(there.empty());
   CHECK(last_error() == here);
 }
+
+TEST_CASE("C API opcache_open_ex takes the settings table's keys, in their JSON types, and names bad ones") {
+  TempDir temp;
+  const std::string cache = (temp / "cache").string();
+  auto open_ex = [](const std::string& options) {
+    opcache_store* store = nullptr;
+    opcache_status status = opcache_open_ex(options.c_str(), &store);
+    opcache_close(store);
+    return status;
+  };
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","mode":"force","wait_timeout_s":5,"no_remote":true,)"
+                R"("remotes":["file://)" + (temp / "remote").string() + R"("],"compression_level":9})") == OPCACHE_OK);
+
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","colour":"blue"})") == OPCACHE_USAGE);
+  CHECK(last_error().find("unknown option \"colour\" (allowed: cache_dir, config_file, mode, min_idle_s,") !=
+        std::string::npos);
+  CHECK(last_error().find("remotes, no_remote, token_file, compression_level)") != std::string::npos);
+
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","wait_timeout_s":"5"})") == OPCACHE_USAGE);
+  CHECK(last_error() == "opcache_open_ex option \"wait_timeout_s\" must be an integer");
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","no_remote":1})") == OPCACHE_USAGE);
+  CHECK(last_error() == "opcache_open_ex option \"no_remote\" must be a boolean");
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","remotes":[1]})") == OPCACHE_USAGE);
+  CHECK(last_error() == "opcache_open_ex option \"remotes\" must be an array of strings");
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","min_idle_s":-1})") == OPCACHE_USAGE);
+  CHECK(last_error().find("min_idle_s \"-1\" is invalid: expected a number of seconds (0 or more)") !=
+        std::string::npos);
+  // CANN's aging pair is not settable: only op_cache.ini and ASCEND_* set it.
+  CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","max_op_cache_size":1})") == OPCACHE_USAGE);
+}

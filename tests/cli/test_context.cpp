@@ -1,0 +1,96 @@
+// The global options of the `opcache` command (cli/context.cpp): one option
+// per settable row of the settings table; a repeatable option such as
+// --remote takes exactly one value per occurrence, so the positional keys
+// after it stay keys, in every subcommand and in every spelling.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/kernels.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using opcache::test::TempDir;
+
+namespace {
+
+opcache::test::ProcessOptions hermetic() {
+  opcache::test::ProcessOptions options;
+  options.unset_env = {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_REMOTE", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
+                       "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"};
+  return options;
+}
+
+// `opcache --json args...` with its JSON output; requires exit 0.
+json run_json(std::vector<std::string> args) {
+  args.insert(args.begin(), "--json");
+  auto result = opcache::test::run_cli(args, hermetic());
+  INFO("stdout: ", result.out, "\nstderr: ", result.err);
+  REQUIRE(result.exit_code == 0);
+  return json::parse(result.out);
+}
+
+// A local cache holding one kernel, and an empty file remote next to it.
+struct Stores {
+  TempDir dir;
+  std::string cache = (dir / "cache").string();
+  std::string remote = "file://" + (dir / "remote").string();
+  std::string key;
+
+  Stores() {
+    auto kernel = opcache::test::make_kernel(dir / "k", "square", 16);
+    opcache::test::write_text(dir / "d.json", kernel.descriptor_json);
+    std::vector<std::string> put{"--cache-dir", cache, "put", "--desc", (dir / "d.json").string(), "--scenario",
+                                 opcache::test::k_test_scenario};
+    for (const auto& file : kernel.files()) {
+      put.push_back(file.string());
+    }
+    key = run_json(put)["key"].get<std::string>();
+  }
+};
+
+}  // namespace
+
+TEST_CASE("cli::GlobalOptions push and pull --remote URL KEY take KEY as a key, not as a second remote") {
+  Stores stores;
+  auto pushed = run_json({"--cache-dir", stores.cache, "push", "--remote", stores.remote, stores.key});
+  CHECK(pushed["requested"] == 1);
+  CHECK(pushed["transferred"] == 1);
+
+  const auto fresh = (stores.dir / "fresh").string();
+  auto pulled = run_json({"--cache-dir", fresh, "pull", "--remote", stores.remote, stores.key, stores.key});
+  CHECK(pulled["requested"] == 2);
+  CHECK(pulled["failed"] == 0);
+  CHECK(run_json({"--cache-dir", fresh, "ls"})["entries"].size() == 1);
+}
+
+TEST_CASE("cli::GlobalOptions --remote=URL and the global form before the subcommand take one value each") {
+  Stores stores;
+  SUBCASE("--remote=URL after the subcommand") {
+    auto pushed = run_json({"--cache-dir", stores.cache, "push", "--remote=" + stores.remote, stores.key});
+    CHECK(pushed["transferred"] == 1);
+  }
+  SUBCASE("opcache --remote URL push KEY") {
+    auto pushed = run_json({"--cache-dir", stores.cache, "--remote", stores.remote, "push", stores.key});
+    CHECK(pushed["transferred"] == 1);
+  }
+  SUBCASE("two --remote occurrences are two remotes, in order") {
+    const auto second = "file://" + (stores.dir / "second").string();
+    auto config = run_json({"--cache-dir", stores.cache, "--remote", stores.remote, "config", "--remote", second});
+    REQUIRE(config["remotes"].size() == 2);
+    CHECK(config["remotes"][0].get<std::string>().find(stores.dir.path().string() + "/remote") != std::string::npos);
+    CHECK(config["remotes"][1].get<std::string>().find(stores.dir.path().string() + "/second") != std::string::npos);
+  }
+  SUBCASE("a word after a single-valued option is not taken as a second value") {
+    auto result = opcache::test::run_cli({"--cache-dir", stores.cache, "--mode", "force", "extra", "config"},
+                                         hermetic());
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("extra") != std::string::npos);
+  }
+}
