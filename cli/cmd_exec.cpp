@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "cli/context.hpp"
+#include "cli/descriptor_input.hpp"
 
 extern char** environ;
 
@@ -110,29 +111,17 @@ int run_exec(const Context& context, const ExecArgs& args) {
       return context.fail(Error::usage("--output \"" + name + "\" must be a file name inside --out, without '/'"));
     }
   }
-  auto scenario = args.scenario.resolve();
-  if (!scenario) {
-    return context.fail(scenario.error());
-  }
-  auto text = read_descriptor_text(args.desc);
-  if (!text) {
-    return context.fail(text.error());
-  }
-  auto store = context.open_store();
-  if (!store) {
-    return context.fail(store.error());
+  auto input = open_descriptor_input(context, args.scenario, args.desc);
+  if (!input) {
+    return context.fail(input.error());
   }
   std::error_code ec;
   fs::create_directories(args.out, ec);
-  auto canonical = store->canonical_descriptor(*text);
-  if (!canonical) {
-    return context.fail(canonical.error().with_context(args.desc));
-  }
   // With the cache bypassed (mode disable, op_debug_level, op_debug_list)
   // nothing is stored, so exec only wraps the command: its status is the answer,
   // whatever it wrote.
-  const auto op_type = nlohmann::json::parse(*canonical, nullptr, false).value("op_type", std::string());
-  const MissingOutputs missing = store->bypass_reason(op_type) ? MissingOutputs::ignore : MissingOutputs::fail;
+  const auto op_type = nlohmann::json::parse(input->canonical, nullptr, false).value("op_type", std::string());
+  const MissingOutputs missing = input->store.bypass_reason(op_type) ? MissingOutputs::ignore : MissingOutputs::fail;
 
   std::optional<int> command_status;
   auto build = [&]() -> Result<std::vector<fs::path>> {
@@ -148,7 +137,7 @@ int run_exec(const Context& context, const ExecArgs& args) {
     return produced_files(args, before, missing);
   };
 
-  auto result = store->get_or_build_in_place(*text, *scenario, args.out, build);
+  auto result = input->store.get_or_build_in_place(input->text, input->scenario, args.out, build);
   if (!result && result.error().code() == ErrorCode::timeout && !command_status) {
     // Never fail a compile because of the cache: run the command uncached.
     context.note("warning: " + result.error().message() + "; running the command without the cache");

@@ -1,5 +1,6 @@
 // opcache key: print the key of a descriptor in a scenario.
 #include "cli/context.hpp"
+#include "cli/descriptor_input.hpp"
 #include "base/try.hpp"
 
 namespace opcache::cli {
@@ -13,24 +14,16 @@ struct KeyArgs {
 };
 
 int run_key(const Context& context, const KeyArgs& args) {
-  auto scenario = args.scenario.resolve();
-  if (!scenario) {
-    return context.fail(scenario.error());
+  auto input = open_descriptor_input(context, args.scenario, args.desc);
+  if (!input) {
+    return context.fail(input.error());
   }
-  auto text = read_descriptor_text(args.desc);
-  if (!text) {
-    return context.fail(text.error());
-  }
-  auto store = context.open_store();
-  if (!store) {
-    return context.fail(store.error());
-  }
-  auto key = store->key(*text, *scenario);
+  auto key = input->store.key(input->text, input->scenario);
   if (!key) {
     return context.fail(key.error().with_context(args.desc));
   }
-  auto canonical = store->canonical_descriptor(*text).value();
-  std::string scenario_json = scenario_canonical_json(*scenario);
+  const std::string& canonical = input->canonical;
+  std::string scenario_json = scenario_canonical_json(input->scenario);
   if (context.options.json) {
     context.print_json({{"key", *key},
                         {"descriptor_canonical", canonical},

@@ -2,7 +2,7 @@
 // kernel cache, torchair static kernels) in and out of the store.
 #include "cli/context.hpp"
 #include "layouts/transfer.hpp"
-#include "store/scenario.hpp"
+#include "base/environment.hpp"
 
 namespace opcache::cli {
 

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "cli/context.hpp"
+#include "cli/descriptor_input.hpp"
 
 namespace opcache::cli {
 
@@ -16,31 +17,20 @@ struct PutArgs {
 };
 
 int run_put(const Context& context, const PutArgs& args) {
-  auto scenario = args.scenario.resolve();
-  if (!scenario) {
-    return context.fail(scenario.error());
-  }
-  auto text = read_descriptor_text(args.desc);
-  if (!text) {
-    return context.fail(text.error());
-  }
-  auto store = context.open_store();
-  if (!store) {
-    return context.fail(store.error());
-  }
-  if (auto checked = store->canonical_descriptor(*text); !checked) {
-    return context.fail(checked.error().with_context(args.desc));
+  auto input = open_descriptor_input(context, args.scenario, args.desc);
+  if (!input) {
+    return context.fail(input.error());
   }
   std::vector<std::filesystem::path> files(args.files.begin(), args.files.end());
   PutOptions options;
   options.build_ms = args.build_ms;
   options.replace = args.replace ? ReplacePolicy::replace : ReplacePolicy::keep_existing;
-  auto result = store->put(*text, *scenario, files, options);
+  auto result = input->store.put(input->text, input->scenario, files, options);
   if (!result) {
     return context.fail(result.error());
   }
-  if (auto entry = store->lookup(result->key); entry && *entry) {
-    context.note_bypass(*store, (*entry)->op_type);
+  if (auto entry = input->store.lookup(result->key); entry && *entry) {
+    context.note_bypass(input->store, (*entry)->op_type);
   }
   if (context.options.json) {
     nlohmann::json members = nlohmann::json::array();

@@ -1,13 +1,8 @@
 // opcache serve: the team cache server.
-#include <csignal>
 #include <iostream>
 
 #include "cli/context.hpp"
-#include "server/auth.hpp"
-#include "server/http_server.hpp"
-#include "server/server_config.hpp"
-#include "server/storage_factory.hpp"
-#include "base/file_io.hpp"
+#include "server/serve.hpp"
 
 namespace opcache::cli {
 
@@ -88,14 +83,11 @@ int run_hash_token(const Context& context, const ServeArgs& args) {
   while (!token.empty() && (token.back() == '\r' || token.back() == ' ')) {
     token.pop_back();
   }
-  if (token.empty()) {
-    return context.fail(Error::usage("--hash-token reads the token from standard input; got an empty line"));
+  auto line = server::token_file_line(token, args.token_name, args.token_scopes);
+  if (!line) {
+    return context.fail(line.error());
   }
-  auto line = server::hash_token(token) + " " + args.token_name + " " + args.token_scopes;
-  if (auto checked = server::TokenTable::parse(line, "--hash-token"); !checked) {
-    return context.fail(checked.error());
-  }
-  std::cout << line << '\n';
+  std::cout << *line << '\n';
   return k_exit_ok;
 }
 
@@ -112,37 +104,10 @@ int run_serve(const Context& context, const ServeArgs& args) {
   if (auto applied = apply_flags(args, config); !applied) {
     return context.fail(applied.error());
   }
-  server::TokenTable tokens;
-  if (!config.tokens_file.empty()) {
-    auto loaded = server::TokenTable::load(config.tokens_file);
-    if (!loaded) {
-      return context.fail(loaded.error().with_context("--tokens"));
-    }
-    tokens = std::move(*loaded);
-  } else if (!config.anonymous_read) {
-    context.note("warning: no --tokens and no --anonymous-read: every request except /healthz will be refused");
-  }
   auto warn = [&context](const std::string& message) { context.note("warning: " + message); };
-  auto storage = server::open_storage(config, base::process_environment(), warn);
-  if (!storage) {
-    return context.fail(storage.error());
+  if (auto served = server::run_server(config, warn); !served) {
+    return context.fail(served.error());
   }
-  std::signal(SIGPIPE, SIG_IGN);
-  server::HttpServer http(config, std::move(*storage), std::move(tokens));
-  auto bound = http.start();
-  if (!bound) {
-    return context.fail(bound.error());
-  }
-  if (!config.port_file.empty()) {
-    std::string lines;
-    for (const auto& address : *bound) {
-      lines += address + "\n";
-    }
-    if (auto written = base::write_file_atomic(config.port_file, lines); !written) {
-      return context.fail(written.error());
-    }
-  }
-  http.run();
   return k_exit_ok;
 }
 

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/context.hpp"
+#include "opcache/model.hpp"
 #include "base/file_io.hpp"
 #include "base/json_parse.hpp"
 #include "base/sha256.hpp"
@@ -104,31 +105,33 @@ Result<std::vector<std::string>> keys_from_file(const Store& store, const std::s
   // A whole-file JSON document: an array of descriptors, or a model op list
   // {"ops": [...]} (pretty-printed like examples/models/*.json). Anything
   // else is read line by line: keys, or one descriptor object per line.
-  std::optional<nlohmann::json> document;
+  std::optional<std::vector<std::string>> descriptors;
   const auto first = text->find_first_not_of(" \t\r\n");
   if (first != std::string::npos && text->at(first) == '[') {
     auto parsed = base::parse_json(*text, path);
     if (!parsed) {
       return parsed.error();
     }
-    document = std::move(*parsed);
+    descriptors.emplace();
+    for (const auto& descriptor : *parsed) {
+      descriptors->push_back(descriptor.dump());
+    }
   } else if (first != std::string::npos && text->at(first) == '{') {
     auto parsed = nlohmann::json::parse(*text, nullptr, false);
     if (!parsed.is_discarded() && parsed.is_object() && parsed.contains("ops")) {
-      document = std::move(parsed);
+      auto model = parse_model_op_list(*text, path);
+      if (!model) {
+        return model.error();
+      }
+      descriptors.emplace();
+      for (const auto& op : model->ops) {
+        descriptors->push_back(op.descriptor_json);
+      }
     }
   }
-  if (document) {
-    const bool op_list = document->is_object();
-    const auto& list = op_list ? (*document)["ops"] : *document;
-    if (!list.is_array()) {
-      return Error::usage(path + ": expected a JSON array of descriptors or {\"ops\": [...]}");
-    }
-    for (auto descriptor : list) {
-      if (op_list && descriptor.is_object()) {
-        descriptor.erase("name");  // the op's name in the model, not part of its kernel
-      }
-      auto key = key_of(descriptor.dump());
+  if (descriptors) {
+    for (const auto& descriptor : *descriptors) {
+      auto key = key_of(descriptor);
       if (!key) {
         return key.error();
       }

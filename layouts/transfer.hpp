@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "base/environment.hpp"
 #include "layouts/layout.hpp"
 #include "opcache/opcache.hpp"
-#include "store/scenario.hpp"
 
 namespace opcache::layouts {
 

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "refcc/subprocess.hpp"
+#include "base/subprocess.hpp"
 #include "base/try.hpp"
 
 namespace opcache::refcc {
@@ -15,6 +15,15 @@ namespace opcache::refcc {
 namespace fs = std::filesystem;
 
 namespace {
+
+// Runs the compiler; a compiler that cannot be started gets a hint.
+Result<base::ProcessOutput> run_compiler(const std::vector<std::string>& argv, const fs::path& cwd = {}) {
+  auto output = base::run_program(argv, cwd);
+  if (!output && output.error().code() == ErrorCode::build_failed) {
+    return Error::build_failed(output.error().message() + " (install a C compiler or set CC / --cc)");
+  }
+  return output;
+}
 
 std::vector<std::string> split_words(const std::string& text) {
   std::istringstream stream(text);
@@ -97,7 +106,7 @@ Result<Compiler> detect_compiler(const std::string& command) {
   }
   auto argv = compiler.command;
   argv.push_back("--version");
-  OPCACHE_TRY_ASSIGN(auto output, run_program(argv));
+  OPCACHE_TRY_ASSIGN(auto output, run_compiler(argv));
   const std::string first_line = output.out.substr(0, output.out.find('\n'));
   if (output.exit_code != 0 || first_line.empty()) {
     return Error::build_failed("\"" + joined(argv) + "\" failed (exit " + std::to_string(output.exit_code) +
@@ -118,7 +127,7 @@ Status compile_c(const Compiler& compiler, const std::string& source, const std:
   argv.push_back("-o");
   argv.push_back(fs::absolute(object).string());
   argv.push_back(file);
-  OPCACHE_TRY_ASSIGN(auto output, run_program(argv, temp.path()));
+  OPCACHE_TRY_ASSIGN(auto output, run_compiler(argv, temp.path()));
   if (output.exit_code != 0) {
     return Error::build_failed(joined(compiler.command) + " failed compiling " + file + " (exit " +
                                std::to_string(output.exit_code) + "):\n" + output.err);

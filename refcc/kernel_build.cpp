@@ -3,13 +3,10 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "opcache/key.hpp"
 #include "refcc/codegen.hpp"
-#include "store/descriptor.hpp"
 #include "base/file_io.hpp"
-#include "store/key.hpp"
-#include "store/scenario.hpp"
 #include "base/try.hpp"
-#include "store/volatile_fields.hpp"
 
 namespace opcache::refcc {
 
@@ -61,9 +58,7 @@ Result<std::string> kernel_key(const PreparedOp& prepared, const BuildContext& c
   if (const char* value = std::getenv("OPCACHE_VOLATILE_FIELDS")) {
     setting = value;
   }
-  OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(setting));
-  OPCACHE_TRY_ASSIGN(auto normalized, store::normalize_descriptor(prepared.descriptor, filter, "descriptor"));
-  return store::derive_key(normalized.normalized, store::scenario_to_json(ctx.scenario));
+  return derive_key(descriptor, ctx.scenario, setting);
 }
 
 Status build_neutral_triple(const PreparedOp& prepared, const KernelNames& names, const BuildContext& ctx,

@@ -7,7 +7,6 @@
 #include "refcc/op_registry.hpp"
 #include "base/file_io.hpp"
 #include "base/json_parse.hpp"
-#include "store/scenario.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 
@@ -89,6 +88,10 @@ json kernel_metadata(const KernelNames& names, const PreparedOp& prepared, const
           {"workspace", {{"num", 0}, {"size", json::array()}, {"type", json::array()}}}};
 }
 
+json scenario_json(const Scenario& scenario) {
+  return json::parse(scenario_canonical_json(scenario));
+}
+
 json compile_job(const KernelNames& names, const PreparedOp& prepared, const Scenario& scenario) {
   const OpDescriptor& op = prepared.op;
   json op_list = json::array();
@@ -124,7 +127,7 @@ json compile_job(const KernelNames& names, const PreparedOp& prepared, const Sce
                   {"op_list", op_list},
                   {"scope_id", -1},
                   {"refcc_descriptor", prepared.descriptor},
-                  {"refcc_scenario", store::scenario_to_json(scenario)}};
+                  {"refcc_scenario", scenario_json(scenario)}};
   return {{"job_content", content}, {"job_id", 1}, {"job_type", "Compile"}};
 }
 

@@ -39,6 +39,10 @@ KernelNames kernel_names(std::string_view func_name, std::string_view key);
 /// The .json metadata of a kernel whose object has SHA-256 `object_sha256`.
 nlohmann::json kernel_metadata(const KernelNames& names, const PreparedOp& prepared, const std::string& object_sha256);
 
+/// The scenario as the JSON object that is hashed into keys (the value of
+/// scenario_canonical_json). Pure.
+nlohmann::json scenario_json(const Scenario& scenario);
+
 /// The .info compile job: MindSpore's job_content (SocInfo, op_list with Data
 /// nodes and the op node) plus refcc_descriptor and refcc_scenario, the exact
 /// descriptor and scenario the key was derived from.

@@ -27,7 +27,6 @@
 #include "refcc/model.hpp"
 #include "refcc/op_registry.hpp"
 #include "refcc/toolchain.hpp"
-#include "store/scenario.hpp"
 #include "base/try.hpp"
 
 namespace {
@@ -141,7 +140,7 @@ int run_compile(const CommonOptions& options, const std::string& path) {
                    {"cached", ctx->store != nullptr},
                    {"build_ms", outcome->build_ms},
                    {"device_id", ctx->device_id},
-                   {"scenario", store::scenario_to_json(ctx->scenario)},
+                   {"scenario", scenario_json(ctx->scenario)},
                    {"files", files_json(outcome->files)}};
     if (!outcome->note.empty()) {
       result["note"] = outcome->note;
@@ -269,7 +268,7 @@ int run_describe(const CommonOptions& options, const std::string& path, bool sou
                  {"key", *key},
                  {"stem", names.stem(device_id)},
                  {"symbol", names.symbol},
-                 {"scenario", store::scenario_to_json(ctx.scenario)}};
+                 {"scenario", scenario_json(ctx.scenario)}};
   std::cout << result.dump(2) << "\n";
   return 0;
 }

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <thread>
 
+#include "opcache/model.hpp"
+#include "base/file_io.hpp"
 #include "base/json_parse.hpp"
 #include "base/try.hpp"
 
@@ -14,29 +16,21 @@ namespace opcache::refcc {
 using json = nlohmann::json;
 
 Result<Model> load_model(const std::string& path) {
-  OPCACHE_TRY_ASSIGN(json value, base::load_json_file(path));
-  if (!value.is_object() || !value.contains("ops") || !value["ops"].is_array()) {
-    return Error::usage(path + ": a model is an object {\"name\": ..., \"ops\": [descriptor, ...]}");
-  }
-  for (const auto& [member, ignored] : value.items()) {
-    if (member != "name" && member != "description" && member != "ops" && member != "source") {
-      return Error::usage(path + ": unknown model member \"" + member + "\" (allowed: name, description, source, ops)");
-    }
-  }
+  OPCACHE_TRY_ASSIGN(std::string text, base::read_file(path));
+  OPCACHE_TRY_ASSIGN(auto list, parse_model_op_list(text, path));
   Model model;
-  model.name = value.value("name", std::filesystem::path(path).stem().string());
-  const json& ops = value["ops"];
-  for (std::size_t i = 0; i < ops.size(); ++i) {
+  model.name = list.name.empty() ? std::filesystem::path(path).stem().string() : list.name;
+  for (std::size_t i = 0; i < list.ops.size(); ++i) {
+    const ModelOp& entry = list.ops[i];
     std::string origin = path + ": ops[" + std::to_string(i) + "]";
-    if (ops[i].is_object() && ops[i].contains("name") && ops[i]["name"].is_string()) {
-      origin += " (" + ops[i]["name"].get<std::string>() + ")";
+    OPCACHE_TRY_ASSIGN(json value, base::parse_json(entry.descriptor_json, origin));
+    if (!entry.name.empty()) {
+      origin += " (" + entry.name + ")";
+      value["name"] = entry.name;
     }
-    OPCACHE_TRY_ASSIGN(auto op, parse_op_descriptor(ops[i], origin));
+    OPCACHE_TRY_ASSIGN(auto op, parse_op_descriptor(value, origin));
     OPCACHE_TRY_ASSIGN(auto prepared, prepare_op(op, origin));
     model.ops.push_back(std::move(prepared));
-  }
-  if (model.ops.empty()) {
-    return Error::usage(path + ": the model has no ops");
   }
   return model;
 }

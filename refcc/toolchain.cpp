@@ -5,7 +5,6 @@
 #include "opcache/version.hpp"
 #include "refcc/codegen.hpp"
 #include "base/file_io.hpp"
-#include "store/scenario.hpp"
 #include "base/try.hpp"
 
 namespace opcache::refcc {
@@ -42,10 +41,8 @@ Result<Scenario> resolve_scenario(const std::string& spec, const std::string& sp
     OPCACHE_TRY_ASSIGN(auto text, base::read_file(spec_file));
     OPCACHE_TRY_ASSIGN(scenario, parse_scenario_json(text, spec_file));
   } else {
-    OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(base::process_environment()));
-    scenario.phase = Phase::infer;
-    scenario.toolchain = "auto";
-    scenario.soc = "auto";
+    // No device given: the spec form takes it from RANK_SIZE / LOCAL_WORLD_SIZE.
+    OPCACHE_TRY_ASSIGN(scenario, parse_scenario_spec("phase=infer,toolchain=auto,soc=auto"));
   }
   if (scenario.toolchain == "auto") {
     scenario.toolchain = toolchain_string(compiler);

@@ -6,6 +6,7 @@
 #include "store/bundle_reader.hpp"
 #include "base/byte_stream.hpp"
 #include "base/json_parse.hpp"
+#include "base/percent_coding.hpp"
 #include "store/key.hpp"
 #include "base/try.hpp"
 
@@ -17,26 +18,13 @@ using json = nlohmann::json;
 
 constexpr std::string_view k_entries_prefix = "/v1/entries/";
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-std::string percent_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    if (text[i] == '+') {
-      out.push_back(' ');
-    } else if (text[i] == '%' && i + 2 < text.size() && hex_value(text[i + 1]) >= 0 && hex_value(text[i + 2]) >= 0) {
-      out.push_back(static_cast<char>(hex_value(text[i + 1]) * 16 + hex_value(text[i + 2])));
-      i += 2;
-    } else {
-      out.push_back(text[i]);
-    }
+// Decodes one part of a request target; `what` names it in the error.
+Result<std::string> decode_part(std::string_view text, base::PlusSign plus, const std::string& what) {
+  auto decoded = base::percent_decode(text, plus);
+  if (!decoded) {
+    return Error::usage(what + " \"" + std::string(text) + "\" has a '%' not followed by two hexadecimal digits");
   }
-  return out;
+  return std::move(*decoded);
 }
 
 ApiResponse json_response(int status, const json& body) {
@@ -153,12 +141,12 @@ ApiResponse error_response(int status, const std::string& code, const std::strin
   return json_response(status, {{"error", code}, {"message", message}});
 }
 
-std::pair<std::string, std::map<std::string, std::string>> split_target(std::string_view target) {
-  std::map<std::string, std::string> parameters;
+Result<Target> split_target(std::string_view target) {
+  Target split;
   auto question = target.find('?');
-  std::string path = percent_decode(target.substr(0, question));
+  OPCACHE_TRY_ASSIGN(split.path, decode_part(target.substr(0, question), base::PlusSign::literal, "request path"));
   if (question == std::string_view::npos) {
-    return {path, parameters};
+    return split;
   }
   std::string_view query = target.substr(question + 1);
   std::size_t start = 0;
@@ -167,10 +155,30 @@ std::pair<std::string, std::map<std::string, std::string>> split_target(std::str
     auto item = query.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
     start = end == std::string_view::npos ? query.size() : end + 1;
     auto equals = item.find('=');
-    parameters[percent_decode(item.substr(0, equals))] =
-        equals == std::string_view::npos ? std::string() : percent_decode(item.substr(equals + 1));
+    OPCACHE_TRY_ASSIGN(auto name, decode_part(item.substr(0, equals), base::PlusSign::space, "query parameter"));
+    std::string value;
+    if (equals != std::string_view::npos) {
+      OPCACHE_TRY_ASSIGN(value, decode_part(item.substr(equals + 1), base::PlusSign::space, "query parameter " + name));
+    }
+    split.parameters[name] = std::move(value);
   }
-  return {path, parameters};
+  return split;
+}
+
+RoutedTarget route_target(std::string_view method, std::string_view target) {
+  RoutedTarget routed;
+  auto split = split_target(target);
+  if (!split) {
+    routed.path = std::string(target.substr(0, target.find('?')));
+    routed.route.error_status = 400;
+    routed.route.error_code = "bad_request";
+    routed.route.error_message = split.error().message();
+    return routed;
+  }
+  routed.path = std::move(split->path);
+  routed.parameters = std::move(split->parameters);
+  routed.route = match_route(method, routed.path);
+  return routed;
 }
 
 Api::Api(Storage& storage, Metrics& metrics, const ServerConfig& config)

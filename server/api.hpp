@@ -57,8 +57,27 @@ struct ApiResponse {
 /// A JSON error body {"error": code, "message": message} with `status`.
 ApiResponse error_response(int status, const std::string& code, const std::string& message);
 
-/// Splits "path?query" and percent-decodes the query parameters.
-std::pair<std::string, std::map<std::string, std::string>> split_target(std::string_view target);
+/// A request target ("path?query") split and percent-decoded.
+struct Target {
+  std::string path;                               ///< decoded; '+' stays '+' (RFC 3986)
+  std::map<std::string, std::string> parameters;  ///< decoded; '+' is a space (form encoding); last one wins
+};
+
+/// Splits "path?query" and percent-decodes the path and the query parameters.
+/// A '%' not followed by two hex digits is a `usage` error naming the part.
+/// Pure; thread-safe.
+Result<Target> split_target(std::string_view target);
+
+/// A request's route and query parameters.
+struct RoutedTarget {
+  std::string path;  ///< decoded path (the raw one when it could not be decoded)
+  std::map<std::string, std::string> parameters;
+  Route route;       ///< match_route's answer, or 400 bad_request for a malformed target
+};
+
+/// split_target then match_route; a malformed target routes to a 400
+/// "bad_request" error. Pure; thread-safe.
+RoutedTarget route_target(std::string_view method, std::string_view target);
 
 /// The handlers. Thread-safe (the storage and metrics are).
 class Api {

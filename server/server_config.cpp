@@ -1,11 +1,10 @@
 #include "server/server_config.hpp"
 
-#include <ini.h>
-
 #include <cstdlib>
 #include <map>
 
 #include "base/file_io.hpp"
+#include "base/ini.hpp"
 #include "base/try.hpp"
 
 namespace opcache::server {
@@ -118,31 +117,13 @@ Result<ListenAddress> parse_listen_address(const std::string& text) {
 
 Status load_server_config_file(const std::filesystem::path& path, ServerConfig& config) {
   OPCACHE_TRY_ASSIGN(std::string text, base::read_file(path));
-  struct Context {
-    ServerConfig* config;
-    std::string where;
-    std::optional<Error> error;
-  } context{&config, path.string(), std::nullopt};
-  auto handler = [](void* user, const char* section, const char* name, const char* value) -> int {
-    auto* context = static_cast<Context*>(user);
-    if (context->error) {
-      return 1;
+  const std::string where = path.string();
+  OPCACHE_TRY_ASSIGN(auto entries, base::parse_ini(text, where));
+  for (const auto& entry : entries) {
+    if (entry.section != "serve") {
+      return Error::usage(where + ": unknown section [" + entry.section + "] (use [serve])");
     }
-    if (std::string(section) != "serve") {
-      context->error = Error::usage(context->where + ": unknown section [" + section + "] (use [serve])");
-      return 1;
-    }
-    if (auto status = apply(*context->config, context->where + ": [serve]", name, value); !status) {
-      context->error = status.error();
-    }
-    return 1;
-  };
-  int line = ini_parse_string(text.c_str(), handler, &context);
-  if (line != 0) {
-    return Error::usage(path.string() + ": line " + std::to_string(line) + " is not INI syntax (key = value)");
-  }
-  if (context.error) {
-    return *context.error;
+    OPCACHE_TRY(apply(config, where + ": [serve]", entry.name, entry.value));
   }
   return {};
 }

@@ -1,25 +1,20 @@
 // The benchmark corpus generator; see corpus.hpp.
 #include "support/corpus.hpp"
 
-#include <fcntl.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
+#include <atomic>
 #include <chrono>
-#include <cstring>
-#include <map>
+#include <mutex>
+#include <optional>
 #include <sstream>
+#include <thread>
 #include <unordered_set>
 
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.hpp"
+#include "base/subprocess.hpp"
 #include "support/bench_util.hpp"
-
-extern char** environ;
 
 namespace opcache::bench {
 
@@ -247,37 +242,39 @@ json kernel_info(const KernelSpec& spec, const std::string& stem, const json& de
           {"source_id", 0}};
 }
 
-// Owns a posix_spawn_file_actions_t.
-class SpawnActions {
- public:
-  SpawnActions() { posix_spawn_file_actions_init(&m_actions); }
-  SpawnActions(const SpawnActions&) = delete;
-  SpawnActions& operator=(const SpawnActions&) = delete;
-  ~SpawnActions() { posix_spawn_file_actions_destroy(&m_actions); }
-  posix_spawn_file_actions_t* get() { return &m_actions; }
-
- private:
-  posix_spawn_file_actions_t m_actions{};
-};
-
-// Starts `cc -c -O2` with output and errors going to `log`.
-pid_t spawn_compiler(const fs::path& source, const fs::path& object, const fs::path& log) {
-  SpawnActions actions;
-  posix_spawn_file_actions_addopen(actions.get(), STDOUT_FILENO, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(actions.get(), STDOUT_FILENO, STDERR_FILENO);
-  std::vector<std::string> args = {"cc", "-c", "-O2", "-fPIC", "-o", object.string(), source.string()};
-  std::vector<char*> argv;
-  for (auto& arg : args) {
-    argv.push_back(arg.data());
+// Compiles kernel `index` (sources in `scratch`, the object and its
+// companions into `kernel_dir`) with `cc -c -O2`; fail()s with the compiler's
+// messages when it fails.
+Kernel compile_kernel(std::size_t index, const fs::path& scratch, const fs::path& kernel_dir) {
+  const KernelSpec spec = kernel_spec(index);
+  json descriptor = kernel_descriptor(spec);
+  const std::string stem = kernel_stem(spec, descriptor);
+  const fs::path source = scratch / (stem + ".c");
+  const fs::path object = kernel_dir / (stem + ".o");
+  write_bytes(source, kernel_source(spec, stem));
+  const auto started = SteadyClock::now();
+  auto output = base::run_program({"cc", "-c", "-O2", "-fPIC", "-o", object.string(), source.string()});
+  if (!output) {
+    fail("cannot start the C compiler `cc` (" + output.error().message() + "); install gcc or put a `cc` on PATH");
   }
-  argv.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = posix_spawnp(&pid, "cc", actions.get(), nullptr, argv.data(), environ);
-  if (rc != 0) {
-    fail("cannot start the C compiler `cc` (" + std::string(std::strerror(rc)) +
-         "); install gcc or put a `cc` on PATH");
+  if (output->exit_code != 0) {
+    fail("cc failed on " + source.string() + ":\n" + output->out + output->err);
   }
-  return pid;
+  Kernel kernel;
+  kernel.stem = stem;
+  kernel.op_type = spec.op->op_type;
+  kernel.build_ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - started).count();
+  descriptor["kernel_name"] = stem;
+  kernel.descriptor_json = descriptor.dump();
+  kernel.files = {object, kernel_dir / (stem + ".json"), kernel_dir / (stem + ".info")};
+  const std::string object_bytes = read_bytes(object);
+  write_bytes(kernel.files[1], kernel_metadata(spec, stem, opcache::base::sha256_hex(object_bytes)).dump(4));
+  write_bytes(kernel.files[2], kernel_info(spec, stem, descriptor).dump());
+  for (std::size_t f = 0; f < kernel.files.size(); ++f) {
+    kernel.sizes[f] = fs::file_size(kernel.files[f]);
+  }
+  fs::remove(source);
+  return kernel;
 }
 
 json kernel_to_json(const Kernel& kernel) {
@@ -369,73 +366,37 @@ Corpus load_or_generate_corpus(const fs::path& directory, std::size_t count, con
     progress("compiling " + std::to_string(missing.size()) + " kernels with cc -c -O2, " +
              std::to_string(k_compile_parallelism) + " at a time, into " + kernel_dir.string());
     fs::create_directories(scratch);
-    struct Job {
-      std::size_t index;
-      KernelSpec spec;
-      json descriptor;
-      std::string stem;
-      fs::path source, log;
-      SteadyClock::time_point started;
-    };
-    std::map<pid_t, Job> running;
-    std::size_t next = 0;
+    // Worker threads take the next missing index; each runs one compiler at a time.
+    std::atomic<std::size_t> next{0};
     std::size_t done = 0;
-    auto finish = [&](pid_t pid, int status) {
-      auto it = running.find(pid);
-      if (it == running.end()) {
-        return;  // not one of ours
-      }
-      Job job = std::move(it->second);
-      running.erase(it);
-      const fs::path object = kernel_dir / (job.stem + ".o");
-      if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fail("cc failed on " + job.source.string() + ":\n" + read_bytes(job.log));
-      }
-      Kernel kernel;
-      kernel.stem = job.stem;
-      kernel.op_type = job.spec.op->op_type;
-      kernel.build_ms = std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now() - job.started).count();
-      job.descriptor["kernel_name"] = job.stem;
-      kernel.descriptor_json = job.descriptor.dump();
-      kernel.files = {object, kernel_dir / (job.stem + ".json"), kernel_dir / (job.stem + ".info")};
-      const std::string object_bytes = read_bytes(object);
-      write_bytes(kernel.files[1],
-                  kernel_metadata(job.spec, job.stem, opcache::base::sha256_hex(object_bytes)).dump(4));
-      write_bytes(kernel.files[2], kernel_info(job.spec, job.stem, job.descriptor).dump());
-      for (std::size_t f = 0; f < kernel.files.size(); ++f) {
-        kernel.sizes[f] = fs::file_size(kernel.files[f]);
-      }
-      fs::remove(job.source);
-      fs::remove(job.log);
-      corpus.kernels[job.index] = std::move(kernel);
-      if (++done % 100 == 0 || done == missing.size()) {
-        progress("  compiled " + std::to_string(done) + "/" + std::to_string(missing.size()) + " kernels (" +
-                 format("%.1f", seconds_since(start)) + " s)");
+    std::mutex mutex;
+    std::optional<std::string> first_failure;
+    auto work = [&] {
+      for (std::size_t i = next++; i < missing.size(); i = next++) {
+        try {
+          Kernel kernel = compile_kernel(missing[i], scratch, kernel_dir);
+          std::lock_guard lock(mutex);
+          corpus.kernels[missing[i]] = std::move(kernel);
+          if (++done % 100 == 0 || done == missing.size()) {
+            progress("  compiled " + std::to_string(done) + "/" + std::to_string(missing.size()) + " kernels (" +
+                     format("%.1f", seconds_since(start)) + " s)");
+          }
+        } catch (const std::exception& error) {
+          std::lock_guard lock(mutex);
+          first_failure = first_failure.value_or(error.what());
+          next = missing.size();
+        }
       }
     };
-    while (next < missing.size() || !running.empty()) {
-      while (next < missing.size() && running.size() < static_cast<std::size_t>(k_compile_parallelism)) {
-        Job job;
-        job.index = missing[next++];
-        job.spec = kernel_spec(job.index);
-        job.descriptor = kernel_descriptor(job.spec);
-        job.stem = kernel_stem(job.spec, job.descriptor);
-        job.source = scratch / (job.stem + ".c");
-        job.log = scratch / (job.stem + ".log");
-        write_bytes(job.source, kernel_source(job.spec, job.stem));
-        job.started = SteadyClock::now();
-        pid_t pid = spawn_compiler(job.source, kernel_dir / (job.stem + ".o"), job.log);
-        running.emplace(pid, std::move(job));
-      }
-      int status = 0;
-      pid_t pid = ::waitpid(-1, &status, 0);
-      if (pid < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        fail(std::string("waitpid: ") + std::strerror(errno));
-      }
-      finish(pid, status);
+    std::vector<std::thread> workers;
+    for (int t = 0; t < k_compile_parallelism; ++t) {
+      workers.emplace_back(work);
+    }
+    for (auto& worker : workers) {
+      worker.join();
+    }
+    if (first_failure) {
+      fail(*first_failure);
     }
     fs::remove_all(scratch);
     corpus.generated = missing.size();

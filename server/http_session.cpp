@@ -338,14 +338,15 @@ class Session : public SessionBase {
     auto& request = m_header->get();
     m_method = std::string(request.method_string());
     m_target = std::string(request.target());
-    auto [path, query] = split_target(m_target);
-    m_query = std::move(query);
+    auto routed = route_target(m_method, m_target);
+    const std::string& path = routed.path;
+    m_query = std::move(routed.parameters);
     m_keep_alive = request.keep_alive();
     m_expect_continue = beast::iequals(request[http::field::expect], "100-continue");
     const bool has_body = m_header->chunked() || m_header->content_length().value_or(0) > 0;
     // Until a body reader has consumed it, a body may be on its way.
     m_body_pending = has_body;
-    m_route = match_route(m_method, path);
+    m_route = std::move(routed.route);
 
     if (m_state->stopping) {
       m_close_after = true;

@@ -1,4 +1,4 @@
-#include "refcc/subprocess.hpp"
+#include "base/subprocess.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -11,7 +11,7 @@
 
 extern char** environ;
 
-namespace opcache::refcc {
+namespace opcache::base {
 
 namespace {
 
@@ -111,8 +111,7 @@ Result<ProcessOutput> run_program(const std::vector<std::string>& argv, const st
   out_pipe.close_write();
   err_pipe.close_write();
   if (rc != 0) {
-    return Error::build_failed("cannot run \"" + argv[0] + "\": " + std::strerror(rc) +
-                               " (install a C compiler or set CC / --cc)");
+    return Error::build_failed("cannot run \"" + argv[0] + "\": " + std::strerror(rc));
   }
   ProcessOutput output;
   drain(out_pipe, err_pipe, output);
@@ -126,4 +125,4 @@ Result<ProcessOutput> run_program(const std::vector<std::string>& argv, const st
   return output;
 }
 
-}  // namespace opcache::refcc
+}  // namespace opcache::base

@@ -1,0 +1,134 @@
+// The server's router (server/api.cpp match_route, split_target, route_target).
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include "server/api.hpp"
+
+using namespace opcache::server;
+
+namespace {
+
+const std::string k_key(64, 'a');
+
+}  // namespace
+
+TEST_CASE("server::match_route maps every route and method to a handler, scope and body kind") {
+  struct Case {
+    const char* method;
+    std::string path;
+    const char* name;
+    Scope scope;
+    BodyKind body;
+  };
+  const Case cases[] = {
+      {"GET", "/v1/entries/" + k_key, "entry", Scope::read, BodyKind::none},
+      {"HEAD", "/v1/entries/" + k_key, "entry", Scope::read, BodyKind::none},
+      {"PUT", "/v1/entries/" + k_key, "entry", Scope::write, BodyKind::upload},
+      {"DELETE", "/v1/entries/" + k_key, "entry", Scope::admin, BodyKind::none},
+      {"POST", "/v1/entries/query", "query", Scope::read, BodyKind::small},
+      {"GET", "/v1/entries", "list", Scope::read, BodyKind::none},
+      {"HEAD", "/v1/entries", "list", Scope::read, BodyKind::none},
+      {"GET", "/v1/status", "status", Scope::read, BodyKind::none},
+      {"GET", "/metrics", "metrics", Scope::read, BodyKind::none},
+      {"GET", "/healthz", "healthz", Scope::none, BodyKind::none},
+      {"HEAD", "/healthz", "healthz", Scope::none, BodyKind::none},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.method);
+    CAPTURE(c.path);
+    const Route route = match_route(c.method, c.path);
+    CHECK(route.error_status == 0);
+    CHECK(route.name == c.name);
+    CHECK(route.scope == c.scope);
+    CHECK(route.body == c.body);
+  }
+  CHECK(match_route("GET", "/v1/entries/" + k_key).key == k_key);
+}
+
+TEST_CASE("server::match_route answers 405 with Allow for a wrong method") {
+  struct Case {
+    const char* method;
+    std::string path;
+    const char* allow;
+  };
+  const Case cases[] = {
+      {"POST", "/v1/entries/" + k_key, "GET, HEAD, PUT, DELETE"},
+      {"GET", "/v1/entries/query", "POST"},
+      {"PUT", "/v1/entries", "GET, HEAD"},
+      {"DELETE", "/v1/status", "GET, HEAD"},
+      {"POST", "/metrics", "GET, HEAD"},
+      {"PUT", "/healthz", "GET, HEAD"},
+  };
+  for (const auto& c : cases) {
+    CAPTURE(c.method);
+    CAPTURE(c.path);
+    const Route route = match_route(c.method, c.path);
+    CHECK(route.error_status == 405);
+    CHECK(route.error_code == "method_not_allowed");
+    CHECK(route.allow == c.allow);
+    CHECK(route.scope == Scope::none);
+  }
+}
+
+TEST_CASE("server::match_route answers 404 for unknown paths") {
+  for (const char* path : {"/", "/v2/entries", "/v1", "/v1/entriesx", "/healthz/x"}) {
+    CAPTURE(path);
+    const Route route = match_route("GET", path);
+    CHECK(route.error_status == 404);
+    CHECK(route.error_code == "not_found");
+    CHECK(route.name == "unknown");
+  }
+}
+
+TEST_CASE("server::match_route rejects keys that are not 64 lowercase hex digits as invalid_key") {
+  for (const std::string& key : {std::string(63, 'a'), std::string(65, 'a'), std::string(64, 'A'),
+                                std::string(63, 'a') + "g", std::string(), k_key + "/x"}) {
+    CAPTURE(key);
+    const Route route = match_route("GET", "/v1/entries/" + key);
+    CHECK(route.error_status == 400);
+    CHECK(route.error_code == "invalid_key");
+    CHECK_FALSE(route.error_message.empty());
+  }
+}
+
+TEST_CASE("server::split_target decodes the query with '+' as a space and keeps the last repeated name") {
+  auto target = split_target("/v1/entries?scenario=phase%3Dtrain&op_type=Mat+Mul&limit=5&limit=7&flag");
+  REQUIRE(target);
+  CHECK(target->path == "/v1/entries");
+  CHECK(target->parameters.at("scenario") == "phase=train");
+  CHECK(target->parameters.at("op_type") == "Mat Mul");
+  CHECK(target->parameters.at("limit") == "7");
+  CHECK(target->parameters.at("flag").empty());
+  CHECK(target->parameters.size() == 4);
+}
+
+TEST_CASE("server::split_target keeps '+' in a path literal (RFC 3986)") {
+  auto target = split_target("/v1/entries/a+b%2Bc");
+  REQUIRE(target);
+  CHECK(target->path == "/v1/entries/a+b+c");
+  CHECK(target->parameters.empty());
+}
+
+TEST_CASE("server::route_target answers 400 bad_request for a malformed percent escape") {
+  for (const char* target : {"/v1/entries/%zz", "/v1/entries?limit=%4", "/v1/entries?%g1=2"}) {
+    CAPTURE(target);
+    const RoutedTarget routed = route_target("GET", target);
+    CHECK(routed.route.error_status == 400);
+    CHECK(routed.route.error_code == "bad_request");
+    CHECK(routed.route.error_message.find("hexadecimal") != std::string::npos);
+  }
+  const RoutedTarget good = route_target("GET", "/v1/entries?limit=3");
+  CHECK(good.route.error_status == 0);
+  CHECK(good.route.name == "list");
+  CHECK(good.parameters.at("limit") == "3");
+}
+
+TEST_CASE("server::route_target does not turn '+' in an entry key path into a space") {
+  // A '+' in a key is invalid; it must be reported as itself, not as a space.
+  const std::string key = std::string(63, 'a') + "+";
+  const RoutedTarget routed = route_target("GET", "/v1/entries/" + key);
+  CHECK(routed.path == "/v1/entries/" + key);
+  CHECK(routed.route.key == key);
+  CHECK(routed.route.error_code == "invalid_key");
+}
