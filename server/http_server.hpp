@@ -1,7 +1,9 @@
 // The HTTP/1.1 server of `opcache serve` on Boost.Asio/Beast: asynchronous,
 // a fixed number of I/O threads for any number of keep-alive connections,
 // storage work on a separate worker pool, optional TLS (OpenSSL), timeouts,
-// limits, access log, metrics, graceful shutdown. The API itself is api.cpp.
+// limits, access log, metrics, graceful shutdown. The listeners are
+// http_server.cpp, one connection http_session.cpp, the shared state and
+// shutdown server_state.cpp; the API itself is api.cpp.
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,7 @@ class HttpServer {
   /// Begins a graceful stop; safe from any thread.
   void request_stop();
 
-  /// Implementation detail (defined in http_server.cpp), shared by sessions.
+  /// Implementation detail (server/server_state.hpp), shared by listeners and sessions.
   struct State;
 
  private:

@@ -1,214 +1,32 @@
-#include "server/http_server.hpp"
+#include "server/http_session.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <array>
-#include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <csignal>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
-#include <unordered_map>
 
-#include <boost/asio.hpp>
-#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
 #include "opcache/version.hpp"
-#include "server/access_log.hpp"
-#include "server/api.hpp"
-#include "server/metrics.hpp"
 
 namespace opcache::server {
 
 namespace {
 
-namespace net = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-namespace ssl = net::ssl;
-using tcp = net::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using State = HttpServer::State;
 
 const std::string k_server_header = std::string("opcache/") + k_version_string;
 
-// Anything a session may be asked to do from outside its own strand.
-class SessionBase : public std::enable_shared_from_this<SessionBase> {
- public:
-  virtual ~SessionBase() = default;
-  /// Closes the connection if it is waiting for a request (graceful stop).
-  virtual void close_if_idle() = 0;
-};
-
-Result<std::shared_ptr<ssl::context>> load_tls_context(const ServerConfig& config) {
-  auto context = std::make_shared<ssl::context>(ssl::context::tls_server);
-  context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 | ssl::context::no_sslv3 |
-                       ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
-  boost::system::error_code ec;
-  context->use_certificate_chain_file(config.tls_cert.string(), ec);
-  if (ec) {
-    return Error::usage("cannot load the TLS certificate " + config.tls_cert.string() + ": " + ec.message());
-  }
-  context->use_private_key_file(config.tls_key.string(), ssl::context::pem, ec);
-  if (ec) {
-    return Error::usage("cannot load the TLS key " + config.tls_key.string() + ": " + ec.message());
-  }
-  return context;
-}
-
-}  // namespace
-
-// Everything the listeners and sessions share. Lives as long as any of them.
-struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
-  State(ServerConfig config_in, std::unique_ptr<Storage> storage_in, TokenTable tokens_in)
-      : config(std::move(config_in)),
-        storage(std::move(storage_in)),
-        api(*storage, metrics, config),
-        tokens(std::make_shared<const TokenTable>(std::move(tokens_in))),
-        workers(static_cast<std::size_t>(config.workers)),
-        signals(ioc, SIGTERM, SIGINT, SIGHUP),
-        shutdown_timer(ioc) {}
-
-  ServerConfig config;
-  std::unique_ptr<Storage> storage;
-  Metrics metrics;
-  Api api;
-  std::optional<AccessLog> log;
-
-  std::mutex auth_mutex;
-  std::shared_ptr<const TokenTable> tokens;
-  std::shared_ptr<ssl::context> tls;
-
-  net::io_context ioc;
-  net::thread_pool workers;
-  net::signal_set signals;
-  net::steady_timer shutdown_timer;
-  std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
-
-  std::atomic<bool> stopping{false};
-  std::atomic<int> inflight{0};
-
-  std::mutex sessions_mutex;
-  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions;
-
-  std::shared_ptr<const TokenTable> current_tokens() {
-    std::lock_guard lock(auth_mutex);
-    return tokens;
-  }
-  std::shared_ptr<ssl::context> current_tls() {
-    std::lock_guard lock(auth_mutex);
-    return tls;
-  }
-
-  bool acquire_inflight() {
-    if (inflight.fetch_add(1) >= config.max_inflight) {
-      inflight.fetch_sub(1);
-      return false;
-    }
-    return true;
-  }
-  void release_inflight() { inflight.fetch_sub(1); }
-
-  void add_session(const std::shared_ptr<SessionBase>& session) {
-    std::lock_guard lock(sessions_mutex);
-    sessions[session.get()] = session;
-  }
-
-  void remove_session(SessionBase* session) {
-    bool last = false;
-    {
-      std::lock_guard lock(sessions_mutex);
-      sessions.erase(session);
-      last = sessions.empty();
-    }
-    if (last && stopping) {
-      // Nothing in flight any more: end the grace period early.
-      net::post(ioc, [self = shared_from_this()] { self->shutdown_timer.cancel(); });
-    }
-  }
-
-  void reload() {
-    if (!config.tokens_file.empty()) {
-      auto loaded = TokenTable::load(config.tokens_file);
-      if (loaded) {
-        std::lock_guard lock(auth_mutex);
-        tokens = std::make_shared<const TokenTable>(std::move(*loaded));
-        log->event("reloaded " + std::to_string(tokens->size()) + " tokens from " + config.tokens_file.string());
-      } else {
-        log->event("tokens not reloaded, keeping the old ones: " + loaded.error().message());
-      }
-    }
-    if (config.tls()) {
-      auto loaded = load_tls_context(config);
-      if (loaded) {
-        std::lock_guard lock(auth_mutex);
-        tls = *loaded;
-        log->event("reloaded the TLS certificate " + config.tls_cert.string());
-      } else {
-        log->event("TLS certificate not reloaded, keeping the old one: " + loaded.error().message());
-      }
-    }
-  }
-
-  void begin_stop() {
-    if (stopping.exchange(true)) {
-      return;
-    }
-    log->event("stopping: finishing requests in flight (up to " + std::to_string(config.shutdown_grace_s) + " s)");
-    boost::system::error_code ignored;
-    signals.cancel(ignored);
-    for (auto& acceptor : acceptors) {
-      acceptor->close(ignored);
-    }
-    std::vector<std::shared_ptr<SessionBase>> live;
-    {
-      std::lock_guard lock(sessions_mutex);
-      for (auto& [pointer, weak] : sessions) {
-        if (auto session = weak.lock()) {
-          live.push_back(session);
-        }
-      }
-    }
-    for (auto& session : live) {
-      session->close_if_idle();
-    }
-    if (live.empty()) {
-      return;
-    }
-    shutdown_timer.expires_after(std::chrono::seconds(config.shutdown_grace_s));
-    shutdown_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
-      if (!ec) {
-        self->log->event("grace period over: closing the remaining connections");
-        self->ioc.stop();
-      }
-    });
-  }
-
-  void wait_for_signal() {
-    signals.async_wait([self = shared_from_this()](boost::system::error_code ec, int signal) {
-      if (ec) {
-        return;
-      }
-      if (signal == SIGHUP) {
-        self->reload();
-        self->wait_for_signal();
-        return;
-      }
-      self->begin_stop();
-    });
-  }
-};
-
-namespace {
-
-using State = HttpServer::State;
 
 // One HTTP connection: read a request, route and authorize it from its
 // header, read its body (into memory or a temp file), run the handler on the
@@ -768,140 +586,24 @@ class TlsSession final : public Session<TlsSession> {
   beast::ssl_stream<beast::tcp_stream> m_stream;
 };
 
-// Accepts connections on one address and starts a session for each.
-class Listener : public std::enable_shared_from_this<Listener> {
- public:
-  Listener(std::shared_ptr<State> state, std::shared_ptr<tcp::acceptor> acceptor)
-      : m_state(std::move(state)), m_acceptor(std::move(acceptor)), m_retry(m_state->ioc) {}
-
-  void accept() {
-    m_acceptor->async_accept(net::make_strand(m_state->ioc),
-                             [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
-                               self->on_accept(ec, std::move(socket));
-                             });
-  }
-
- private:
-  void on_accept(beast::error_code ec, tcp::socket socket) {
-    if (ec == net::error::operation_aborted || !m_acceptor->is_open()) {
-      return;  // stopping
-    }
-    if (ec) {
-      // Out of descriptors or similar: back off instead of spinning.
-      m_state->log->event("accept failed: " + ec.message());
-      m_retry.expires_after(std::chrono::milliseconds(100));
-      m_retry.async_wait([self = shared_from_this()](beast::error_code) { self->accept(); });
-      return;
-    }
-    beast::error_code ignored;
-    // Responses are written in pieces; without TCP_NODELAY the last small
-    // piece waits for the client's delayed ACK (~40 ms per response).
-    socket.set_option(tcp::no_delay(true), ignored);
-    auto remote = socket.remote_endpoint(ignored);
-    std::string client = remote.address().to_string() + ":" + std::to_string(remote.port());
-    if (m_state->config.tls()) {
-      auto session = std::make_shared<TlsSession>(m_state, std::move(socket), m_state->current_tls(), client);
-      m_state->add_session(session);
-      session->start();
-    } else {
-      auto session = std::make_shared<PlainSession>(m_state, std::move(socket), client);
-      m_state->add_session(session);
-      session->start();
-    }
-    accept();
-  }
-
-  std::shared_ptr<State> m_state;
-  std::shared_ptr<tcp::acceptor> m_acceptor;
-  net::steady_timer m_retry;
-};
-
-Result<tcp::endpoint> resolve(const ListenAddress& address) {
-  beast::error_code ec;
-  auto ip = net::ip::make_address(address.host == "localhost" ? "127.0.0.1" : address.host, ec);
-  if (ec) {
-    return Error::usage("listen address \"" + address.host + "\" is not a numeric IP address");
-  }
-  return tcp::endpoint(ip, address.port);
-}
-
-std::string endpoint_text(const tcp::endpoint& endpoint) {
-  auto address = endpoint.address();
-  std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
-  return host + ":" + std::to_string(endpoint.port());
-}
-
 }  // namespace
 
-HttpServer::HttpServer(ServerConfig config, std::unique_ptr<Storage> storage, TokenTable tokens)
-    : m_state(std::make_shared<State>(std::move(config), std::move(storage), std::move(tokens))) {}
-
-HttpServer::~HttpServer() {
-  m_state->workers.join();
-}
-
-Result<std::vector<std::string>> HttpServer::start() {
-  auto& state = *m_state;
-  auto log = AccessLog::open(state.config.access_log, state.config.log_format);
-  if (!log) {
-    return log.error();
+void start_session(const std::shared_ptr<State>& state, tcp::socket socket) {
+  beast::error_code ignored;
+  // Responses are written in pieces; without TCP_NODELAY the last small
+  // piece waits for the client's delayed ACK (~40 ms per response).
+  socket.set_option(tcp::no_delay(true), ignored);
+  auto remote = socket.remote_endpoint(ignored);
+  std::string client = remote.address().to_string() + ":" + std::to_string(remote.port());
+  if (state->config.tls()) {
+    auto session = std::make_shared<TlsSession>(state, std::move(socket), state->current_tls(), client);
+    state->add_session(session);
+    session->start();
+  } else {
+    auto session = std::make_shared<PlainSession>(state, std::move(socket), client);
+    state->add_session(session);
+    session->start();
   }
-  state.log.emplace(std::move(*log));
-  if (state.config.tls()) {
-    auto tls = load_tls_context(state.config);
-    if (!tls) {
-      return tls.error();
-    }
-    state.tls = *tls;
-  }
-  std::vector<std::string> bound;
-  for (const auto& address : state.config.listen) {
-    auto endpoint = resolve(address);
-    if (!endpoint) {
-      return endpoint.error();
-    }
-    auto acceptor = std::make_shared<tcp::acceptor>(state.ioc);
-    beast::error_code ec;
-    acceptor->open(endpoint->protocol(), ec);
-    if (!ec) {
-      acceptor->set_option(net::socket_base::reuse_address(true), ec);
-    }
-    if (!ec) {
-      acceptor->bind(*endpoint, ec);
-    }
-    if (!ec) {
-      acceptor->listen(net::socket_base::max_listen_connections, ec);
-    }
-    if (ec) {
-      return Error::io("cannot listen on " + endpoint_text(*endpoint) + ": " + ec.message());
-    }
-    bound.push_back(endpoint_text(acceptor->local_endpoint()));
-    state.acceptors.push_back(acceptor);
-    std::make_shared<Listener>(m_state, acceptor)->accept();
-  }
-  state.wait_for_signal();
-  for (const auto& address : bound) {
-    state.log->event(std::string("listening on ") + (state.config.tls() ? "https://" : "http://") + address +
-                     " (storage: " + state.storage->describe() + ")");
-  }
-  return bound;
-}
-
-void HttpServer::run() {
-  std::vector<std::thread> threads;
-  for (int i = 1; i < m_state->config.threads; ++i) {
-    threads.emplace_back([state = m_state] { state->ioc.run(); });
-  }
-  m_state->ioc.run();
-  for (auto& thread : threads) {
-    thread.join();
-  }
-  m_state->workers.join();
-  m_state->log->event("stopped");
-}
-
-void HttpServer::request_stop() {
-  net::post(m_state->ioc, [state = m_state] { state->begin_stop(); });
 }
 
 }  // namespace opcache::server

@@ -1,0 +1,140 @@
+#include "server/http_server.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <boost/beast/core.hpp>
+
+#include "server/http_session.hpp"
+#include "server/server_state.hpp"
+
+namespace opcache::server {
+
+namespace {
+
+namespace beast = boost::beast;
+using State = HttpServer::State;
+
+// Accepts connections on one address and starts a session for each.
+class Listener : public std::enable_shared_from_this<Listener> {
+ public:
+  Listener(std::shared_ptr<State> state, std::shared_ptr<tcp::acceptor> acceptor)
+      : m_state(std::move(state)), m_acceptor(std::move(acceptor)), m_retry(m_state->ioc) {}
+
+  void accept() {
+    m_acceptor->async_accept(net::make_strand(m_state->ioc),
+                             [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                               self->on_accept(ec, std::move(socket));
+                             });
+  }
+
+ private:
+  void on_accept(beast::error_code ec, tcp::socket socket) {
+    if (ec == net::error::operation_aborted || !m_acceptor->is_open()) {
+      return;  // stopping
+    }
+    if (ec) {
+      // Out of descriptors or similar: back off instead of spinning.
+      m_state->log->event("accept failed: " + ec.message());
+      m_retry.expires_after(std::chrono::milliseconds(100));
+      m_retry.async_wait([self = shared_from_this()](beast::error_code) { self->accept(); });
+      return;
+    }
+    start_session(m_state, std::move(socket));
+    accept();
+  }
+
+  std::shared_ptr<State> m_state;
+  std::shared_ptr<tcp::acceptor> m_acceptor;
+  net::steady_timer m_retry;
+};
+
+Result<tcp::endpoint> resolve(const ListenAddress& address) {
+  beast::error_code ec;
+  auto ip = net::ip::make_address(address.host == "localhost" ? "127.0.0.1" : address.host, ec);
+  if (ec) {
+    return Error::usage("listen address \"" + address.host + "\" is not a numeric IP address");
+  }
+  return tcp::endpoint(ip, address.port);
+}
+
+std::string endpoint_text(const tcp::endpoint& endpoint) {
+  auto address = endpoint.address();
+  std::string host = address.is_v6() ? "[" + address.to_string() + "]" : address.to_string();
+  return host + ":" + std::to_string(endpoint.port());
+}
+
+}  // namespace
+
+HttpServer::HttpServer(ServerConfig config, std::unique_ptr<Storage> storage, TokenTable tokens)
+    : m_state(std::make_shared<State>(std::move(config), std::move(storage), std::move(tokens))) {}
+
+HttpServer::~HttpServer() {
+  m_state->workers.join();
+}
+
+Result<std::vector<std::string>> HttpServer::start() {
+  auto& state = *m_state;
+  auto log = AccessLog::open(state.config.access_log, state.config.log_format);
+  if (!log) {
+    return log.error();
+  }
+  state.log.emplace(std::move(*log));
+  if (state.config.tls()) {
+    auto tls = load_tls_context(state.config);
+    if (!tls) {
+      return tls.error();
+    }
+    state.tls = *tls;
+  }
+  std::vector<std::string> bound;
+  for (const auto& address : state.config.listen) {
+    auto endpoint = resolve(address);
+    if (!endpoint) {
+      return endpoint.error();
+    }
+    auto acceptor = std::make_shared<tcp::acceptor>(state.ioc);
+    beast::error_code ec;
+    acceptor->open(endpoint->protocol(), ec);
+    if (!ec) {
+      acceptor->set_option(net::socket_base::reuse_address(true), ec);
+    }
+    if (!ec) {
+      acceptor->bind(*endpoint, ec);
+    }
+    if (!ec) {
+      acceptor->listen(net::socket_base::max_listen_connections, ec);
+    }
+    if (ec) {
+      return Error::io("cannot listen on " + endpoint_text(*endpoint) + ": " + ec.message());
+    }
+    bound.push_back(endpoint_text(acceptor->local_endpoint()));
+    state.acceptors.push_back(acceptor);
+    std::make_shared<Listener>(m_state, acceptor)->accept();
+  }
+  state.wait_for_signal();
+  for (const auto& address : bound) {
+    state.log->event(std::string("listening on ") + (state.config.tls() ? "https://" : "http://") + address +
+                     " (storage: " + state.storage->describe() + ")");
+  }
+  return bound;
+}
+
+void HttpServer::run() {
+  std::vector<std::thread> threads;
+  for (int i = 1; i < m_state->config.threads; ++i) {
+    threads.emplace_back([state = m_state] { state->ioc.run(); });
+  }
+  m_state->ioc.run();
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  m_state->workers.join();
+  m_state->log->event("stopped");
+}
+
+void HttpServer::request_stop() {
+  net::post(m_state->ioc, [state = m_state] { state->begin_stop(); });
+}
+
+}  // namespace opcache::server

@@ -1,0 +1,110 @@
+// The state every listener and session of `opcache serve` shares: the
+// configuration, storage, API and metrics, the current tokens and TLS
+// context (reloaded on SIGHUP), the in-flight limit, the live sessions, and
+// graceful shutdown. Internal to server/ (http_server.cpp, http_session.cpp).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+
+#include "server/access_log.hpp"
+#include "server/api.hpp"
+#include "server/http_server.hpp"
+#include "server/metrics.hpp"
+
+namespace opcache::server {
+
+namespace net = boost::asio;
+namespace ssl = net::ssl;
+using tcp = net::ip::tcp;
+
+// Anything a session may be asked to do from outside its own strand.
+class SessionBase : public std::enable_shared_from_this<SessionBase> {
+ public:
+  virtual ~SessionBase() = default;
+  /// Closes the connection if it is waiting for a request (graceful stop).
+  virtual void close_if_idle() = 0;
+};
+
+/// A TLS server context from config.tls_cert and config.tls_key; `usage`
+/// error naming the file that cannot be loaded.
+Result<std::shared_ptr<ssl::context>> load_tls_context(const ServerConfig& config);
+
+// Everything the listeners and sessions share. Lives as long as any of them.
+struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
+  State(ServerConfig config_in, std::unique_ptr<Storage> storage_in, TokenTable tokens_in)
+      : config(std::move(config_in)),
+        storage(std::move(storage_in)),
+        api(*storage, metrics, config),
+        tokens(std::make_shared<const TokenTable>(std::move(tokens_in))),
+        workers(static_cast<std::size_t>(config.workers)),
+        signals(ioc, SIGTERM, SIGINT, SIGHUP),
+        shutdown_timer(ioc) {}
+
+  ServerConfig config;
+  std::unique_ptr<Storage> storage;
+  Metrics metrics;
+  Api api;
+  std::optional<AccessLog> log;
+
+  std::mutex auth_mutex;
+  std::shared_ptr<const TokenTable> tokens;
+  std::shared_ptr<ssl::context> tls;
+
+  net::io_context ioc;
+  net::thread_pool workers;
+  net::signal_set signals;
+  net::steady_timer shutdown_timer;
+  std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
+
+  std::atomic<bool> stopping{false};
+  std::atomic<int> inflight{0};
+
+  std::mutex sessions_mutex;
+  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions;
+
+  std::shared_ptr<const TokenTable> current_tokens() {
+    std::lock_guard lock(auth_mutex);
+    return tokens;
+  }
+  std::shared_ptr<ssl::context> current_tls() {
+    std::lock_guard lock(auth_mutex);
+    return tls;
+  }
+
+  bool acquire_inflight() {
+    if (inflight.fetch_add(1) >= config.max_inflight) {
+      inflight.fetch_sub(1);
+      return false;
+    }
+    return true;
+  }
+  void release_inflight() { inflight.fetch_sub(1); }
+
+  void add_session(const std::shared_ptr<SessionBase>& session) {
+    std::lock_guard lock(sessions_mutex);
+    sessions[session.get()] = session;
+  }
+
+  /// Forgets a session; the last one to go during a stop ends the grace period early.
+  void remove_session(SessionBase* session);
+
+  /// SIGHUP: reloads the tokens file and the TLS certificate, keeping the old ones on failure.
+  void reload();
+
+  /// Stops accepting, closes idle sessions and gives the others shutdown_grace_s. Idempotent.
+  void begin_stop();
+
+  /// Waits for SIGTERM/SIGINT (stop) or SIGHUP (reload, then wait again).
+  void wait_for_signal();
+};
+
+}  // namespace opcache::server
