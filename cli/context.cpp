@@ -44,28 +44,40 @@ void GlobalOptions::add_to(CLI::App& app) {
       continue;
     }
     const std::string name(row.name);
-    auto& values = m_given[name];
+    const std::string flag(row.flag);
+    const std::string help(row.help);
+    CLI::Option* option = nullptr;
     if (row.type == SettingType::flag) {
-      app.add_flag_callback(
-          std::string(row.flag), [&values] { values.assign(1, "true"); }, std::string(row.help));
+      app.add_flag_callback(flag, [&value = m_single[name]] { value = "true"; }, help);
       continue;
     }
-    // One value per occurrence; a later occurrence of a single-valued setting wins.
-    app.add_option(std::string(row.flag), values, std::string(row.help))
-        ->allow_extra_args(false)
-        ->type_name(row.type == SettingType::integer ? "INTEGER" : row.type == SettingType::path ? "PATH" : "TEXT")
+    if (row.type == SettingType::repeated) {
+      // One value per occurrence, so the positional arguments after it stay positional.
+      option = app.add_option(flag, m_repeated[name], help)->allow_extra_args(false);
+    } else {
+      option = app.add_option(flag, m_single[name], help)->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+    }
+    option->type_name(row.type == SettingType::integer ? "INTEGER" : row.type == SettingType::path ? "PATH" : "TEXT")
         ->check(setting_check(row));
   }
 }
 
 StoreConfig GlobalOptions::store_config() const {
   StoreConfig config;
-  for (const auto& [name, values] : m_given) {
+  auto apply = [&config](const std::string& name, const std::string& value) {
+    // Checked while parsing; a failure here would be a bug in the table.
+    if (auto status = config.set(name, value); !status) {
+      throw std::logic_error(status.error().message());
+    }
+  };
+  for (const auto& [name, value] : m_single) {
+    if (value) {
+      apply(name, *value);
+    }
+  }
+  for (const auto& [name, values] : m_repeated) {
     for (const auto& value : values) {
-      // Checked while parsing; a failure here would be a bug in the table.
-      if (auto status = config.set(name, value); !status) {
-        throw std::logic_error(status.error().message());
-      }
+      apply(name, value);
     }
   }
   return config;

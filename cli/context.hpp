@@ -47,8 +47,10 @@ class GlobalOptions {
   StoreConfig store_config() const;
 
  private:
-  // Setting name → the values given, in command-line order (stable addresses for CLI11).
-  std::map<std::string, std::vector<std::string>> m_given;
+  // Setting name → the value given (the last one wins), or every value of a
+  // repeatable setting in command-line order. Map nodes keep the addresses CLI11 writes to.
+  std::map<std::string, std::optional<std::string>> m_single;
+  std::map<std::string, std::vector<std::string>> m_repeated;
 };
 
 /// State shared by all subcommands of one invocation.

@@ -173,6 +173,17 @@ int main(int argc, char** argv) {
     fail("opcache_key with invalid JSON (expected OPCACHE_USAGE and a message)", status);
   }
 
+  /* The settings table, for bindings: a JSON array naming every setting. */
+  char* schema = NULL;
+  status = opcache_settings_schema_json(&schema);
+  if (status != OPCACHE_OK) {
+    fail("opcache_settings_schema_json", status);
+  } else if (schema[0] != '[' || strstr(schema, "\"name\":\"mode\"") == NULL) {
+    fprintf(stderr, "c_consumer: FAILED: opcache_settings_schema_json gave %.200s\n", schema);
+    ++failures;
+  }
+  opcache_string_free(schema);
+
   opcache_close(store);
   if (failures != 0) {
     fprintf(stderr, "c_consumer: %d check(s) failed\n", failures);
