@@ -1,66 +1,36 @@
 # Finds every dependency, failing with the Debian package to install.
 # scripts/install-deps.sh installs all of them.
 
-function(opcache_missing what package)
-  message(FATAL_ERROR
-    "opcache: ${what} not found. Install the Debian package '${package}' "
-    "(or run scripts/install-deps.sh, which installs every dependency).")
-endfunction()
+# opcache_require(NAME "what it is" debian-package [find_package arguments…])
+# runs find_package(NAME … QUIET) and stops with a message naming the Debian
+# package when NAME_FOUND is false. A macro, so the imported targets and
+# variables land in the caller's scope.
+macro(opcache_require name what package)
+  find_package(${name} ${ARGN} QUIET)
+  if(NOT ${name}_FOUND)
+    message(FATAL_ERROR
+      "opcache: ${what} not found. Install the Debian package '${package}' "
+      "(or run scripts/install-deps.sh, which installs every dependency).")
+  endif()
+endmacro()
 
-find_package(PkgConfig QUIET)
-if(NOT PkgConfig_FOUND)
-  opcache_missing("pkg-config" "pkg-config")
-endif()
-
-find_package(OpenSSL 3 QUIET)
-if(NOT OpenSSL_FOUND)
-  opcache_missing("OpenSSL 3 (headers and libcrypto/libssl)" "libssl-dev")
-endif()
-
-find_package(CURL QUIET)
-if(NOT CURL_FOUND)
-  opcache_missing("libcurl" "libcurl4-openssl-dev")
-endif()
-
-find_package(SQLite3 QUIET)
-if(NOT SQLite3_FOUND)
-  opcache_missing("SQLite 3" "libsqlite3-dev")
-endif()
-
-find_package(zstd QUIET CONFIG)
-if(NOT zstd_FOUND)
-  opcache_missing("zstd" "libzstd-dev")
-endif()
-
-find_package(nlohmann_json 3.10 QUIET CONFIG)
-if(NOT nlohmann_json_FOUND)
-  opcache_missing("nlohmann_json" "nlohmann-json3-dev")
-endif()
-
-find_package(CLI11 QUIET CONFIG)
-if(NOT CLI11_FOUND)
-  opcache_missing("CLI11" "libcli11-dev")
-endif()
+opcache_require(PkgConfig "pkg-config" pkg-config)
+opcache_require(OpenSSL "OpenSSL 3 (headers and libcrypto/libssl)" libssl-dev 3)
+opcache_require(CURL "libcurl" libcurl4-openssl-dev)
+opcache_require(SQLite3 "SQLite 3" libsqlite3-dev)
+opcache_require(zstd "zstd" libzstd-dev CONFIG)
+opcache_require(nlohmann_json "nlohmann_json" nlohmann-json3-dev 3.10 CONFIG)
+opcache_require(CLI11 "CLI11" libcli11-dev CONFIG)
+opcache_require(Boost "Boost (Asio and Beast, for opcache serve)" libboost-dev 1.74)
+find_package(Threads REQUIRED)
 
 pkg_check_modules(INIH QUIET IMPORTED_TARGET inih)
 if(NOT INIH_FOUND)
-  opcache_missing("inih" "libinih-dev")
+  message(FATAL_ERROR "opcache: inih not found. Install the Debian package 'libinih-dev' "
+    "(or run scripts/install-deps.sh, which installs every dependency).")
 endif()
-
-find_package(Boost 1.74 QUIET)
-if(NOT Boost_FOUND)
-  opcache_missing("Boost (Asio and Beast, for opcache serve)" "libboost-dev")
-endif()
-
-find_package(Threads REQUIRED)
 
 if(OPCACHE_BUILD_TESTS)
-  find_package(doctest QUIET CONFIG)
-  if(NOT doctest_FOUND)
-    opcache_missing("doctest" "doctest-dev")
-  endif()
-  find_package(valijson QUIET CONFIG)
-  if(NOT valijson_FOUND)
-    opcache_missing("valijson (JSON Schema validation in tests)" "libvalijson-dev")
-  endif()
+  opcache_require(doctest "doctest" doctest-dev CONFIG)
+  opcache_require(valijson "valijson (JSON Schema validation in tests)" libvalijson-dev CONFIG)
 endif()

@@ -109,12 +109,17 @@ json files_json(const std::vector<std::filesystem::path>& files) {
   return list;
 }
 
-int run_compile(const CommonOptions& options, const std::string& path) {
+// The op descriptor file at `path`, validated and completed by its op type.
+Result<PreparedOp> load_prepared_op(const std::string& path) {
   auto op = load_op_descriptor(path);
   if (!op) {
-    return fail(op.error());
+    return op.error();
   }
-  auto prepared = prepare_op(*op, path);
+  return prepare_op(*op, path);
+}
+
+int run_compile(const CommonOptions& options, const std::string& path) {
+  auto prepared = load_prepared_op(path);
   if (!prepared) {
     return fail(prepared.error());
   }
@@ -235,11 +240,7 @@ int run_model(const CommonOptions& options, const std::string& path, int jobs, b
 }
 
 int run_describe(const CommonOptions& options, const std::string& path, bool source, int device_id) {
-  auto op = load_op_descriptor(path);
-  if (!op) {
-    return fail(op.error());
-  }
-  auto prepared = prepare_op(*op, path);
+  auto prepared = load_prepared_op(path);
   if (!prepared) {
     return fail(prepared.error());
   }

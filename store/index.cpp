@@ -82,6 +82,18 @@ IndexEntry read_entry(const Statement& row) {
   return entry;
 }
 
+// Every row of a bound SELECT of k_columns, in order.
+Result<std::vector<IndexEntry>> read_entries(Statement& statement) {
+  std::vector<IndexEntry> entries;
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(bool row, statement.step());
+    if (!row) {
+      return entries;
+    }
+    entries.push_back(read_entry(statement));
+  }
+}
+
 // What a database file says about itself, read in one statement (one read
 // transaction), so a concurrent creator cannot be seen half-way.
 struct Identity {
@@ -267,14 +279,7 @@ Result<std::vector<IndexEntry>> Index::list(const ListFilter& filter) {
   OPCACHE_TRY_ASSIGN(Statement statement, m_db.prepare(sql));
   statement.bind_all(filter.op_type, filter.device_mode, filter.phase, filter.toolchain, filter.soc, filter.after_key,
                      filter.limit);
-  std::vector<IndexEntry> entries;
-  for (;;) {
-    OPCACHE_TRY_ASSIGN(bool row, statement.step());
-    if (!row) {
-      return entries;
-    }
-    entries.push_back(read_entry(statement));
-  }
+  return read_entries(statement);
 }
 
 Status Index::for_each(const std::function<bool(const IndexEntry&)>& visit) {
@@ -309,14 +314,7 @@ Result<std::vector<IndexEntry>> Index::least_recently_used(std::int64_t after_ac
                                   " FROM entries WHERE pinned = 0 AND (last_access_ms, key) > (?1, ?2) "
                                   "ORDER BY last_access_ms, key LIMIT ?3"));
   statement.bind(1, after_access_ms).bind(2, after_key).bind(3, limit);
-  std::vector<IndexEntry> entries;
-  for (;;) {
-    OPCACHE_TRY_ASSIGN(bool row, statement.step());
-    if (!row) {
-      return entries;
-    }
-    entries.push_back(read_entry(statement));
-  }
+  return read_entries(statement);
 }
 
 }  // namespace opcache::store
