@@ -27,8 +27,12 @@
 
 #include "opcache/opcache.hpp"
 #include "base/sha256.hpp"
+#include "tests/support/children.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/remote_fixtures.hpp"
+#include "tests/support/single_flight.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -37,143 +41,10 @@ using opcache::BuildSource;
 using opcache::Result;
 using opcache::Store;
 using opcache::StoreConfig;
-using opcache::test::k_test_scenario;
-using opcache::test::KernelTriple;
-using opcache::test::read_text;
-using opcache::test::TempDir;
-using opcache::test::write_text;
+using namespace opcache::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Files = std::map<std::string, std::string>;  // member name → bytes
-
-void hermetic_environment() {
-  for (const char* name : {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_OP_DEBUG_LEVEL",
-                           "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
-                           "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"}) {
-    ::unsetenv(name);
-  }
-}
-
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-bool append_line(const fs::path& path, const std::string& line) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return false;
-  }
-  std::string text = line + "\n";
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok;
-}
-
-std::size_t count_lines(const fs::path& path) {
-  std::istringstream in(read_text(path));
-  std::size_t lines = 0;
-  for (std::string line; std::getline(in, line);) {
-    lines += line.empty() ? 0 : 1;
-  }
-  return lines;
-}
-
-bool wait_for_file(const fs::path& path, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  std::error_code ec;
-  while (!fs::exists(path, ec)) {
-    if (Clock::now() >= deadline) {
-      return false;
-    }
-    sleep_ms(1);
-  }
-  return true;
-}
-
-Files directory_contents(const fs::path& dir) {
-  Files files;
-  std::error_code ec;
-  for (const auto& item : fs::directory_iterator(dir, ec)) {
-    if (item.is_regular_file()) {
-      files[item.path().filename().string()] = read_text(item.path());
-    }
-  }
-  return files;
-}
-
-Files read_files(const std::vector<fs::path>& paths) {
-  Files files;
-  for (const auto& path : paths) {
-    files[path.filename().string()] = read_text(path);
-  }
-  return files;
-}
-
-// Kills and reaps forked children still registered when a test ends.
-class ChildGuard {
- public:
-  ChildGuard() = default;
-  ChildGuard(const ChildGuard&) = delete;
-  ChildGuard& operator=(const ChildGuard&) = delete;
-  ~ChildGuard() {
-    for (pid_t pid : m_pids) {
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-    }
-  }
-  pid_t add(pid_t pid) {
-    m_pids.push_back(pid);
-    return pid;
-  }
-  int wait(pid_t pid) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    m_pids.erase(std::remove(m_pids.begin(), m_pids.end(), pid), m_pids.end());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  std::vector<pid_t> m_pids;
-};
-
-// Forks a child that runs `body` and _exit()s with its result (97 when it
-// throws). Call only before the parent creates opcache objects.
-pid_t fork_child(ChildGuard& guard, const std::function<int()>& body) {
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int code = 97;
-    try {
-      code = body();
-    } catch (...) {
-      code = 97;
-    }
-    ::_exit(code);
-  }
-  return guard.add(pid);
-}
-
-opcache::Scenario test_scenario() {
-  auto scenario = opcache::parse_scenario(k_test_scenario);
-  if (!scenario) {
-    throw std::runtime_error(scenario.error().message());
-  }
-  return *scenario;
-}
-
-StoreConfig config_for(const fs::path& cache, std::optional<std::string> mode = std::nullopt) {
-  StoreConfig config;
-  config.cache_dir = cache;
-  config.mode = std::move(mode);
-  return config;
-}
-
-const char* source_name(BuildSource source) {
-  return source == BuildSource::hit ? "hit" : source == BuildSource::built ? "built" : "bypassed";
-}
 
 // Two builds of one kernel: the same descriptor and member names, different
 // bytes (version 2's .o comes from another source, its .json names that .o).
@@ -218,6 +89,23 @@ void put_with_cli(const fs::path& cache, const TwoVersions& versions, const fs::
   REQUIRE_MESSAGE(result.exit_code == 0, result.err);
 }
 
+// A test's cache holding version 1 of a kernel, and its build counter.
+struct StoredVersion1 {
+  fs::path cache;
+  fs::path counter;
+  TwoVersions versions;
+};
+
+// Stores version 1 through the CLI into dir/cache (the parent creates no
+// opcache object before it forks) and creates dir/results.
+StoredVersion1 store_version_1(const TempDir& dir) {
+  StoredVersion1 stored{dir / "cache", dir / "builds.log", make_two_versions(dir)};
+  put_with_cli(stored.cache, stored.versions, dir / "desc.json");
+  sleep_ms(20);  // version 1 is older than every force-mode Store opened afterwards (ms clock)
+  fs::create_directories(dir / "results");
+  return stored;
+}
+
 // A build function that copies `files` into the work directory and counts itself.
 opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const fs::path& counter,
                                      const std::string& name) {
@@ -235,13 +123,8 @@ opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const f
 TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or the new entry, never a miss") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
+  const auto [cache, counter, versions] = store_version_1(dir);
   const fs::path stop = dir / "stop";
-  auto versions = make_two_versions(dir);
-  put_with_cli(cache, versions, dir / "desc.json");
-  sleep_ms(20);  // version 1 is older than every force-mode Store below
-  fs::create_directories(dir / "results");
   constexpr int k_readers = 4;
   constexpr int k_rounds = 5;  // builds version 2, 1, 2, 1, 2
 
@@ -438,13 +321,8 @@ TEST_CASE("e2e::force mode a second get_or_build from the same Store is a hit, a
 TEST_CASE("e2e::force mode 4 processes started together build the key once") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
+  const auto [cache, counter, versions] = store_version_1(dir);
   const fs::path go = dir / "go";
-  auto versions = make_two_versions(dir);
-  put_with_cli(cache, versions, dir / "desc.json");
-  sleep_ms(20);
-  fs::create_directories(dir / "results");
   constexpr int k_processes = 4;
 
   ChildGuard guard;
