@@ -106,6 +106,19 @@ StoredVersion1 store_version_1(const TempDir& dir) {
   return stored;
 }
 
+// What a Store opened afterwards on `cache` gets for the kernel into `out`
+// (REQUIREs a hit).
+Files stored_entry(const fs::path& cache, const TwoVersions& versions, const fs::path& out) {
+  auto store = Store::open(config_for(cache));
+  REQUIRE(store.ok());
+  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
+  REQUIRE(key.ok());
+  auto got = store->get(*key, out);
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  return directory_contents(out);
+}
+
 // A build function that copies `files` into the work directory and counts itself.
 opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const fs::path& counter,
                                      const std::string& name) {
@@ -255,14 +268,9 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
   CHECK(total_v2 > 0);
 
   // The entry holds the last forced version.
+  CHECK(stored_entry(cache, versions, dir / "final") == versions.v2_files);
   auto store = Store::open(config_for(cache));
   REQUIRE(store.ok());
-  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
-  REQUIRE(key.ok());
-  auto final_get = store->get(*key, dir / "final");
-  REQUIRE(final_get.ok());
-  REQUIRE(final_get->has_value());
-  CHECK(directory_contents(dir / "final") == versions.v2_files);
   auto report = store->verify(false);
   REQUIRE(report.ok());
   CHECK(report->entries_checked == 1);
@@ -365,15 +373,7 @@ TEST_CASE("e2e::force mode 4 processes started together build the key once") {
   CHECK(count_lines(counter) == 1);
   CHECK(sources["built"] == 1);
   CHECK(sources["hit"] == k_processes - 1);
-
-  auto store = Store::open(config_for(cache));
-  REQUIRE(store.ok());
-  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
-  REQUIRE(key.ok());
-  auto got = store->get(*key, dir / "final");
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK(directory_contents(dir / "final") == versions.v2_files);
+  CHECK(stored_entry(cache, versions, dir / "final") == versions.v2_files);
 }
 
 TEST_CASE("e2e::get_or_build with op_debug_level 1 bypasses the cache and stores nothing") {
