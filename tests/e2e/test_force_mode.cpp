@@ -106,6 +106,16 @@ StoredVersion1 store_version_1(const TempDir& dir) {
   return stored;
 }
 
+// Stores version 1 into `cache` through a Store that is closed again;
+// returns its key.
+std::string put_version_1(const fs::path& cache, const TwoVersions& versions) {
+  auto store = Store::open(config_for(cache));
+  REQUIRE(store.ok());
+  auto put = store->put(versions.kernel.descriptor_json, test_scenario(), versions.v1);
+  REQUIRE(put.ok());
+  return put->key;
+}
+
 // What a Store opened afterwards on `cache` gets for the kernel into `out`
 // (REQUIREs a hit).
 Files stored_entry(const fs::path& cache, const TwoVersions& versions, const fs::path& out) {
@@ -284,11 +294,7 @@ TEST_CASE("e2e::force mode a second get_or_build from the same Store is a hit, a
   const fs::path counter = dir / "builds.log";
   auto versions = make_two_versions(dir);
   auto scenario = test_scenario();
-  {
-    auto store = Store::open(config_for(cache));
-    REQUIRE(store.ok());
-    REQUIRE(store->put(versions.kernel.descriptor_json, scenario, versions.v1).ok());
-  }
+  put_version_1(cache, versions);
   sleep_ms(20);
 
   auto forced = Store::open(config_for(cache, "force"));
@@ -435,11 +441,7 @@ TEST_CASE("e2e::get_or_build with op_debug_list bypasses the listed op types onl
     CHECK(result->source == expected);
     CHECK(directory_contents(out) == other.v1_files);
   }
-  std::map<std::string, int> per_name;
-  std::istringstream lines(read_text(counter));
-  for (std::string line; std::getline(lines, line);) {
-    ++per_name[line.substr(0, line.find(' '))];
-  }
+  auto per_name = builds_per_name(counter);
   CHECK(per_name["relu"] == 2);
   CHECK(per_name["neg"] == 1);
 }
@@ -451,14 +453,7 @@ TEST_CASE("e2e::get_or_build with mode disable bypasses and never reads a stored
   const fs::path counter = dir / "builds.log";
   auto versions = make_two_versions(dir);
   auto scenario = test_scenario();
-  std::string key;
-  {
-    auto store = Store::open(config_for(cache));
-    REQUIRE(store.ok());
-    auto put = store->put(versions.kernel.descriptor_json, scenario, versions.v1);
-    REQUIRE(put.ok());
-    key = put->key;
-  }
+  const std::string key = put_version_1(cache, versions);
   auto disabled = Store::open(config_for(cache, "disable"));
   REQUIRE(disabled.ok());
   auto before = disabled->stats();

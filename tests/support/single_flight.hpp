@@ -15,8 +15,11 @@
 
 namespace opcache::test {
 
-/// Milliseconds since `start` on the steady clock.
-std::int64_t ms_since(std::chrono::steady_clock::time_point start);
+/// The clock the tests measure durations with.
+using Clock = std::chrono::steady_clock;
+
+/// Milliseconds since `start`.
+std::int64_t ms_since(Clock::time_point start);
 
 /// Sleeps `ms` milliseconds: for scenarios (a build that takes a while), never
 /// as synchronisation (use wait_until).
@@ -54,8 +57,5 @@ std::string json_source(const std::string& stdout_text);
 /// The lock file single flight takes for the descriptor in `desc` (the
 /// CLI's `key`): `<cache>/locks/<key>.lock`. REQUIREs that `key` succeeds.
 std::filesystem::path flight_lock(const std::filesystem::path& cache, const std::filesystem::path& desc);
-
-/// The process-wide steady clock of the tests.
-using Clock = std::chrono::steady_clock;
 
 }  // namespace opcache::test
