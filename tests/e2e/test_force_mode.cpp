@@ -89,8 +89,8 @@ void put_with_cli(const fs::path& cache, const TwoVersions& versions, const fs::
   REQUIRE_MESSAGE(result.exit_code == 0, result.err);
 }
 
-// A test's cache holding version 1 of a kernel, and its build counter.
-struct StoredVersion1 {
+// A test's cache, its build counter and two versions of one kernel.
+struct ForceCase {
   fs::path cache;
   fs::path counter;
   TwoVersions versions;
@@ -98,8 +98,10 @@ struct StoredVersion1 {
 
 // Stores version 1 through the CLI into dir/cache (the parent creates no
 // opcache object before it forks) and creates dir/results.
-StoredVersion1 store_version_1(const TempDir& dir) {
-  StoredVersion1 stored{dir / "cache", dir / "builds.log", make_two_versions(dir)};
+ForceCase two_versions_in(const TempDir& dir) { return {dir / "cache", dir / "builds.log", make_two_versions(dir)}; }
+
+ForceCase store_version_1(const TempDir& dir) {
+  ForceCase stored = two_versions_in(dir);
   put_with_cli(stored.cache, stored.versions, dir / "desc.json");
   sleep_ms(20);  // version 1 is older than every force-mode Store opened afterwards (ms clock)
   fs::create_directories(dir / "results");
@@ -290,9 +292,7 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
 TEST_CASE("e2e::force mode a second get_or_build from the same Store is a hit, a new Store rebuilds") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
-  auto versions = make_two_versions(dir);
+  const auto [cache, counter, versions] = two_versions_in(dir);
   auto scenario = test_scenario();
   put_version_1(cache, versions);
   sleep_ms(20);
@@ -449,9 +449,7 @@ TEST_CASE("e2e::get_or_build with op_debug_list bypasses the listed op types onl
 TEST_CASE("e2e::get_or_build with mode disable bypasses and never reads a stored entry") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
-  auto versions = make_two_versions(dir);
+  const auto [cache, counter, versions] = two_versions_in(dir);
   auto scenario = test_scenario();
   const std::string key = put_version_1(cache, versions);
   auto disabled = Store::open(config_for(cache, "disable"));
