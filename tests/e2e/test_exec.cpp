@@ -17,8 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/files.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/single_flight.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -27,41 +29,15 @@ using opcache::test::k_test_scenario;
 using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
 using opcache::test::ProcessResult;
+using opcache::test::count_lines;
+using opcache::test::exec_argv;
+using opcache::test::directory_contents;
+using opcache::test::hermetic_environment;
 using opcache::test::read_text;
 using opcache::test::TempDir;
 using opcache::test::write_text;
 
 namespace {
-
-// Settings from the environment must not change what these tests see.
-void hermetic_environment() {
-  for (const char* name : {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_OP_DEBUG_LEVEL",
-                           "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
-                           "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"}) {
-    ::unsetenv(name);
-  }
-}
-
-std::size_t count_lines(const fs::path& path) {
-  std::istringstream in(read_text(path));
-  std::size_t lines = 0;
-  for (std::string line; std::getline(in, line);) {
-    lines += line.empty() ? 0 : 1;
-  }
-  return lines;
-}
-
-// Byte contents of every regular file in a directory, by name.
-std::map<std::string, std::string> directory_contents(const fs::path& dir) {
-  std::map<std::string, std::string> files;
-  std::error_code ec;
-  for (const auto& item : fs::directory_iterator(dir, ec)) {
-    if (item.is_regular_file()) {
-      files[item.path().filename().string()] = read_text(item.path());
-    }
-  }
-  return files;
-}
 
 std::map<std::string, std::string> contents_of(const KernelTriple& kernel) {
   std::map<std::string, std::string> files;
@@ -96,23 +72,8 @@ class ExecFixture {
   ProcessResult exec(const fs::path& out, const std::vector<std::string>& outputs, const std::string& script,
                      const std::vector<std::string>& script_args = {}, const std::vector<std::string>& globals = {},
                      const fs::path& desc = {}) const {
-    std::vector<std::string> args{"--cache-dir", m_cache.string()};
-    args.insert(args.end(), globals.begin(), globals.end());
-    args.push_back("exec");
-    for (const std::string& arg : {std::string("--desc"), (desc.empty() ? m_desc : desc).string(),
-                                   std::string("--scenario"), std::string(k_test_scenario), std::string("--out"),
-                                   out.string()}) {
-      args.push_back(arg);
-    }
-    for (const auto& name : outputs) {
-      args.push_back("--output");
-      args.push_back(name);
-    }
-    for (const std::string& arg : {std::string("--"), std::string("sh"), std::string("-c"), script}) {
-      args.push_back(arg);
-    }
-    args.insert(args.end(), script_args.begin(), script_args.end());
-    return opcache::test::run_cli(args);
+    return opcache::test::run_process(exec_argv(m_cache, desc.empty() ? m_desc : desc, out, outputs, script,
+                                                script_args, opcache::test::JsonOutput::no, globals));
   }
 
   // A script that records its run and copies the kernel triple into $0.
@@ -122,6 +83,11 @@ class ExecFixture {
       script += " && cp '" + file.string() + "' \"$0/\"";
     }
     return script;
+  }
+
+  // exec() of copy_kernel_script() into `out` declaring the kernel's outputs.
+  ProcessResult copy_kernel(const fs::path& out, const std::vector<std::string>& globals = {}) const {
+    return exec(out, kernel_outputs(), copy_kernel_script(), {out.string()}, globals);
   }
 
   std::vector<std::string> kernel_outputs() const {
@@ -164,6 +130,31 @@ class ExecFixture {
   KernelTriple m_kernel;
   fs::path m_desc;
 };
+
+// The "source" of `opcache --json exec` output (REQUIREs a JSON object).
+std::string source_of(const ProcessResult& result) {
+  auto document = json::parse(result.out, nullptr, false);
+  REQUIRE(document.is_object());
+  return document.value("source", "");
+}
+
+// Runs the copying command twice (into dir/<prefix>1 and 2) with `globals`
+// (which include --json): each run runs the command, reports "bypassed" with
+// a "note" containing `note`, writes the kernel and stores nothing.
+void check_bypassed_twice(const ExecFixture& fx, const TempDir& dir, const std::string& prefix,
+                          const std::vector<std::string>& globals, const std::string& note) {
+  for (int run = 1; run <= 2; ++run) {
+    auto out = dir / (prefix + std::to_string(run));
+    auto result = fx.copy_kernel(out, globals);
+    INFO("run ", run, ": ", describe(result));
+    CHECK(result.exit_code == 0);
+    CHECK(count_lines(fx.counter()) == static_cast<std::size_t>(run));
+    CHECK(source_of(result) == "bypassed");
+    CHECK(json::parse(result.out).value("note", "").find(note) != std::string::npos);
+    CHECK(directory_contents(out) == contents_of(fx.kernel()));
+    CHECK(fx.has() == 1);
+  }
+}
 
 }  // namespace
 
@@ -224,7 +215,7 @@ TEST_CASE("e2e::exec failing command exits with its status and stores nothing") 
   CHECK(fx.has() == 1);
 
   // The failure is not cached: the next exec runs the command again.
-  auto again = fx.exec(out, fx.kernel_outputs(), fx.copy_kernel_script(), {out.string()});
+  auto again = fx.copy_kernel(out);
   INFO(describe(again));
   CHECK(again.exit_code == 0);
   CHECK(count_lines(fx.counter()) == 2);
@@ -282,7 +273,7 @@ TEST_CASE("e2e::exec --mode disable runs the command every time, stores nothing 
   ExecFixture fx(dir);
   for (int run = 1; run <= 2; ++run) {
     auto out = dir / ("out" + std::to_string(run));
-    auto result = fx.exec(out, fx.kernel_outputs(), fx.copy_kernel_script(), {out.string()}, {"--mode", "disable"});
+    auto result = fx.copy_kernel(out, {"--mode", "disable"});
     INFO("run ", run, ": ", describe(result));
     CHECK(result.exit_code == 0);
     CHECK(count_lines(fx.counter()) == static_cast<std::size_t>(run));
@@ -290,42 +281,25 @@ TEST_CASE("e2e::exec --mode disable runs the command every time, stores nothing 
     CHECK(fx.has() == 1);
   }
   // With an entry present, disable still runs the command and does not read the cache.
-  auto filled = fx.exec(dir / "fill", fx.kernel_outputs(), fx.copy_kernel_script(), {(dir / "fill").string()});
+  auto filled = fx.copy_kernel(dir / "fill");
   REQUIRE_MESSAGE(filled.exit_code == 0, describe(filled));
   REQUIRE(fx.has() == 0);
   REQUIRE(count_lines(fx.counter()) == 3);
-  auto disabled = fx.exec(dir / "out3", fx.kernel_outputs(), fx.copy_kernel_script(), {(dir / "out3").string()},
-                          {"--json", "--mode", "disable"});
+  auto disabled = fx.copy_kernel(dir / "out3", {"--json", "--mode", "disable"});
   INFO(describe(disabled));
   CHECK(disabled.exit_code == 0);
   CHECK(count_lines(fx.counter()) == 4);
-  auto document = json::parse(disabled.out, nullptr, false);
-  REQUIRE(document.is_object());
-  CHECK(document.value("source", "") == "bypassed");
+  CHECK(source_of(disabled) == "bypassed");
 }
 
 TEST_CASE("e2e::exec --op-debug-level 1 bypasses the cache: the command runs every time, nothing is stored") {
   hermetic_environment();
   TempDir dir;
   ExecFixture fx(dir);
-  for (int run = 1; run <= 2; ++run) {
-    auto out = dir / ("out" + std::to_string(run));
-    auto result = fx.exec(out, fx.kernel_outputs(), fx.copy_kernel_script(), {out.string()},
-                          {"--json", "--op-debug-level", "1"});
-    INFO("run ", run, ": ", describe(result));
-    CHECK(result.exit_code == 0);
-    CHECK(count_lines(fx.counter()) == static_cast<std::size_t>(run));
-    auto document = json::parse(result.out, nullptr, false);
-    REQUIRE(document.is_object());
-    CHECK(document.value("source", "") == "bypassed");
-    CHECK(document.value("note", "").find("op_debug_level") != std::string::npos);
-    CHECK(directory_contents(out) == contents_of(fx.kernel()));
-  }
-  CHECK(fx.has() == 1);
+  check_bypassed_twice(fx, dir, "out", {"--json", "--op-debug-level", "1"}, "op_debug_level");
 
   // --op-debug-level 0 is the normal cached path.
-  auto cached = fx.exec(dir / "out0", fx.kernel_outputs(), fx.copy_kernel_script(), {(dir / "out0").string()},
-                        {"--op-debug-level", "0"});
+  auto cached = fx.copy_kernel(dir / "out0", {"--op-debug-level", "0"});
   INFO(describe(cached));
   CHECK(cached.exit_code == 0);
   CHECK(fx.has() == 0);
@@ -335,29 +309,15 @@ TEST_CASE("e2e::exec --op-debug-list bypasses the listed op type only") {
   hermetic_environment();
   TempDir dir;
   ExecFixture fx(dir, "relu", 48);
-  for (int run = 1; run <= 2; ++run) {
-    auto out = dir / ("listed" + std::to_string(run));
-    auto result = fx.exec(out, fx.kernel_outputs(), fx.copy_kernel_script(), {out.string()},
-                          {"--json", "--op-debug-list", "MatMul,relu"});
-    INFO("run ", run, ": ", describe(result));
-    CHECK(result.exit_code == 0);
-    CHECK(count_lines(fx.counter()) == static_cast<std::size_t>(run));
-    auto document = json::parse(result.out, nullptr, false);
-    REQUIRE(document.is_object());
-    CHECK(document.value("source", "") == "bypassed");
-  }
-  CHECK(fx.has() == 1);
+  check_bypassed_twice(fx, dir, "listed", {"--json", "--op-debug-list", "MatMul,relu"}, "");
 
   // Another op type in the list: cached as usual (built, then a hit).
   for (const char* expected : {"built", "hit"}) {
     auto out = dir / (std::string("unlisted-") + expected);
-    auto result = fx.exec(out, fx.kernel_outputs(), fx.copy_kernel_script(), {out.string()},
-                          {"--json", "--op-debug-list", "MatMul,Conv2D"});
+    auto result = fx.copy_kernel(out, {"--json", "--op-debug-list", "MatMul,Conv2D"});
     INFO(expected, ": ", describe(result));
     CHECK(result.exit_code == 0);
-    auto document = json::parse(result.out, nullptr, false);
-    REQUIRE(document.is_object());
-    CHECK(document.value("source", "") == expected);
+    CHECK(source_of(result) == expected);
     CHECK(directory_contents(out) == contents_of(fx.kernel()));
   }
   CHECK(count_lines(fx.counter()) == 3);
@@ -375,7 +335,7 @@ TEST_CASE("e2e::exec --json reports key, source and files for a miss and a hit")
   }
   for (const char* expected : {"built", "hit"}) {
     auto out = dir / (std::string("out-") + expected);
-    auto result = fx.exec(out, fx.kernel_outputs(), fx.copy_kernel_script(), {out.string()}, {"--json"});
+    auto result = fx.copy_kernel(out, {"--json"});
     INFO(expected, ": ", describe(result));
     REQUIRE(result.exit_code == 0);
     auto document = json::parse(result.out, nullptr, false);

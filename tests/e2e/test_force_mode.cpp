@@ -27,8 +27,12 @@
 
 #include "opcache/opcache.hpp"
 #include "base/sha256.hpp"
+#include "tests/support/children.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/remote_fixtures.hpp"
+#include "tests/support/single_flight.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -37,143 +41,10 @@ using opcache::BuildSource;
 using opcache::Result;
 using opcache::Store;
 using opcache::StoreConfig;
-using opcache::test::k_test_scenario;
-using opcache::test::KernelTriple;
-using opcache::test::read_text;
-using opcache::test::TempDir;
-using opcache::test::write_text;
+using namespace opcache::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Files = std::map<std::string, std::string>;  // member name → bytes
-
-void hermetic_environment() {
-  for (const char* name : {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_OP_DEBUG_LEVEL",
-                           "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
-                           "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"}) {
-    ::unsetenv(name);
-  }
-}
-
-void sleep_ms(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-bool append_line(const fs::path& path, const std::string& line) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return false;
-  }
-  std::string text = line + "\n";
-  bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-  ::close(fd);
-  return ok;
-}
-
-std::size_t count_lines(const fs::path& path) {
-  std::istringstream in(read_text(path));
-  std::size_t lines = 0;
-  for (std::string line; std::getline(in, line);) {
-    lines += line.empty() ? 0 : 1;
-  }
-  return lines;
-}
-
-bool wait_for_file(const fs::path& path, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  std::error_code ec;
-  while (!fs::exists(path, ec)) {
-    if (Clock::now() >= deadline) {
-      return false;
-    }
-    sleep_ms(1);
-  }
-  return true;
-}
-
-Files directory_contents(const fs::path& dir) {
-  Files files;
-  std::error_code ec;
-  for (const auto& item : fs::directory_iterator(dir, ec)) {
-    if (item.is_regular_file()) {
-      files[item.path().filename().string()] = read_text(item.path());
-    }
-  }
-  return files;
-}
-
-Files read_files(const std::vector<fs::path>& paths) {
-  Files files;
-  for (const auto& path : paths) {
-    files[path.filename().string()] = read_text(path);
-  }
-  return files;
-}
-
-// Kills and reaps forked children still registered when a test ends.
-class ChildGuard {
- public:
-  ChildGuard() = default;
-  ChildGuard(const ChildGuard&) = delete;
-  ChildGuard& operator=(const ChildGuard&) = delete;
-  ~ChildGuard() {
-    for (pid_t pid : m_pids) {
-      ::kill(pid, SIGKILL);
-      int status = 0;
-      ::waitpid(pid, &status, 0);
-    }
-  }
-  pid_t add(pid_t pid) {
-    m_pids.push_back(pid);
-    return pid;
-  }
-  int wait(pid_t pid) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    m_pids.erase(std::remove(m_pids.begin(), m_pids.end(), pid), m_pids.end());
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  std::vector<pid_t> m_pids;
-};
-
-// Forks a child that runs `body` and _exit()s with its result (97 when it
-// throws). Call only before the parent creates opcache objects.
-pid_t fork_child(ChildGuard& guard, const std::function<int()>& body) {
-  std::fflush(nullptr);
-  pid_t pid = ::fork();
-  REQUIRE(pid >= 0);
-  if (pid == 0) {
-    int code = 97;
-    try {
-      code = body();
-    } catch (...) {
-      code = 97;
-    }
-    ::_exit(code);
-  }
-  return guard.add(pid);
-}
-
-opcache::Scenario test_scenario() {
-  auto scenario = opcache::parse_scenario(k_test_scenario);
-  if (!scenario) {
-    throw std::runtime_error(scenario.error().message());
-  }
-  return *scenario;
-}
-
-StoreConfig config_for(const fs::path& cache, std::optional<std::string> mode = std::nullopt) {
-  StoreConfig config;
-  config.cache_dir = cache;
-  config.mode = std::move(mode);
-  return config;
-}
-
-const char* source_name(BuildSource source) {
-  return source == BuildSource::hit ? "hit" : source == BuildSource::built ? "built" : "bypassed";
-}
 
 // Two builds of one kernel: the same descriptor and member names, different
 // bytes (version 2's .o comes from another source, its .json names that .o).
@@ -218,6 +89,48 @@ void put_with_cli(const fs::path& cache, const TwoVersions& versions, const fs::
   REQUIRE_MESSAGE(result.exit_code == 0, result.err);
 }
 
+// A test's cache, its build counter and two versions of one kernel.
+struct ForceCase {
+  fs::path cache;
+  fs::path counter;
+  TwoVersions versions;
+};
+
+// Stores version 1 through the CLI into dir/cache (the parent creates no
+// opcache object before it forks) and creates dir/results.
+ForceCase two_versions_in(const TempDir& dir) { return {dir / "cache", dir / "builds.log", make_two_versions(dir)}; }
+
+ForceCase store_version_1(const TempDir& dir) {
+  ForceCase stored = two_versions_in(dir);
+  put_with_cli(stored.cache, stored.versions, dir / "desc.json");
+  sleep_ms(20);  // version 1 is older than every force-mode Store opened afterwards (ms clock)
+  fs::create_directories(dir / "results");
+  return stored;
+}
+
+// Stores version 1 into `cache` through a Store that is closed again;
+// returns its key.
+std::string put_version_1(const fs::path& cache, const TwoVersions& versions) {
+  auto store = Store::open(config_for(cache));
+  REQUIRE(store.ok());
+  auto put = store->put(versions.kernel.descriptor_json, test_scenario(), versions.v1);
+  REQUIRE(put.ok());
+  return put->key;
+}
+
+// What a Store opened afterwards on `cache` gets for the kernel into `out`
+// (REQUIREs a hit).
+Files stored_entry(const fs::path& cache, const TwoVersions& versions, const fs::path& out) {
+  auto store = Store::open(config_for(cache));
+  REQUIRE(store.ok());
+  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
+  REQUIRE(key.ok());
+  auto got = store->get(*key, out);
+  REQUIRE(got.ok());
+  REQUIRE(got->has_value());
+  return directory_contents(out);
+}
+
 // A build function that copies `files` into the work directory and counts itself.
 opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const fs::path& counter,
                                      const std::string& name) {
@@ -235,13 +148,8 @@ opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const f
 TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or the new entry, never a miss") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
+  const auto [cache, counter, versions] = store_version_1(dir);
   const fs::path stop = dir / "stop";
-  auto versions = make_two_versions(dir);
-  put_with_cli(cache, versions, dir / "desc.json");
-  sleep_ms(20);  // version 1 is older than every force-mode Store below
-  fs::create_directories(dir / "results");
   constexpr int k_readers = 4;
   constexpr int k_rounds = 5;  // builds version 2, 1, 2, 1, 2
 
@@ -372,14 +280,9 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
   CHECK(total_v2 > 0);
 
   // The entry holds the last forced version.
+  CHECK(stored_entry(cache, versions, dir / "final") == versions.v2_files);
   auto store = Store::open(config_for(cache));
   REQUIRE(store.ok());
-  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
-  REQUIRE(key.ok());
-  auto final_get = store->get(*key, dir / "final");
-  REQUIRE(final_get.ok());
-  REQUIRE(final_get->has_value());
-  CHECK(directory_contents(dir / "final") == versions.v2_files);
   auto report = store->verify(false);
   REQUIRE(report.ok());
   CHECK(report->entries_checked == 1);
@@ -389,15 +292,9 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
 TEST_CASE("e2e::force mode a second get_or_build from the same Store is a hit, a new Store rebuilds") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
-  auto versions = make_two_versions(dir);
+  const auto [cache, counter, versions] = two_versions_in(dir);
   auto scenario = test_scenario();
-  {
-    auto store = Store::open(config_for(cache));
-    REQUIRE(store.ok());
-    REQUIRE(store->put(versions.kernel.descriptor_json, scenario, versions.v1).ok());
-  }
+  put_version_1(cache, versions);
   sleep_ms(20);
 
   auto forced = Store::open(config_for(cache, "force"));
@@ -438,13 +335,8 @@ TEST_CASE("e2e::force mode a second get_or_build from the same Store is a hit, a
 TEST_CASE("e2e::force mode 4 processes started together build the key once") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
+  const auto [cache, counter, versions] = store_version_1(dir);
   const fs::path go = dir / "go";
-  auto versions = make_two_versions(dir);
-  put_with_cli(cache, versions, dir / "desc.json");
-  sleep_ms(20);
-  fs::create_directories(dir / "results");
   constexpr int k_processes = 4;
 
   ChildGuard guard;
@@ -487,15 +379,7 @@ TEST_CASE("e2e::force mode 4 processes started together build the key once") {
   CHECK(count_lines(counter) == 1);
   CHECK(sources["built"] == 1);
   CHECK(sources["hit"] == k_processes - 1);
-
-  auto store = Store::open(config_for(cache));
-  REQUIRE(store.ok());
-  auto key = store->key(versions.kernel.descriptor_json, test_scenario());
-  REQUIRE(key.ok());
-  auto got = store->get(*key, dir / "final");
-  REQUIRE(got.ok());
-  REQUIRE(got->has_value());
-  CHECK(directory_contents(dir / "final") == versions.v2_files);
+  CHECK(stored_entry(cache, versions, dir / "final") == versions.v2_files);
 }
 
 TEST_CASE("e2e::get_or_build with op_debug_level 1 bypasses the cache and stores nothing") {
@@ -557,11 +441,7 @@ TEST_CASE("e2e::get_or_build with op_debug_list bypasses the listed op types onl
     CHECK(result->source == expected);
     CHECK(directory_contents(out) == other.v1_files);
   }
-  std::map<std::string, int> per_name;
-  std::istringstream lines(read_text(counter));
-  for (std::string line; std::getline(lines, line);) {
-    ++per_name[line.substr(0, line.find(' '))];
-  }
+  auto per_name = builds_per_name(counter);
   CHECK(per_name["relu"] == 2);
   CHECK(per_name["neg"] == 1);
 }
@@ -569,18 +449,9 @@ TEST_CASE("e2e::get_or_build with op_debug_list bypasses the listed op types onl
 TEST_CASE("e2e::get_or_build with mode disable bypasses and never reads a stored entry") {
   hermetic_environment();
   TempDir dir;
-  const fs::path cache = dir / "cache";
-  const fs::path counter = dir / "builds.log";
-  auto versions = make_two_versions(dir);
+  const auto [cache, counter, versions] = two_versions_in(dir);
   auto scenario = test_scenario();
-  std::string key;
-  {
-    auto store = Store::open(config_for(cache));
-    REQUIRE(store.ok());
-    auto put = store->put(versions.kernel.descriptor_json, scenario, versions.v1);
-    REQUIRE(put.ok());
-    key = put->key;
-  }
+  const std::string key = put_version_1(cache, versions);
   auto disabled = Store::open(config_for(cache, "disable"));
   REQUIRE(disabled.ok());
   auto before = disabled->stats();

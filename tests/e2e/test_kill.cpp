@@ -35,36 +35,19 @@
 
 #include "opcache/opcache.hpp"
 #include "base/sha256.hpp"
+#include "tests/support/children.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/single_flight.hpp"
 #include "tests/support/temp_dir.hpp"
-
-extern char** environ;
 
 namespace fs = std::filesystem;
 using nlohmann::json;
-using opcache::test::k_test_scenario;
-using opcache::test::KernelTriple;
-using opcache::test::read_text;
-using opcache::test::TempDir;
-using opcache::test::write_text;
+using namespace opcache::test;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using Files = std::map<std::string, std::string>;  // member name → bytes
-
-void hermetic_environment() {
-  for (const char* name : {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_OP_DEBUG_LEVEL",
-                           "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
-                           "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"}) {
-    ::unsetenv(name);
-  }
-}
-
-std::int64_t ms_since(Clock::time_point start) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count();
-}
 
 // A pool kernel: its descriptor file, key, and the versions ever written for it.
 struct PoolKernel {
@@ -76,14 +59,6 @@ struct PoolKernel {
   Files plain_files;
   Files replaced_files;
 };
-
-Files read_files(const std::vector<fs::path>& paths) {
-  Files files;
-  for (const auto& path : paths) {
-    files[path.filename().string()] = read_text(path);
-  }
-  return files;
-}
 
 // The triple of `kernel` rebuilt from a different source: same names, other bytes.
 std::vector<fs::path> make_replacement(const fs::path& dir, const KernelTriple& kernel, int variant) {
@@ -142,31 +117,6 @@ bool subset_of_one_version(const Files& members, const PoolKernel& kernel) {
 
 bool equals_one_version(const Files& members, const PoolKernel& kernel) {
   return members == kernel.plain_files || members == kernel.replaced_files;
-}
-
-pid_t spawn_quiet(const std::vector<std::string>& argv, bool own_group = false) {
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
-  if (own_group) {
-    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
-    posix_spawnattr_setpgroup(&attributes, 0);
-  }
-  std::vector<char*> args;
-  for (const auto& arg : argv) {
-    args.push_back(const_cast<char*>(arg.c_str()));
-  }
-  args.push_back(nullptr);
-  pid_t pid = 0;
-  int rc = ::posix_spawnp(&pid, args[0], &actions, &attributes, args.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  REQUIRE_MESSAGE(rc == 0, "cannot spawn ", argv[0], ": ", std::strerror(rc));
-  return pid;
 }
 
 // Kills `pid` with SIGKILL and reaps it. True when the kill ended it (false
@@ -243,10 +193,7 @@ std::vector<std::string> put_args(const fs::path& cache, const PoolKernel& kerne
 // How long a command takes when nobody kills it, in microseconds.
 int duration_us(const std::vector<std::string>& argv) {
   const auto start = Clock::now();
-  pid_t pid = spawn_quiet(argv);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
+  wait_exit(spawn_process(argv));
   return static_cast<int>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count());
 }
 
@@ -347,29 +294,29 @@ TEST_CASE("e2e::kill SIGKILL of 200+ writers at random moments leaves a sound st
     int delay_us = pick(15001);  // 0–15 ms; see below
     if (roll < 30) {
       kind = "put";
-      pid = spawn_quiet(put_args(cache, kernel, false, kernel.plain));
+      pid = spawn_process(put_args(cache, kernel, false, kernel.plain));
     } else if (roll < 45) {
       kind = "put --replace (rebuilt)";
-      pid = spawn_quiet(put_args(cache, kernel, true, kernel.replaced));
+      pid = spawn_process(put_args(cache, kernel, true, kernel.replaced));
     } else if (roll < 52) {
       kind = "put --replace (plain)";
-      pid = spawn_quiet(put_args(cache, kernel, true, kernel.plain));
+      pid = spawn_process(put_args(cache, kernel, true, kernel.plain));
     } else if (roll < 60) {
       kind = "rm";
       allowed_exits = {0, 1};
-      pid = spawn_quiet(cli_args(cache, {"rm", kernel.key}));
+      pid = spawn_process(cli_args(cache, {"rm", kernel.key}));
     } else if (roll < 63) {
       kind = "gc";
-      pid = spawn_quiet(cli_args(cache, {"gc"}));
+      pid = spawn_process(cli_args(cache, {"gc"}));
     } else if (roll < 66) {
       kind = "verify --repair";
       allowed_exits = {0};
-      pid = spawn_quiet(cli_args(cache, {"verify", "--repair"}));
+      pid = spawn_process(cli_args(cache, {"verify", "--repair"}));
     } else if (roll < 82) {
       kind = "get --out";
       allowed_exits = {0, 1};
       get_out = dir / "gets" / std::to_string(iterations);
-      pid = spawn_quiet(cli_args(cache, {"get", kernel.key, "--out", get_out.string()}));
+      pid = spawn_process(cli_args(cache, {"get", kernel.key, "--out", get_out.string()}));
     } else {
       kind = "library writer";
       delay_us = 2000 + pick(40001);  // let it get through open() and into its puts
@@ -581,26 +528,26 @@ void check_kill_during_removal(const std::vector<std::string>& command, bool key
   if (key_argument) {
     argv.push_back(key);
   }
-  pid_t pid = spawn_quiet(argv, /*own_group=*/true);
-  const auto deadline = Clock::now() + std::chrono::seconds(15);
-  std::error_code ec;
-  bool reached = false;
-  while (!reached && Clock::now() < deadline) {
-    if (point == KillPoint::after_unlink) {
-      reached = !fs::exists(object, ec);
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    } else {
-      // `has` exits 1 once the row's removal is committed; the remover is
-      // then held at the unlink of the object (or before it).
-      reached = opcache::test::run_cli({"--cache-dir", cache.string(), "has", key}).exit_code == 1;
-    }
-  }
-  ::kill(-pid, SIGKILL);
-  int status = 0;
-  ::waitpid(pid, &status, 0);
+  ChildGuard guard;
+  SpawnOptions in_own_group;
+  in_own_group.group = ProcessGroup::own;
+  pid_t pid = spawn_background(guard, argv, in_own_group);
+  const bool reached = poll_until(
+      [&] {
+        if (point == KillPoint::after_unlink) {
+          std::error_code ec;
+          return !fs::exists(object, ec);
+        }
+        // `has` exits 1 once the row's removal is committed; the remover is
+        // then held at the unlink of the object (or before it).
+        return run_cli({"--cache-dir", cache.string(), "has", key}).exit_code == 1;
+      },
+      std::chrono::seconds(15));
+  guard.kill(pid);
   REQUIRE_MESSAGE(reached, command[0], (point == KillPoint::after_unlink ? " did not unlink the object"
                                                                           : " did not commit the removal"),
                   " within 15 s");
+  std::error_code ec;
   CHECK(fs::exists(object, ec) == (point == KillPoint::before_unlink));
 
   auto verify = opcache::test::run_cli({"--cache-dir", cache.string(), "--json", "verify"});

@@ -39,6 +39,7 @@
 #include "base/canonical_json.hpp"
 #include "store/scenario.hpp"
 #include "base/sha256.hpp"
+#include "tests/support/children.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/server.hpp"
@@ -782,9 +783,15 @@ TEST_CASE("server::GET /v1/status and /metrics count requests, hits, misses and 
   CHECK(client.request("HEAD", served.entry(bundle.key), {bearer(k_read_token)}).status == 200);
   CHECK(client.request("GET", served.entry(bundle.key), {bearer(k_read_token), "If-None-Match: " + etag}).status ==
         304);
-  std::this_thread::sleep_for(50ms);
 
-  json after = status_of();
+  // The server counts a request once it has answered it: poll until all 7 are counted.
+  json after;
+  opcache::test::wait_until(
+      [&] {
+        after = status_of();
+        return after["hits"].get<int>() + after["misses"].get<int>() >= 7;
+      },
+      10s, "/v1/status to count the 4 hits and 3 misses");
   CHECK(after["entries"] == 1);
   CHECK(after["bytes"] == bundle.bytes.size());
   CHECK(after["hits"] == 4);    // GET 200 twice, HEAD 200, GET 304

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <stdexcept>
 
@@ -17,20 +18,22 @@ namespace opcache::test {
 
 namespace {
 
-std::vector<std::string> build_environment(const ProcessOptions& options) {
+// This process's environment without `unset` and the names in `set`, then `set`.
+std::vector<std::string> build_environment(const std::map<std::string, std::string>& set,
+                                           const std::vector<std::string>& unset) {
   std::vector<std::string> env;
   for (char** entry = environ; *entry != nullptr; ++entry) {
     std::string item(*entry);
     std::string name = item.substr(0, item.find('='));
-    bool dropped = options.env.count(name) != 0;
-    for (const auto& unset : options.unset_env) {
-      dropped = dropped || unset == name;
+    bool dropped = set.count(name) != 0;
+    for (const auto& unset_name : unset) {
+      dropped = dropped || unset_name == name;
     }
     if (!dropped) {
       env.push_back(item);
     }
   }
-  for (const auto& [name, value] : options.env) {
+  for (const auto& [name, value] : set) {
     env.push_back(name + "=" + value);
   }
   return env;
@@ -61,7 +64,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
     posix_spawn_file_actions_addchdir_np(&actions, options.cwd.c_str());
   }
   std::vector<std::string> args = argv;
-  std::vector<std::string> env = build_environment(options);
+  std::vector<std::string> env = build_environment(options.env, options.unset_env);
   auto arg_ptrs = pointers(args);
   auto env_ptrs = pointers(env);
   pid_t pid = 0;
@@ -123,10 +126,7 @@ ProcessResult run_process(const std::vector<std::string>& argv, const ProcessOpt
   if (in_fd >= 0) {
     ::close(in_fd);
   }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  result.exit_code = wait_exit(pid);
   return result;
 }
 
@@ -136,6 +136,92 @@ ProcessResult run_cli(const std::vector<std::string>& args, const ProcessOptions
   std::vector<std::string> argv{cli_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process(argv, options);
+}
+
+namespace {
+
+void redirect(posix_spawn_file_actions_t& actions, int fd, const std::filesystem::path& path) {
+  if (path.empty()) {
+    posix_spawn_file_actions_addopen(&actions, fd, "/dev/null", O_WRONLY, 0);
+  } else {
+    posix_spawn_file_actions_addopen(&actions, fd, path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  }
+}
+
+void set_attributes(posix_spawnattr_t& attributes, const SpawnOptions& options) {
+  short flags = 0;
+  if (options.group == ProcessGroup::own) {
+    flags |= POSIX_SPAWN_SETPGROUP;
+    posix_spawnattr_setpgroup(&attributes, 0);
+  }
+  if (options.default_signals) {
+    sigset_t defaults;
+    sigemptyset(&defaults);
+    for (int signal_number : {SIGPIPE, SIGTERM, SIGINT, SIGHUP}) {
+      sigaddset(&defaults, signal_number);
+    }
+    sigset_t empty;
+    sigemptyset(&empty);
+    posix_spawnattr_setsigdefault(&attributes, &defaults);
+    posix_spawnattr_setsigmask(&attributes, &empty);
+    flags |= POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
+  }
+  posix_spawnattr_setflags(&attributes, flags);
+}
+
+}  // namespace
+
+pid_t spawn_process(const std::vector<std::string>& argv, const SpawnOptions& options) {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  redirect(actions, 1, options.out);
+  if (!options.err.empty() && options.err == options.out) {
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  } else {
+    redirect(actions, 2, options.err);
+  }
+  posix_spawnattr_t attributes;
+  posix_spawnattr_init(&attributes);
+  set_attributes(attributes, options);
+  std::vector<std::string> args = argv;
+  std::vector<std::string> env = build_environment({}, options.unset_env);
+  auto arg_ptrs = pointers(args);
+  auto env_ptrs = pointers(env);
+  pid_t pid = 0;
+  int rc = ::posix_spawnp(&pid, args[0].c_str(), &actions, &attributes, arg_ptrs.data(), env_ptrs.data());
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attributes);
+  if (rc != 0) {
+    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
+  }
+  return pid;
+}
+
+int decode_wait_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0) {
+    if (errno != EINTR) {
+      return -1;
+    }
+  }
+  return decode_wait_status(status);
+}
+
+const std::vector<std::string>& hermetic_variables() {
+  static const std::vector<std::string> names = {
+      "OPCACHE_DIR",          "OPCACHE_CONFIG",          "OPCACHE_MIN_IDLE",     "OPCACHE_MODE",
+      "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT",
+      "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME"};
+  return names;
+}
+
+void hermetic_environment() {
+  for (const auto& name : hermetic_variables()) {
+    ::unsetenv(name.c_str());
+  }
 }
 
 }  // namespace opcache::test

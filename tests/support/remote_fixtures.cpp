@@ -132,17 +132,6 @@ std::string put_kernel(Store& store, const TestKernel& kernel) {
   return put->key;
 }
 
-std::map<std::string, std::string> directory_contents(const fs::path& dir) {
-  std::map<std::string, std::string> out;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) {
-    if (entry.is_regular_file()) {
-      out[entry.path().filename().string()] = read_text(entry.path());
-    }
-  }
-  return out;
-}
-
 std::size_t count_files(const fs::path& dir) {
   std::size_t count = 0;
   std::error_code ec;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "opcache/opcache.hpp"
+#include "tests/support/files.hpp"  // directory_contents
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 
@@ -67,8 +68,6 @@ Store open_remote_store(const std::filesystem::path& dir, const std::vector<std:
 /// Puts `kernel` into `store` in the test scenario; returns the key.
 std::string put_kernel(Store& store, const TestKernel& kernel);
 
-/// Every regular file under `dir`, name → bytes (not recursive).
-std::map<std::string, std::string> directory_contents(const std::filesystem::path& dir);
 
 /// Regular files anywhere under `dir` (0 when it does not exist).
 std::size_t count_files(const std::filesystem::path& dir);

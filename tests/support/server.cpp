@@ -5,7 +5,6 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,58 +24,12 @@
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
-extern char** environ;
-
 namespace opcache::test {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 namespace fs = std::filesystem;
-
-// Settings the server would otherwise pick up from the developer's environment.
-const char* const k_hermetic_unset[] = {"OPCACHE_DIR",          "OPCACHE_CONFIG",      "OPCACHE_MIN_IDLE",
-                                        "OPCACHE_MODE",         "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST",
-                                        "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT", "RANK_SIZE",
-                                        "LOCAL_WORLD_SIZE",     "XDG_CACHE_HOME"};
-
-std::vector<std::string> hermetic_environment() {
-  std::vector<std::string> env;
-  for (char** entry = environ; *entry != nullptr; ++entry) {
-    std::string item(*entry);
-    const std::string name = item.substr(0, item.find('='));
-    bool dropped = false;
-    for (const char* unset : k_hermetic_unset) {
-      dropped = dropped || name == unset;
-    }
-    if (!dropped) {
-      env.push_back(std::move(item));
-    }
-  }
-  return env;
-}
-
-std::vector<char*> pointers(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (auto& s : strings) {
-    out.push_back(s.data());
-  }
-  out.push_back(nullptr);
-  return out;
-}
-
-fs::path make_private_dir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/opcache-serve-XXXXXX";
-  std::vector<char> buffer(pattern.begin(), pattern.end());
-  buffer.push_back('\0');
-  if (::mkdtemp(buffer.data()) == nullptr) {
-    throw std::runtime_error("mkdtemp failed for " + pattern);
-  }
-  return buffer.data();
-}
-
-int decode_wait_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
 void ensure_curl_global_init() {
   static std::once_flag once;
@@ -90,43 +43,26 @@ void ensure_curl_global_init() {
 
 ServerProcess::ServerProcess(const fs::path& storage, const std::vector<std::string>& extra_args,
                              std::chrono::milliseconds ready_timeout)
-    : m_dir(make_private_dir()), m_log_path(m_dir / "server.log") {
+    : m_dir(make_unique_dir("opcache-serve")), m_log_path(m_dir / "server.log") {
   const fs::path port_file = m_dir / "port";
   std::vector<std::string> args = {cli_path(), "serve",   "--listen", "127.0.0.1:0", "--port-file",
                                    port_file.string(), "--storage", storage.string()};
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   m_tls = std::find(extra_args.begin(), extra_args.end(), "--tls-cert") != extra_args.end();
 
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 1, m_log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  posix_spawnattr_t attributes;
-  posix_spawnattr_init(&attributes);
   // Its own process group (so a kill reaches everything it runs), default
   // signal dispositions and an empty mask whatever the test process uses.
-  sigset_t defaults;
-  sigemptyset(&defaults);
-  for (int signal_number : {SIGPIPE, SIGTERM, SIGINT, SIGHUP}) {
-    sigaddset(&defaults, signal_number);
-  }
-  sigset_t empty;
-  sigemptyset(&empty);
-  posix_spawnattr_setsigdefault(&attributes, &defaults);
-  posix_spawnattr_setsigmask(&attributes, &empty);
-  posix_spawnattr_setpgroup(&attributes, 0);
-  posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
-  std::vector<std::string> env = hermetic_environment();
-  auto argv = pointers(args);
-  auto envp = pointers(env);
-  const int rc = ::posix_spawn(&m_pid, args[0].c_str(), &actions, &attributes, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attributes);
-  if (rc != 0) {
+  SpawnOptions options;
+  options.out = m_log_path;
+  options.err = m_log_path;
+  options.group = ProcessGroup::own;
+  options.default_signals = true;
+  options.unset_env = hermetic_variables();
+  try {
+    m_pid = spawn_process(args, options);
+  } catch (...) {
     m_pid = -1;
-    throw std::runtime_error("cannot start " + args[0] + ": " + std::strerror(rc));
+    throw;
   }
 
   const auto deadline = Clock::now() + ready_timeout;

@@ -8,16 +8,18 @@
 
 namespace opcache::test {
 
-TempDir::TempDir() {
+std::filesystem::path make_unique_dir(const std::string& prefix) {
   const char* base = std::getenv("TMPDIR");
-  std::string pattern = std::string(base && *base ? base : "/tmp") + "/opcache-test-XXXXXX";
+  std::string pattern = std::string(base && *base ? base : "/tmp") + "/" + prefix + "-XXXXXX";
   std::vector<char> buffer(pattern.begin(), pattern.end());
   buffer.push_back('\0');
   if (::mkdtemp(buffer.data()) == nullptr) {
     throw std::runtime_error("mkdtemp failed for " + pattern);
   }
-  m_path = buffer.data();
+  return buffer.data();
 }
+
+TempDir::TempDir() : m_path(make_unique_dir("opcache-test")) {}
 
 TempDir::~TempDir() {
   if (std::getenv("OPCACHE_KEEP_TEST_DIRS") == nullptr) {

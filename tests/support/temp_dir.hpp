@@ -22,6 +22,10 @@ class TempDir {
   std::filesystem::path m_path;
 };
 
+/// Creates a new directory "<$TMPDIR or /tmp>/<prefix>-XXXXXX" and returns its
+/// path; the caller owns (and removes) it. Throws std::runtime_error on failure.
+std::filesystem::path make_unique_dir(const std::string& prefix);
+
 /// Writes `contents` to `path` (creating parent directories).
 void write_text(const std::filesystem::path& path, const std::string& contents);
 
