@@ -38,7 +38,7 @@ class Transfer {
 
 /// Limits and identity shared by every request of one client.
 struct EngineOptions {
-  long connect_timeout_ms = 3000;  ///< per attempt, to establish the connection
+  long connect_timeout_ms = 2000;  ///< per attempt, to establish the connection
   long timeout_ms = 30000;         ///< per attempt, for the whole request including the body
   RetryPolicy retry;
   std::string user_agent = "opcache";

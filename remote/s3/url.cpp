@@ -135,8 +135,10 @@ Result<std::string> parse_endpoint(std::string_view url, std::string_view endpoi
   const bool has_port = port_start != std::string_view::npos && authority.substr(port_start).find(']') ==
                                                                         std::string_view::npos;
   const CURLUcode code = curl_url_set(parsed.get(), CURLUPART_URL, std::string(endpoint).c_str(), 0);
-  // libcurl accepts an empty port ("host:"); we do not.
-  if (code == CURLUE_BAD_PORT_NUMBER || (code == CURLUE_OK && has_port && port_start + 1 == authority.size())) {
+  // libcurl accepts an empty port ("host:") and port 0; we do not.
+  const std::string_view port = has_port ? authority.substr(port_start + 1) : std::string_view();
+  const bool port_zero = has_port && !port.empty() && port.find_first_not_of('0') == std::string_view::npos;
+  if (code == CURLUE_BAD_PORT_NUMBER || (code == CURLUE_OK && has_port && (port.empty() || port_zero))) {
     return bad("has an invalid port " + single_quoted(has_port ? authority.substr(port_start) : authority));
   }
   if (code == CURLUE_BAD_IPV6) {

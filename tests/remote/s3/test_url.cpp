@@ -66,6 +66,7 @@ TEST_CASE("remote::parse_s3_url rejects bad URLs with a message naming the bad p
       {"s3://bucket?endpoint=http://u:p@host", "must not contain credentials"},
       {"s3://bucket?endpoint=http://host:99999", "has an invalid port ':99999'"},
       {"s3://bucket?endpoint=http://host:", "has an invalid port"},
+      {"s3://bucket?endpoint=http://host:0", "has an invalid port ':0'"},
       {"s3://bucket?endpoint=http://host/path", "without a path, query or fragment"},
       {"s3://bucket?endpoint=http://", "has no valid host"},
       {"s3://bucket?region=EU_WEST", "region 'EU_WEST' is not a region name"},
