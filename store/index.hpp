@@ -52,6 +52,9 @@ class Index {
 
   /// Starts a write transaction (BEGIN IMMEDIATE).
   Result<Transaction> begin() { return Transaction::begin(m_db); }
+  /// Commits made while the returned guard lives are not synced to disk: for
+  /// hit counts, access times and counters only (see DeferredSync).
+  DeferredSync defer_sync() { return DeferredSync(m_db); }
 
   Result<std::optional<IndexEntry>> lookup(const std::string& key);
   /// Inserts or replaces the row for entry.key.

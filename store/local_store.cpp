@@ -146,6 +146,7 @@ Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
 
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
   std::lock_guard lock(m_index_mutex);
+  auto statistics_only = m_index.defer_sync();
   return m_index.add_counter(counter_name, delta);
 }
 
@@ -302,6 +303,9 @@ Status LocalStore::flush_hits() {
     return {};
   }
   std::lock_guard lock(m_index_mutex);
+  // Losing the last hit records to a power cut is harmless; syncing them
+  // would cost every hit process two fsyncs.
+  auto statistics_only = m_index.defer_sync();
   OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
   for (const auto& [key, hits] : pending.keys) {
     OPCACHE_TRY(m_index.record_hits(key, hits.first, hits.second, m_options.aging.enabled()));

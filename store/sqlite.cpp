@@ -124,9 +124,24 @@ Status Database::enable_wal() {
 
 Status Database::configure() {
   OPCACHE_TRY(enable_wal());
-  OPCACHE_TRY(exec("PRAGMA synchronous=NORMAL"));
+  // Commits are durable when they return (FULL syncs the WAL at each commit);
+  // statistics opt out with DeferredSync. The last connection to close does
+  // not checkpoint: that would sync the WAL and the database file on every
+  // short-lived process (one `opcache get` = one hit); checkpoints run when the
+  // WAL grows past its limit instead, and the WAL stays valid between processes.
+  if (sqlite3_db_config(m_db.get(), SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr) != SQLITE_OK) {
+    return last_error("index " + m_path.string() + ": cannot configure checkpoints");
+  }
+  OPCACHE_TRY(exec("PRAGMA synchronous=FULL"));
   return exec("PRAGMA foreign_keys=ON");
 }
+
+DeferredSync::DeferredSync(Database& db) : m_db(db) {
+  // A failure only costs the sync it meant to save.
+  (void)m_db.exec("PRAGMA synchronous=NORMAL");
+}
+
+DeferredSync::~DeferredSync() { (void)m_db.exec("PRAGMA synchronous=FULL"); }
 
 Status Database::exec(const std::string& sql) {
   char* message = nullptr;

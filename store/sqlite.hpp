@@ -86,6 +86,23 @@ class Database {
   int m_busy_timeout_ms = 0;
 };
 
+/// While alive, commits on `db` are not synced to disk (PRAGMA
+/// synchronous=NORMAL in WAL mode): for statistics — hit counts, access
+/// times, counters — whose last few updates may be lost on a power cut
+/// without harm. A crash still leaves the database consistent (WAL frames
+/// are checksummed; a torn tail is ignored). Every other commit is synced
+/// (synchronous=FULL). Not nestable; one per connection at a time.
+class DeferredSync {
+ public:
+  explicit DeferredSync(Database& db);
+  DeferredSync(const DeferredSync&) = delete;
+  DeferredSync& operator=(const DeferredSync&) = delete;
+  ~DeferredSync();
+
+ private:
+  Database& m_db;
+};
+
 /// BEGIN IMMEDIATE … COMMIT; rolls back in the destructor unless committed.
 class Transaction {
  public:
