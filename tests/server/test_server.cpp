@@ -367,6 +367,14 @@ double metric_value(const std::string& metrics, const std::string& sample) {
   return line.empty() ? -1 : std::stod(line.substr(sample.size() + 1));
 }
 
+// After rejected uploads of `key`: nothing of it is stored or left behind, and
+// /metrics counts `count` rejections for `reason`.
+void check_rejected_upload(const Served& served, const std::string& key, const std::string& reason, int count) {
+  check_nothing_left(served, key);
+  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
+  CHECK(metric_value(metrics.body, "opcache_uploads_rejected_total{reason=\"" + reason + "\"}") == count);
+}
+
 // The body and one header of a raw HTTP response.
 std::string raw_body(const std::string& raw) {
   const auto end = raw.find("\r\n\r\n");
@@ -912,9 +920,7 @@ TEST_CASE("server::PUT rejects a truncated upload and leaves nothing behind") {
     CHECK(connection.wait_closed(5s));
     CHECK(connection.received().empty());  // nothing to answer to a request that never arrived
   }
-  check_nothing_left(served, bundle.key);
-  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
-  CHECK(metric_value(metrics.body, R"(opcache_uploads_rejected_total{reason="incomplete"})") == 2);
+  check_rejected_upload(served, bundle.key, "incomplete", 2);
   check_healthy(served);
 }
 
@@ -952,9 +958,7 @@ TEST_CASE("server::PUT rejects corrupt bundles with 400 corrupt_bundle and leave
                                           bundle.bytes + "trailing"),
               400, "corrupt_bundle");
 
-  check_nothing_left(served, bundle.key);
-  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
-  CHECK(metric_value(metrics.body, R"(opcache_uploads_rejected_total{reason="corrupt"})") == 5);
+  check_rejected_upload(served, bundle.key, "corrupt", 5);
   // The intact bundle is still accepted afterwards.
   CHECK(opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, bundle.bytes).status ==
         201);
@@ -970,9 +974,7 @@ TEST_CASE("server::PUT of a valid bundle under another key is 409 key_mismatch a
   CHECK(contains(put.body, first.key));
   CHECK(contains(put.body, second.key));
   check_nothing_left(served, second.key);
-  check_nothing_left(served, first.key);
-  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
-  CHECK(metric_value(metrics.body, R"(opcache_uploads_rejected_total{reason="key_mismatch"})") == 1);
+  check_rejected_upload(served, first.key, "key_mismatch", 1);
 }
 
 TEST_CASE("server::PUT rejects a bundle whose manifest key was edited to match the URL but not its descriptor") {
@@ -1026,9 +1028,7 @@ TEST_CASE("server::PUT above --max-body is 413 whether the body is sent or only 
     CHECK(raw_has_header(response, "Connection: close"));
     CHECK(connection.wait_closed(5s));
   }
-  check_nothing_left(served, big.key);
-  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
-  CHECK(metric_value(metrics.body, R"(opcache_uploads_rejected_total{reason="too_large"})") == 1);
+  check_rejected_upload(served, big.key, "too_large", 1);
   // A bundle under the limit is accepted.
   CHECK(opcache::test::http_request("PUT", served.entry(small.key), {bearer(k_write_token)}, small.bytes).status ==
         201);
@@ -1089,9 +1089,7 @@ TEST_CASE("server::PUT abandoned mid-stream is dropped after --request-timeout a
   CHECK(elapsed >= 1.5);
   CHECK(elapsed < 5.0);
   CHECK(connection.received().empty());  // nothing to answer to a request that never arrived
-  check_nothing_left(served, bundle.key);
-  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
-  CHECK(metric_value(metrics.body, R"(opcache_uploads_rejected_total{reason="incomplete"})") == 1);
+  check_rejected_upload(served, bundle.key, "incomplete", 1);
   check_healthy(served);
 }
 
