@@ -1,4 +1,5 @@
-// SHA-256 over OpenSSL's EVP interface, streaming.
+// SHA-256, streaming, with OpenSSL's SHA-256 implementation called directly
+// (not through EVP: see sha256.cpp for why).
 #pragma once
 
 #include <array>
@@ -8,7 +9,6 @@
 #include <string>
 #include <string_view>
 
-#include <openssl/evp.h>
 
 namespace opcache::base {
 
@@ -18,6 +18,12 @@ using Sha256Digest = std::array<std::uint8_t, 32>;
 class Sha256 {
  public:
   Sha256();
+  Sha256(Sha256&&) noexcept;
+  Sha256& operator=(Sha256&&) noexcept;
+  Sha256(const Sha256&) = delete;
+  Sha256& operator=(const Sha256&) = delete;
+  ~Sha256();
+
   void update(const void* data, std::size_t size);
   void update(std::string_view data) { update(data.data(), data.size()); }
   /// Finishes the hash; the object must not be updated afterwards.
@@ -26,7 +32,8 @@ class Sha256 {
   std::string finish_hex();
 
  private:
-  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> m_ctx;
+  struct State;
+  std::unique_ptr<State> m_state;
 };
 
 /// Lowercase hexadecimal of `bytes`.
