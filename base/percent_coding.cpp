@@ -2,6 +2,9 @@
 
 namespace opcache::base {
 
+namespace {
+
+// The value of one hexadecimal digit (either case), or -1.
 int hex_digit_value(char c) noexcept {
   if (c >= '0' && c <= '9') {
     return c - '0';
@@ -14,6 +17,8 @@ int hex_digit_value(char c) noexcept {
   }
   return -1;
 }
+
+}  // namespace
 
 std::optional<std::string> percent_decode(std::string_view text, PlusSign plus) {
   std::string out;

@@ -8,9 +8,6 @@
 
 namespace opcache::base {
 
-/// The value of one hexadecimal digit (either case), or -1.
-int hex_digit_value(char c) noexcept;
-
 /// What a '+' stands for: itself (paths, RFC 3986), or a space
 /// (application/x-www-form-urlencoded query strings).
 enum class PlusSign { literal, space };
