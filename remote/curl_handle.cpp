@@ -4,6 +4,9 @@
 #include <array>
 #include <cctype>
 
+#include "base/try.hpp"
+#include "remote/curl_library.hpp"
+
 namespace opcache::remote {
 
 namespace {
@@ -88,6 +91,7 @@ std::string request_prefix(std::string_view what, std::string_view method, std::
 }  // namespace
 
 Status ensure_curl_initialized() {
+  OPCACHE_TRY(load_curl());
   static std::once_flag once;
   static CURLcode outcome = CURLE_OK;
   std::call_once(once, [] { outcome = curl_global_init(CURL_GLOBAL_DEFAULT); });

@@ -7,10 +7,11 @@
 
 #include <curl/curl.h>
 
-#include "remote/s3/text.hpp"
 #include "base/percent_coding.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
+#include "remote/curl_library.hpp"
+#include "remote/s3/text.hpp"
 
 namespace opcache::remote {
 
@@ -127,6 +128,7 @@ Result<std::string> parse_endpoint(std::string_view url, std::string_view endpoi
   if (authority.find('@') != std::string_view::npos) {
     return bad("must not contain credentials; use AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials");
   }
+  OPCACHE_TRY(load_curl());
   UrlHandle parsed(curl_url(), &curl_url_cleanup);
   if (!parsed) {
     return Error::internal("cannot allocate a libcurl URL handle");

@@ -1,0 +1,191 @@
+// The libcurl functions opcache uses, forwarded to libcurl loaded on demand
+// (see curl_library.hpp). Each definition keeps libcurl's own declaration
+// from <curl/curl.h>; the typecheck macros are off here so the names can be
+// defined.
+#define CURL_DISABLE_TYPECHECK 1
+#include "remote/curl_library.hpp"
+
+#include <curl/curl.h>
+#include <dlfcn.h>
+
+#include <cstdarg>
+#include <mutex>
+#include <string>
+
+#ifndef OPCACHE_LIBCURL_SONAME
+#define OPCACHE_LIBCURL_SONAME "libcurl.so.4"
+#endif
+
+#define OPCACHE_CURL_FORWARD __attribute__((visibility("hidden")))
+
+namespace opcache::remote {
+namespace {
+
+/// The resolved entry points; all null until load_curl() succeeds.
+struct CurlFunctions {
+  decltype(&::curl_global_init) global_init = nullptr;
+  decltype(&::curl_easy_init) easy_init = nullptr;
+  decltype(&::curl_easy_cleanup) easy_cleanup = nullptr;
+  decltype(&::curl_easy_reset) easy_reset = nullptr;
+  decltype(&::curl_easy_perform) easy_perform = nullptr;
+  decltype(&::curl_easy_setopt) easy_setopt = nullptr;
+  decltype(&::curl_easy_getinfo) easy_getinfo = nullptr;
+  decltype(&::curl_easy_strerror) easy_strerror = nullptr;
+  decltype(&::curl_slist_append) slist_append = nullptr;
+  decltype(&::curl_slist_free_all) slist_free_all = nullptr;
+  decltype(&::curl_url) url = nullptr;
+  decltype(&::curl_url_cleanup) url_cleanup = nullptr;
+  decltype(&::curl_url_set) url_set = nullptr;
+  decltype(&::curl_url_get) url_get = nullptr;
+  decltype(&::curl_free) free = nullptr;
+};
+
+CurlFunctions g_curl;
+
+template <class Function>
+bool resolve(void* library, const char* name, Function& out, std::string& missing) {
+  out = reinterpret_cast<Function>(dlsym(library, name));
+  if (out == nullptr) {
+    missing = name;
+  }
+  return out != nullptr;
+}
+
+Status load_once() {
+  void* library = dlopen(OPCACHE_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* reason = dlerror();
+    return Error::usage(std::string("remote caches need libcurl, which could not be loaded (") +
+                        (reason ? reason : OPCACHE_LIBCURL_SONAME) +
+                        "); install it (Debian: apt-get install libcurl4) or use the local cache only");
+  }
+  CurlFunctions functions;
+  std::string missing;
+  bool complete = resolve(library, "curl_global_init", functions.global_init, missing) &&
+                  resolve(library, "curl_easy_init", functions.easy_init, missing) &&
+                  resolve(library, "curl_easy_cleanup", functions.easy_cleanup, missing) &&
+                  resolve(library, "curl_easy_reset", functions.easy_reset, missing) &&
+                  resolve(library, "curl_easy_perform", functions.easy_perform, missing) &&
+                  resolve(library, "curl_easy_setopt", functions.easy_setopt, missing) &&
+                  resolve(library, "curl_easy_getinfo", functions.easy_getinfo, missing) &&
+                  resolve(library, "curl_easy_strerror", functions.easy_strerror, missing) &&
+                  resolve(library, "curl_slist_append", functions.slist_append, missing) &&
+                  resolve(library, "curl_slist_free_all", functions.slist_free_all, missing) &&
+                  resolve(library, "curl_url", functions.url, missing) &&
+                  resolve(library, "curl_url_cleanup", functions.url_cleanup, missing) &&
+                  resolve(library, "curl_url_set", functions.url_set, missing) &&
+                  resolve(library, "curl_url_get", functions.url_get, missing) &&
+                  resolve(library, "curl_free", functions.free, missing);
+  if (!complete) {
+    return Error::usage(std::string(OPCACHE_LIBCURL_SONAME) + " lacks " + missing +
+                        " (libcurl 7.62 or newer is needed)");
+  }
+  g_curl = functions;
+  return {};
+}
+
+/// load_curl() for the forwarding functions: true when the functions are there.
+bool loaded() noexcept { return static_cast<bool>(load_curl()); }
+
+}  // namespace
+
+Status load_curl() {
+  static std::once_flag once;
+  static Status outcome;
+  std::call_once(once, [] { outcome = load_once(); });
+  return outcome;
+}
+
+bool curl_is_loaded() noexcept {
+  return dlopen(OPCACHE_LIBCURL_SONAME, RTLD_NOLOAD | RTLD_LAZY) != nullptr;
+}
+
+}  // namespace opcache::remote
+
+using opcache::remote::g_curl;
+using opcache::remote::loaded;
+
+// libcurl's option and info arguments are one value whose type follows from
+// the option's number range (<curl/curl.h>: CURLOPTTYPE_*, CURLINFO_*).
+
+extern "C" {
+
+OPCACHE_CURL_FORWARD CURLcode curl_global_init(long flags) {
+  return loaded() ? g_curl.global_init(flags) : CURLE_FAILED_INIT;
+}
+
+OPCACHE_CURL_FORWARD CURL* curl_easy_init() { return loaded() ? g_curl.easy_init() : nullptr; }
+
+OPCACHE_CURL_FORWARD void curl_easy_cleanup(CURL* handle) {
+  if (handle != nullptr && loaded()) g_curl.easy_cleanup(handle);
+}
+
+OPCACHE_CURL_FORWARD void curl_easy_reset(CURL* handle) {
+  if (loaded()) g_curl.easy_reset(handle);
+}
+
+OPCACHE_CURL_FORWARD CURLcode curl_easy_perform(CURL* handle) {
+  return loaded() ? g_curl.easy_perform(handle) : CURLE_FAILED_INIT;
+}
+
+OPCACHE_CURL_FORWARD CURLcode curl_easy_setopt(CURL* handle, CURLoption option, ...) {
+  if (!loaded()) return CURLE_FAILED_INIT;
+  va_list arguments;
+  va_start(arguments, option);
+  CURLcode code;
+  if (option < CURLOPTTYPE_OBJECTPOINT) {
+    code = g_curl.easy_setopt(handle, option, va_arg(arguments, long));
+  } else if (option < CURLOPTTYPE_FUNCTIONPOINT) {
+    code = g_curl.easy_setopt(handle, option, va_arg(arguments, void*));
+  } else if (option < CURLOPTTYPE_OFF_T) {
+    code = g_curl.easy_setopt(handle, option, va_arg(arguments, void (*)()));
+  } else if (option < CURLOPTTYPE_BLOB) {
+    code = g_curl.easy_setopt(handle, option, va_arg(arguments, curl_off_t));
+  } else {
+    code = g_curl.easy_setopt(handle, option, va_arg(arguments, void*));
+  }
+  va_end(arguments);
+  return code;
+}
+
+OPCACHE_CURL_FORWARD CURLcode curl_easy_getinfo(CURL* handle, CURLINFO info, ...) {
+  if (!loaded()) return CURLE_FAILED_INIT;
+  va_list arguments;
+  va_start(arguments, info);
+  // Every CURLINFO_* argument is a pointer to where the value goes.
+  CURLcode code = g_curl.easy_getinfo(handle, info, va_arg(arguments, void*));
+  va_end(arguments);
+  return code;
+}
+
+OPCACHE_CURL_FORWARD const char* curl_easy_strerror(CURLcode code) {
+  return loaded() ? g_curl.easy_strerror(code) : "libcurl is not loaded";
+}
+
+OPCACHE_CURL_FORWARD curl_slist* curl_slist_append(curl_slist* list, const char* line) {
+  return loaded() ? g_curl.slist_append(list, line) : nullptr;
+}
+
+OPCACHE_CURL_FORWARD void curl_slist_free_all(curl_slist* list) {
+  if (list != nullptr && loaded()) g_curl.slist_free_all(list);
+}
+
+OPCACHE_CURL_FORWARD CURLU* curl_url() { return loaded() ? g_curl.url() : nullptr; }
+
+OPCACHE_CURL_FORWARD void curl_url_cleanup(CURLU* url) {
+  if (url != nullptr && loaded()) g_curl.url_cleanup(url);
+}
+
+OPCACHE_CURL_FORWARD CURLUcode curl_url_set(CURLU* url, CURLUPart part, const char* content, unsigned int flags) {
+  return loaded() ? g_curl.url_set(url, part, content, flags) : CURLUE_OUT_OF_MEMORY;
+}
+
+OPCACHE_CURL_FORWARD CURLUcode curl_url_get(CURLU* url, CURLUPart part, char** content, unsigned int flags) {
+  return loaded() ? g_curl.url_get(url, part, content, flags) : CURLUE_OUT_OF_MEMORY;
+}
+
+OPCACHE_CURL_FORWARD void curl_free(void* pointer) {
+  if (pointer != nullptr && loaded()) g_curl.free(pointer);
+}
+
+}  // extern "C"

@@ -1,0 +1,82 @@
+// libcurl is loaded on demand (remote/curl_library.hpp): a process that never
+// talks to a remote never maps it. Checked on the real CLI through the
+// dynamic loader's own trace (LD_DEBUG=files), which names every object it
+// maps, whether at start-up or by dlopen().
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "remote/curl_library.hpp"
+#include "tests/support/kernels.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace opcache::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Runs the CLI with the loader's trace written under `trace_dir`; returns
+// the run and the trace (every file the loader wrote, concatenated).
+std::pair<ProcessResult, std::string> run_traced(const std::vector<std::string>& args, const fs::path& trace_dir) {
+  fs::remove_all(trace_dir);
+  fs::create_directories(trace_dir);
+  ProcessOptions options;
+  options.env = {{"LD_DEBUG", "files"}, {"LD_DEBUG_OUTPUT", (trace_dir / "ld").string()}};
+  options.unset_env = hermetic_variables();
+  auto result = run_cli(args, options);
+  std::string trace;
+  for (const auto& file : fs::directory_iterator(trace_dir)) {
+    trace += read_text(file.path());
+  }
+  return {result, trace};
+}
+
+bool maps_libcurl(const std::string& trace) { return trace.find("libcurl.so") != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("remote::curl_library: the CLI maps libcurl only when a remote is used") {
+  TempDir dir;
+  const auto kernel = make_kernel(dir / "kernel", "square", 48);
+  write_text(dir / "square.desc.json", kernel.descriptor_json);
+  const std::vector<std::string> cache{"--cache-dir", (dir / "cache").string()};
+
+  std::vector<std::string> put = cache;
+  put.insert(put.end(), {"--json", "put", "--desc", (dir / "square.desc.json").string(), "--scenario", k_test_scenario});
+  for (const auto& file : kernel.files()) put.push_back(file.string());
+  auto [stored, put_trace] = run_traced(put, dir / "trace");
+  INFO("put: ", stored.err);
+  REQUIRE(stored.exit_code == 0);
+  const std::string key = nlohmann::json::parse(stored.out).at("key");
+  CHECK_FALSE(maps_libcurl(put_trace));
+  REQUIRE(put_trace.find("libsqlite3.so") != std::string::npos);  // the trace does name mapped libraries
+
+  std::vector<std::string> hit = cache;
+  hit.insert(hit.end(), {"get", key, "--out", (dir / "out").string()});
+  auto [got, hit_trace] = run_traced(hit, dir / "trace");
+  INFO("get: ", got.err);
+  CHECK(got.exit_code == 0);
+  CHECK(read_text(dir / "out" / kernel.object.filename()) == read_text(kernel.object));
+  CHECK_FALSE(maps_libcurl(hit_trace));
+
+  // A miss with an http remote asks the remote (nothing listens on port 9
+  // of loopback): libcurl is mapped then, and the miss is still a miss.
+  std::vector<std::string> remote_miss = cache;
+  remote_miss.insert(remote_miss.end(), {"--remote", "http://127.0.0.1:9", "get", std::string(64, 'a'), "--out",
+                                         (dir / "out2").string()});
+  auto [missed, miss_trace] = run_traced(remote_miss, dir / "trace");
+  INFO("remote get: ", missed.err);
+  CHECK(missed.exit_code == 1);
+  CHECK(maps_libcurl(miss_trace));
+}
+
+TEST_CASE("remote::curl_library: load_curl resolves libcurl once and every call after it agrees") {
+  REQUIRE(opcache::remote::load_curl());
+  CHECK(opcache::remote::load_curl());
+  CHECK(opcache::remote::curl_is_loaded());
+}
