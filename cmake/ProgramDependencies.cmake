@@ -1,0 +1,36 @@
+# How opcache's programs link their dependencies.
+#
+# A cache hit through `opcache exec` is a whole process; with OpenSSL, SQLite,
+# zstd, inih and libstdc++ as shared objects the dynamic loader spends more
+# time resolving their symbols (~7,600 symbol relocations) than the hit spends
+# on its work. The CLI therefore links Debian's static archives of them
+# (packages libssl-dev, libsqlite3-dev, libzstd-dev, libinih-dev, and GCC's
+# libstdc++.a), and loads libcurl only when a remote is used
+# (remote/curl_library.cpp). The libraries (libopcache.so, libopcache.a) keep
+# linking the shared objects: they are for other programs to link.
+#
+# Defines the INTERFACE target opcache_program_dependencies.
+
+option(OPCACHE_STATIC_PROGRAM_DEPENDENCIES
+  "Link the opcache CLI against static archives of OpenSSL, SQLite, zstd, inih and libstdc++ (faster start-up)" ON)
+
+add_library(opcache_program_dependencies INTERFACE)
+if(OPCACHE_STATIC_PROGRAM_DEPENDENCIES)
+  set(_opcache_archives)
+  # Order matters for static archives: a library before the ones it needs.
+  foreach(_pair "ssl;libssl-dev" "crypto;libssl-dev" "sqlite3;libsqlite3-dev" "zstd;libzstd-dev" "inih;libinih-dev")
+    list(GET _pair 0 _name)
+    list(GET _pair 1 _package)
+    find_library(OPCACHE_ARCHIVE_${_name} NAMES lib${_name}.a)
+    if(NOT OPCACHE_ARCHIVE_${_name})
+      message(FATAL_ERROR "opcache: lib${_name}.a not found. Install the Debian package '${_package}' "
+        "(scripts/install-deps.sh does), or configure with -DOPCACHE_STATIC_PROGRAM_DEPENDENCIES=OFF.")
+    endif()
+    list(APPEND _opcache_archives ${OPCACHE_ARCHIVE_${_name}})
+  endforeach()
+  target_link_libraries(opcache_program_dependencies INTERFACE ${_opcache_archives} ${CMAKE_DL_LIBS} Threads::Threads m)
+  target_link_options(opcache_program_dependencies INTERFACE -static-libstdc++ -static-libgcc)
+else()
+  target_link_libraries(opcache_program_dependencies INTERFACE
+    OpenSSL::SSL OpenSSL::Crypto zstd::libzstd_shared SQLite::SQLite3 PkgConfig::INIH Threads::Threads ${CMAKE_DL_LIBS})
+endif()
