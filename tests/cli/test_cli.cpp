@@ -826,7 +826,7 @@ TEST_CASE("cli::verify exits 0 on a clean store and reports what it checked") {
   CHECK(contains(text.out, "0 problems"));
 }
 
-TEST_CASE("cli::verify exits 3 on a corrupted object; --repair drops that entry and keeps the others") {
+TEST_CASE("cli::verify exits 3 on a corrupted object, --repair drops that entry and keeps the others") {
   TempDir dir;
   Cli cli(dir);
   auto a = make_kernel(dir / "a", "square", 16);
@@ -905,7 +905,7 @@ TEST_CASE("cli::get of a corrupted object is a miss (exit 1) and never writes th
   CHECK(counters.value("hits", 0) == 0);
 }
 
-TEST_CASE("cli::version prints the version and the format versions; --json has the same fields") {
+TEST_CASE("cli::version prints the version and the format versions, --json has the same fields") {
   auto text = opcache::test::run_cli({"version"}, hermetic());
   CHECK(text.exit_code == 0);
   CHECK(text.out == std::string("opcache ") + opcache::k_version_string + " (key opcache-key-v1, bundle format " +

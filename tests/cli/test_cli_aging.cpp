@@ -316,7 +316,7 @@ TEST_CASE("cli::config shows the mode from --mode, OPCACHE_MODE or [cache] mode 
   }
 }
 
-TEST_CASE("cli::gc --dry-run lists what aging would remove and removes nothing; gc removes it") {
+TEST_CASE("cli::gc --dry-run lists what aging would remove and removes nothing, gc removes it") {
   TempDir dir;
   AgingCli cli(dir);
   write_text(cli.cache() / "op_cache.ini", "[op_compiler_cache]\nmax_op_cache_size=1\nremain_cache_size_ratio=50\n");
@@ -391,7 +391,7 @@ TEST_CASE("cli::gc --dry-run lists what aging would remove and removes nothing; 
   CHECK(contains(human.out, "evictions              5"));
 }
 
-TEST_CASE("cli::pin and unpin exit 0 for present keys and 1 for absent ones; pinned entries survive gc") {
+TEST_CASE("cli::pin and unpin exit 0 for present keys and 1 for absent ones, pinned entries survive gc") {
   TempDir dir;
   AgingCli cli(dir);
   write_text(cli.cache() / "op_cache.ini", "[op_compiler_cache]\nmax_op_cache_size=1\nremain_cache_size_ratio=50\n");

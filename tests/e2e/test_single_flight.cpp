@@ -307,7 +307,7 @@ int copy_kernel_callback(const char* work_dir, void* user_data) {
 
 }  // namespace
 
-TEST_CASE("e2e::single flight C ABI opcache_get_or_build calls the callback once, then hits; a failure stores nothing") {
+TEST_CASE("e2e::single flight C ABI opcache_get_or_build calls the callback once, then hits, a failure stores nothing") {
   hermetic_environment();
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir / "kernel", "relu", 96);

@@ -598,7 +598,7 @@ TEST_CASE("refcc: a second compile of the same descriptor is a cache hit with by
   CHECK(second.files == first.files);
 }
 
-TEST_CASE("refcc: equivalent descriptors share a key; different shapes and --no-cache do not hit") {
+TEST_CASE("refcc: equivalent descriptors share a key, different shapes and --no-cache do not hit") {
   TempDir dir;
   auto base = compile(dir, matmul_descriptor(16), "km");
   json spelled = matmul_descriptor(16);

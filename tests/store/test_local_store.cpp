@@ -346,7 +346,7 @@ TEST_CASE("store::LocalStore with aging disabled (-1) counts hits but keeps last
   CHECK((*entry)->last_access_ms == stored_at);
 }
 
-TEST_CASE("store::LocalStore keep_existing keeps the stored bundle; replace swaps it and retires the old object") {
+TEST_CASE("store::LocalStore keep_existing keeps the stored bundle, replace swaps it and retires the old object") {
   TempDir temp;
   auto square = make_kernel(temp / "src", "square", 16);
   auto other = make_kernel(temp / "src", "relu", 16);
