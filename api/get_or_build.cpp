@@ -90,7 +90,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
     OPCACHE_TRY_ASSIGN(auto entry, local.find(result.key));
     if (!entry && !force) {
       // Layered lookup: a verified remote hit becomes a local entry.
-      OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(result.key));
+      OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(result.key, &scenario));
       if (fetched) {
         OPCACHE_TRY_ASSIGN(entry, local.find(result.key));
       }

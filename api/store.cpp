@@ -12,11 +12,19 @@
 
 namespace opcache {
 
-Result<bool> Store::Impl::fetch_from_remotes(const std::string& key) {
+Result<bool> Store::Impl::fetch_from_remotes(const std::string& key, const Scenario* scenario) {
   if (!remotes || remotes->empty()) {
     return false;
   }
-  return remotes->fetch_into_local(key);
+  if (scenario == nullptr) {
+    return remotes->fetch_into_local(key);
+  }
+  ListFilter filter;
+  filter.device_mode = to_string(scenario->device_mode);
+  filter.phase = to_string(scenario->phase);
+  filter.toolchain = scenario->toolchain;
+  filter.soc = scenario->soc;
+  return remotes->fetch_into_local(key, &filter);
 }
 
 Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {

@@ -20,8 +20,9 @@ struct Store::Impl {
   store::VolatileFieldFilter volatile_fields;
   std::int64_t opened_at_ms = 0;  ///< force mode rebuilds entries stored before this
 
-  /// The local store, then the remotes: true when `key` is (now) stored locally.
-  Result<bool> fetch_from_remotes(const std::string& key);
+  /// The local store, then the remotes: true when `key` is (now) stored
+  /// locally. `scenario`, when the caller knows it, lets a remote prefetch it.
+  Result<bool> fetch_from_remotes(const std::string& key, const Scenario* scenario = nullptr);
 
   /// Queues a freshly stored key for background upload.
   void after_store(const std::string& key) {

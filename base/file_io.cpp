@@ -165,11 +165,11 @@ AtomicFile::~AtomicFile() {
   }
 }
 
-Status AtomicFile::finish_writing() {
+Status AtomicFile::finish_writing(Durability durability) {
   if (m_closed) {
     return {};
   }
-  if (::fsync(m_fd.get()) != 0) {
+  if (durability == Durability::synced && ::fsync(m_fd.get()) != 0) {
     return errno_error("cannot fsync", m_temp_path, errno);
   }
   if (::close(m_fd.release()) != 0) {
@@ -189,13 +189,16 @@ Status AtomicFile::commit(const fs::path& target) {
   return fsync_directory(directory);
 }
 
-Result<bool> AtomicFile::link_if_absent(const fs::path& target) {
-  OPCACHE_TRY(finish_writing());
+Result<bool> AtomicFile::link_if_absent(const fs::path& target, Durability durability) {
+  OPCACHE_TRY(finish_writing(durability));
   if (::link(m_temp_path.c_str(), target.c_str()) != 0) {
     if (errno == EEXIST) {
       return false;
     }
     return errno_error("cannot link " + m_temp_path.string() + " to", target, errno);
+  }
+  if (durability == Durability::deferred) {
+    return true;
   }
   fs::path directory = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   OPCACHE_TRY(fsync_directory(directory));

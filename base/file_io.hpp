@@ -61,6 +61,13 @@ Status ensure_directory(const fs::path& directory);
 /// 16 lowercase hex characters from the system's random source.
 std::string random_token();
 
+/// When a file written through AtomicFile reaches the disk. `synced`: the file
+/// and its directory are fsynced before the call returns, so the name never
+/// survives a power cut without its bytes. `deferred`: no fsync; the caller
+/// makes a batch durable at once later (syncfs, see LocalStore::sync) or can
+/// afford to lose the file — a reader must then verify what it reads.
+enum class Durability { synced, deferred };
+
 /// A new file in `directory` that becomes visible under its final name only
 /// when `commit()` succeeds; otherwise the destructor removes it (ccache's
 /// AtomicFile, Nix's temp-then-rename). The temp name is "<pid>-<random>.tmp"
@@ -81,8 +88,9 @@ class AtomicFile {
 
   Status write(const void* data, std::size_t size) { return write_all(m_fd.get(), data, size, m_temp_path); }
 
-  /// fsyncs and closes the temp file; further writes fail. Idempotent.
-  Status finish_writing();
+  /// fsyncs (unless `deferred`) and closes the temp file; further writes
+  /// fail. Idempotent.
+  Status finish_writing(Durability durability = Durability::synced);
 
   /// finish_writing(), then renames onto `target` (replacing it atomically)
   /// and fsyncs the target's directory. After success the object is inert.
@@ -91,7 +99,8 @@ class AtomicFile {
   /// finish_writing(), then hard-links the temp file to `target` unless
   /// `target` exists (returns false then). The temp file itself stays until
   /// destruction, so the caller can link it again if `target` disappears.
-  Result<bool> link_if_absent(const fs::path& target);
+  /// With `deferred`, neither the file nor the directory is fsynced.
+  Result<bool> link_if_absent(const fs::path& target, Durability durability = Durability::synced);
 
  private:
   AtomicFile(FileDescriptor fd, fs::path temp_path) : m_fd(std::move(fd)), m_temp_path(std::move(temp_path)) {}

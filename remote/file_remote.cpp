@@ -70,6 +70,8 @@ class FileRemote final : public RemoteStore {
     return present;
   }
 
+  bool lists_by_scenario() const override { return false; }
+
   Result<std::vector<std::string>> list_keys(const ListFilter& filter) override {
     if (!filter.device_mode.empty() || !filter.phase.empty() || !filter.toolchain.empty() || !filter.soc.empty() ||
         !filter.op_type.empty()) {

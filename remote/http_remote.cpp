@@ -314,7 +314,8 @@ class HttpRemote final : public RemoteStore {
 }  // namespace
 
 Result<std::unique_ptr<RemoteStore>> make_http_remote(const RemoteOptions& options) {
-  OPCACHE_TRY(ensure_curl_initialized());
+  // libcurl is loaded by the first request (make_easy_handle), not here: a
+  // process whose lookups all hit locally never needs it.
   return std::unique_ptr<RemoteStore>(new HttpRemote(options, RetryTiming::system()));
 }
 

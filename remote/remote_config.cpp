@@ -41,11 +41,13 @@ Status apply_attribute(RemoteOptions& options, const std::string& name, const st
   } else if (name == "cooldown") {
     OPCACHE_TRY_ASSIGN(auto cooldown, parse_positive(at, value, 86400));
     options.cooldown_s = static_cast<int>(cooldown);
+  } else if (name == "prefetch") {
+    OPCACHE_TRY_ASSIGN(options.prefetch, parse_positive(at, value, 1000000));
   } else if (name == "ca-file" || name == "ca_file") {
     options.ca_file = value;
   } else {
     return Error::usage(at + " is not a remote attribute (allowed: read-only, upload, connect-timeout, timeout, "
-                             "retries, parallelism, cooldown, ca-file)");
+                             "retries, parallelism, cooldown, prefetch, ca-file)");
   }
   return {};
 }

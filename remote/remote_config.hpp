@@ -4,6 +4,7 @@
 // section's token_file, never from the command line.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -24,13 +25,14 @@ struct RemoteOptions {
   int retries = 2;               ///< extra attempts for idempotent requests
   int parallelism = 8;           ///< concurrent transfers in push/pull
   int cooldown_s = 60;           ///< circuit breaker: how long a failed remote is skipped
+  std::int64_t prefetch = 10000; ///< pull a scenario on its first miss when it has at most this many entries (0: never)
   std::string ca_file;           ///< https: trust these CA certificates (PEM) instead of the system's
   std::string token;             ///< bearer token for http(s); never printed
   std::string source;            ///< where it was configured, for messages
 };
 
 /// Parses "URL[|attribute[=value]]…": read-only, upload, connect-timeout=MS,
-/// timeout=MS, retries=N, parallelism=N, cooldown=S, ca-file=PATH. `usage` errors name the
+/// timeout=MS, retries=N, parallelism=N, cooldown=S, prefetch=N, ca-file=PATH. `usage` errors name the
 /// attribute. The URL scheme must be http, https, s3 or file.
 Result<RemoteOptions> parse_remote_spec(const std::string& spec, const std::string& source);
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "base/file_io.hpp"
+#include "remote/prefetch.hpp"
 #include "store/key.hpp"
 #include "base/try.hpp"
 
@@ -168,10 +169,18 @@ RemoteSet::~RemoteSet() {
   }
 }
 
-Result<bool> RemoteSet::fetch_into_local(const std::string& key) {
+Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilter* scenario) {
   for (const auto& remote : m_remotes) {
     if (!remote.breaker->allows()) {
       continue;
+    }
+    if (scenario != nullptr) {
+      prefetch_scenario(m_local, remote, *scenario);
+      OPCACHE_TRY_ASSIGN(bool prefetched, m_local.contains(key));
+      if (prefetched) {
+        (void)m_local.record_counter("remote_hits", 1);
+        return true;
+      }
     }
     OPCACHE_TRY_ASSIGN(auto file, m_local.create_temp());
     auto fetched = remote.store->fetch(key, file.fd());

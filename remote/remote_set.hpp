@@ -43,8 +43,10 @@ class RemoteSet {
   /// Tries each remote whose breaker allows it, in order. A bundle that is
   /// found is verified and adopted into the local store (true). A corrupt or
   /// mis-keyed answer is reported, counted and never stored; a failing remote
-  /// opens its breaker. Never fails for remote reasons: false then.
-  Result<bool> fetch_into_local(const std::string& key);
+  /// opens its breaker. Never fails for remote reasons: false then. With
+  /// `scenario` (the lookup's scenario), each remote first gets the chance to
+  /// prefetch the whole scenario (remote/prefetch.hpp).
+  Result<bool> fetch_into_local(const std::string& key, const ListFilter* scenario = nullptr);
 
   /// Queues `key` (stored locally) for upload to every remote with `upload`.
   /// Never blocks on the network. At most 10,000 queued per remote.

@@ -39,6 +39,10 @@ class RemoteStore {
 
   /// Every key whose entry matches `filter` (scenario fields, op type).
   virtual Result<std::vector<std::string>> list_keys(const ListFilter& filter) = 0;
+
+  /// Whether list_keys() can filter by scenario (device mode, phase,
+  /// toolchain, soc); prefetching needs it.
+  virtual bool lists_by_scenario() const { return true; }
 };
 
 /// Opens the backend for `options.url` (scheme → factory). Performs no I/O

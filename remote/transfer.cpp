@@ -152,6 +152,7 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   TransferSummary summary;
   summary.remote = remote.store->name();
   std::vector<std::string> listed = request.keys;
+  const bool from_listing = listed.empty() || request.keys_from_listing;
   if (listed.empty()) {
     OPCACHE_TRY_ASSIGN(listed, remote.store->list_keys(request.filter));
   }
@@ -166,13 +167,16 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
       wanted.push_back(key);
     }
   }
-  OPCACHE_TRY_ASSIGN(auto present, remote.store->query(wanted));
-  std::vector<std::string> fetchable;
-  for (std::size_t i = 0; i < wanted.size(); ++i) {
-    if (present[i]) {
-      fetchable.push_back(wanted[i]);
-    } else {
-      ++summary.skipped;  // the remote does not have it either
+  // Listed keys are on the remote; explicit ones are asked about in one query.
+  std::vector<std::string> fetchable = from_listing ? wanted : std::vector<std::string>{};
+  if (!from_listing) {
+    OPCACHE_TRY_ASSIGN(auto present, remote.store->query(wanted));
+    for (std::size_t i = 0; i < wanted.size(); ++i) {
+      if (present[i]) {
+        fetchable.push_back(wanted[i]);
+      } else {
+        ++summary.skipped;  // the remote does not have it either
+      }
     }
   }
   TransferRun run(summary, request, static_cast<std::int64_t>(fetchable.size()));
@@ -182,7 +186,8 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
     if (!found) {
       return Error::not_found("the remote no longer has " + key);
     }
-    auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing);
+    // Not synced one by one: the whole pull is synced once below.
+    auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred);
     if (!adopted) {
       if (adopted.error().code() == ErrorCode::corrupt) {
         (void)local.record_counter("remote_corrupt", 1);
@@ -192,6 +197,9 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
     }
     return adopted->bundle_bytes;
   });
+  if (summary.transferred > 0) {
+    OPCACHE_TRY(local.sync());
+  }
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return summary;
 }

@@ -16,6 +16,7 @@ namespace opcache::remote {
 
 struct TransferRequest {
   std::vector<std::string> keys;  ///< explicit keys; empty means every entry matching `filter`
+  bool keys_from_listing = false; ///< `keys` came from the remote's listing: pull asks no presence query
   ListFilter filter;              ///< used when `keys` is empty
   int parallelism = 0;            ///< 0: the remote's `parallelism` attribute
   std::function<void(const TransferProgress&)> progress;  ///< called from worker threads

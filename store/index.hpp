@@ -55,6 +55,11 @@ class Index {
   /// Commits made while the returned guard lives are not synced to disk: for
   /// hit counts, access times and counters only (see DeferredSync).
   DeferredSync defer_sync() { return DeferredSync(m_db); }
+  /// defer_sync() when `defer` is true; nothing (commits stay synced) otherwise.
+  std::optional<DeferredSync> defer_sync_if(bool defer) {
+    if (!defer) return std::nullopt;
+    return std::optional<DeferredSync>(std::in_place, m_db);
+  }
 
   Result<std::optional<IndexEntry>> lookup(const std::string& key);
   /// Inserts or replaces the row for entry.key.

@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <set>
 
 #include "store/bundle_reader.hpp"
@@ -178,8 +180,9 @@ Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy polic
 
 Result<base::AtomicFile> LocalStore::create_temp() const { return base::AtomicFile::create(m_layout.tmp()); }
 
-Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy) {
-  OPCACHE_TRY(file.finish_writing());
+Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
+                                     base::Durability durability) {
+  OPCACHE_TRY(file.finish_writing(durability));
   OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(file.temp_path()));
   base::FdSource source(fd.get(), file.temp_path());
   std::string digest;
@@ -187,30 +190,41 @@ Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& e
   if (manifest.key != expected_key) {
     return Error::corrupt("bundle is for key " + manifest.key + ", not the requested " + expected_key);
   }
-  return adopt_verified(std::move(file), manifest, digest, static_cast<std::int64_t>(source_bytes(fd.get())), policy);
+  return adopt_verified(std::move(file), manifest, digest, static_cast<std::int64_t>(source_bytes(fd.get())), policy,
+                        durability);
 }
 
 Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
-                                              std::int64_t bundle_bytes, ReplacePolicy policy) {
+                                              std::int64_t bundle_bytes, ReplacePolicy policy,
+                                              base::Durability durability) {
   if (policy == ReplacePolicy::keep_existing) {
     OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(manifest.key));
     if (kept) {
       return *kept;
     }
   }
-  return publish(std::move(file), manifest, digest, bundle_bytes, policy);
+  return publish(std::move(file), manifest, digest, bundle_bytes, policy, durability);
+}
+
+Status LocalStore::sync() {
+  OPCACHE_TRY_ASSIGN(base::FileDescriptor root, base::open_for_reading(m_layout.root()));
+  if (::syncfs(root.get()) != 0) {
+    return Error::io("cannot sync the file system of " + m_layout.root().string() + ": " + std::strerror(errno));
+  }
+  return {};
 }
 
 Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
-                                       std::int64_t bundle_bytes, ReplacePolicy policy) {
+                                       std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability) {
   const auto object = m_layout.object_path(digest);
   OPCACHE_TRY(base::ensure_directory(object.parent_path()));
-  OPCACHE_TRY(file.link_if_absent(object));
+  OPCACHE_TRY(file.link_if_absent(object, durability));
 
   PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
   std::optional<std::string> retired_digest;
   {
     std::lock_guard lock(m_index_mutex);
+    auto unsynced_commit = m_index.defer_sync_if(durability == base::Durability::deferred);
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
     OPCACHE_TRY_ASSIGN(auto existing, m_index.lookup(manifest.key));
     if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest)) {
@@ -225,7 +239,7 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
     // A concurrent `verify --repair` may have taken our object for an orphan.
     if (!object_exists(digest)) {
       OPCACHE_TRY(base::ensure_directory(object.parent_path()));
-      OPCACHE_TRY(file.link_if_absent(object));
+      OPCACHE_TRY(file.link_if_absent(object, durability));
     }
     IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
     if (existing) {

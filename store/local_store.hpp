@@ -74,13 +74,23 @@ class LocalStore {
   Result<base::AtomicFile> create_temp() const;
 
   /// Verifies a complete bundle in `file` (made by create_temp) and stores it
-  /// if its manifest key equals `expected_key`; `corrupt` otherwise.
-  Result<PutOutcome> adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy);
+  /// if its manifest key equals `expected_key`; `corrupt` otherwise. With
+  /// `Durability::deferred` nothing is fsynced (object, directory, index row):
+  /// for batches (a pull) that end with sync(); a power cut before that may
+  /// lose the entry or leave its object short, which get() then detects,
+  /// drops and reports as a miss — never serves.
+  Result<PutOutcome> adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
+                           base::Durability durability = base::Durability::synced);
 
   /// Stores a bundle the caller has already checked with verify_bundle()
   /// (`manifest`, `digest` and `bundle_bytes` are what that returned).
   Result<PutOutcome> adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
-                                    std::int64_t bundle_bytes, ReplacePolicy policy);
+                                    std::int64_t bundle_bytes, ReplacePolicy policy,
+                                    base::Durability durability = base::Durability::synced);
+
+  /// Makes everything written to the store so far durable with one syncfs()
+  /// of its file system: the batch of deferred adoptions before it included.
+  Status sync();
 
   /// Verifies the entry and writes its members into `out_dir` (created if
   /// missing). A miss, a missing object or a corrupt object is std::nullopt;
@@ -142,7 +152,8 @@ class LocalStore {
   LocalStore(StoreOptions options, Index index);
 
   Result<PutOutcome> publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
-                             std::int64_t bundle_bytes, ReplacePolicy policy);
+                             std::int64_t bundle_bytes, ReplacePolicy policy,
+                             base::Durability durability = base::Durability::synced);
   Result<std::optional<PutOutcome>> keep_if_present(const std::string& key);
   // Drops a row whose object is missing or corrupt, if it still points there.
   void drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name);

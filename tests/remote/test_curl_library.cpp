@@ -40,7 +40,7 @@ bool maps_libcurl(const std::string& trace) { return trace.find("libcurl.so") !=
 
 }  // namespace
 
-TEST_CASE("remote::curl_library: the CLI maps libcurl only when a remote is used") {
+TEST_CASE("remote::curl_library: the CLI maps libcurl only when a remote is asked, not for a local hit") {
   TempDir dir;
   const auto kernel = make_kernel(dir / "kernel", "square", 48);
   write_text(dir / "square.desc.json", kernel.descriptor_json);
@@ -64,11 +64,19 @@ TEST_CASE("remote::curl_library: the CLI maps libcurl only when a remote is used
   CHECK(read_text(dir / "out" / kernel.object.filename()) == read_text(kernel.object));
   CHECK_FALSE(maps_libcurl(hit_trace));
 
+  // A hit with an http remote configured: the remote is never asked.
+  std::vector<std::string> remote_hit = cache;
+  remote_hit.insert(remote_hit.end(), {"--remote", "http://127.0.0.1:9", "get", key, "--out", (dir / "out2").string()});
+  auto [remote_got, remote_hit_trace] = run_traced(remote_hit, dir / "trace");
+  INFO("get with a remote: ", remote_got.err);
+  CHECK(remote_got.exit_code == 0);
+  CHECK_FALSE(maps_libcurl(remote_hit_trace));
+
   // A miss with an http remote asks the remote (nothing listens on port 9
   // of loopback): libcurl is mapped then, and the miss is still a miss.
   std::vector<std::string> remote_miss = cache;
   remote_miss.insert(remote_miss.end(), {"--remote", "http://127.0.0.1:9", "get", std::string(64, 'a'), "--out",
-                                         (dir / "out2").string()});
+                                         (dir / "out3").string()});
   auto [missed, miss_trace] = run_traced(remote_miss, dir / "trace");
   INFO("remote get: ", missed.err);
   CHECK(missed.exit_code == 1);

@@ -1,0 +1,76 @@
+#include "remote/prefetch.hpp"
+
+#include <filesystem>
+#include <string>
+
+#include "base/file_io.hpp"
+#include "base/lock_file.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
+#include "remote/transfer.hpp"
+
+namespace opcache::remote {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// <cache>/remotes/prefetch-<16 hex of sha256(remote, scenario)>
+fs::path marker_path(const store::LocalStore& local, const Remote& remote, const ListFilter& scenario) {
+  const std::string identity = remote.store->name() + '\n' + scenario.device_mode + '\n' + scenario.phase + '\n' +
+                               scenario.toolchain + '\n' + scenario.soc;
+  return local.layout().root() / "remotes" / ("prefetch-" + base::sha256_hex(identity).substr(0, 16));
+}
+
+bool is_fresh(const fs::path& marker) {
+  std::error_code error;
+  const auto written = fs::last_write_time(marker, error);
+  return !error && fs::file_time_type::clock::now() - written < k_prefetch_interval;
+}
+
+// Under the lock: list, pull when small enough, then mark the scenario done
+// (also when it was too large, so the listing is not repeated every miss).
+Status prefetch_locked(store::LocalStore& local, const Remote& remote, ListFilter filter, const fs::path& marker) {
+  filter.op_type.clear();
+  filter.limit = remote.options.prefetch + 1;
+  OPCACHE_TRY_ASSIGN(auto keys, remote.store->list_keys(filter));
+  if (static_cast<std::int64_t>(keys.size()) <= remote.options.prefetch && !keys.empty()) {
+    TransferRequest request;
+    request.keys = std::move(keys);
+    request.keys_from_listing = true;
+    OPCACHE_TRY_ASSIGN(auto summary, pull(local, remote, request));
+    (void)local.record_counter("remote_prefetched", summary.transferred);
+    if (summary.failed > 0) {
+      local.options().warn("prefetch from remote " + remote.store->name() + ": " + std::to_string(summary.failed) +
+                           " of " + std::to_string(summary.requested) + " entries failed");
+    }
+  }
+  return base::write_file_atomic(marker, "");
+}
+
+}  // namespace
+
+void prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario) {
+  if (remote.options.prefetch <= 0 || !remote.store->lists_by_scenario() || !remote.breaker->allows()) {
+    return;
+  }
+  const fs::path marker = marker_path(local, remote, scenario);
+  if (is_fresh(marker)) {
+    return;
+  }
+  auto status = [&]() -> Status {
+    OPCACHE_TRY(base::ensure_directory(marker.parent_path()));
+    const auto wait = std::chrono::milliseconds(remote.options.timeout_ms) * 4;
+    OPCACHE_TRY_ASSIGN(auto lock, base::LockFile::acquire(fs::path(marker.string() + ".lock"), wait,
+                                                          std::chrono::milliseconds(10)));
+    if (is_fresh(marker)) {
+      return {};  // another process prefetched it while we waited
+    }
+    return prefetch_locked(local, remote, scenario, marker);
+  }();
+  if (!status) {
+    local.options().warn("prefetch from remote " + remote.store->name() + " skipped: " + status.error().message());
+  }
+}
+
+}  // namespace opcache::remote

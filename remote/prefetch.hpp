@@ -1,0 +1,34 @@
+// Prefetching a scenario: on a fresh machine the first local miss of a
+// scenario usually means every kernel of the model will miss. Fetching them
+// one process at a time (one `opcache exec` per kernel) pays a connection
+// and libcurl's start-up per kernel; pulling the scenario's entries once, in
+// one batch over reused connections, turns the other misses into local hits.
+//
+// Bounded: only when the remote lists at most `RemoteOptions::prefetch`
+// entries for the scenario; at most once per `k_prefetch_interval` per
+// remote and scenario across the processes sharing the cache (a marker file
+// under <cache>/remotes/, written under a lock so concurrent processes
+// prefetch once and the others wait for it).
+#pragma once
+
+#include <chrono>
+
+#include "opcache/types.hpp"
+#include "remote/remote_set.hpp"
+
+namespace opcache::remote {
+
+/// How long a prefetch of a scenario counts as fresh.
+inline constexpr std::chrono::minutes k_prefetch_interval{10};
+
+/// Pulls the entries matching `scenario` (its device mode, phase, toolchain
+/// and soc; `op_type` is ignored) from `remote` into `local`, unless the
+/// remote's `prefetch` attribute is 0, the remote cannot list by scenario
+/// (file://), the remote lists more entries than
+/// it, or this cache prefetched the scenario from it within
+/// k_prefetch_interval. Never fails the lookup that asked: problems go to
+/// the store's warning sink and the caller fetches the one key as usual.
+/// Thread-safe; blocks while another process prefetches the same scenario.
+void prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario);
+
+}  // namespace opcache::remote
