@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Installs dependencies (scripts/install-deps.sh) and builds everything into
-# build/ (library, CLI build/opcache, tests, benchmarks).
+# Installs dependencies (scripts/install-deps.sh) and builds into build/:
+# everything (library, CLI build/opcache, refcc, tests, benchmarks), or only
+# the CMake targets given as arguments (scripts/demo.sh builds opcache_cli,
+# opcache_shared and refcc: what the demo runs, not the test suite).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 "$repo/scripts/install-deps.sh"
 cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
-cmake --build "$repo/build" -j"${OPCACHE_JOBS:-2}"
+targets=()
+for target in "$@"; do targets+=(--target "$target"); done
+cmake --build "$repo/build" -j"${OPCACHE_JOBS:-2}" "${targets[@]}"

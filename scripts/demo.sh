@@ -8,5 +8,7 @@
 # Extra arguments go to scripts/refcc_demo.py (e.g. --model resnet50; --help).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
-"$repo/scripts/build.sh"
+# Only what the demo runs: the CLI, the library and refcc (the test suite is
+# built by scripts/test.sh).
+"$repo/scripts/build.sh" opcache_cli opcache_shared refcc
 exec python3 "$repo/scripts/refcc_demo.py" --build "$repo/build" "$@"

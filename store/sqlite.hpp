@@ -63,9 +63,14 @@ class Database {
   static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms);
 
   /// Switches to WAL (retrying while another process holds a lock, up to the
-  /// busy timeout: SQLite does not apply the busy handler to this switch), and
-  /// sets synchronous=NORMAL and foreign keys, so several processes can share the file.
+  /// busy timeout: SQLite does not apply the busy handler to this switch),
+  /// sets synchronous=FULL and foreign keys, and keeps the WAL short: a commit
+  /// that leaves k_wal_truncate_frames or more frames in it checkpoints and
+  /// truncates it, so several short-lived processes can share the file cheaply.
   Status configure();
+
+  /// WAL length (frames of one page) at which a commit truncates the WAL.
+  static constexpr int k_wal_truncate_frames = 64;
 
   Status exec(const std::string& sql);
   Result<Statement> prepare(const std::string& sql);
@@ -80,6 +85,8 @@ class Database {
   Database(sqlite3* db, std::filesystem::path path, int busy_timeout_ms)
       : m_db(db, &sqlite3_close_v2), m_path(std::move(path)), m_busy_timeout_ms(busy_timeout_ms) {}
   Status enable_wal();
+  // sqlite3_wal_hook callback: checkpoint (TRUNCATE) when `frames` is long.
+  static int truncate_long_wal(void* unused, sqlite3* db, const char* schema, int frames);
 
   std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> m_db{nullptr, &sqlite3_close_v2};
   std::filesystem::path m_path;

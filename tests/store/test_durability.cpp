@@ -149,3 +149,23 @@ TEST_CASE("store::durability a hit process leaves the log in place for the next 
   auto store = open_store(root);
   CHECK(counter(store, "hits") == 2);
 }
+
+TEST_CASE("store::durability the log stays short across many one-hit processes, and no hit is lost") {
+  // Each open is a new connection, like one `opcache exec` per kernel. SQLite
+  // never restarted the log in that pattern, so it grew by every hit and each
+  // process read all of it; a commit that leaves 64 frames now truncates it.
+  TempDir temp;
+  const fs::path root = temp / "cache";
+  const StoredKernels stored = put_kernels(root, temp / "work", 1);
+  constexpr int k_processes = 150;
+  for (int i = 0; i < k_processes; ++i) {
+    auto store = open_store(root);
+    auto hit = store.get(stored.keys[0], temp / "out");
+    REQUIRE(hit.ok());
+    REQUIRE(hit->has_value());
+  }
+  const std::uintmax_t frame = 24 + 4096;
+  CHECK(fs::file_size(root / "index.db-wal") <= 32 + 66 * frame);
+  auto store = open_store(root);
+  CHECK(counter(store, "hits") == k_processes);
+}
