@@ -3,6 +3,7 @@
 #include <exception>
 #include <iostream>
 
+#include "cli/command_table.hpp"
 #include "cli/context.hpp"
 
 namespace {
@@ -23,14 +24,8 @@ int run(int argc, char** argv) {
   context.options.add_to(app);
 
   std::vector<Command> commands;
-  for (auto registrar : {opcache::cli::register_key_command, opcache::cli::register_put_command,
-                         opcache::cli::register_get_commands, opcache::cli::register_list_commands,
-                         opcache::cli::register_maintenance_commands, opcache::cli::register_aging_commands,
-                         opcache::cli::register_exec_command, opcache::cli::register_layout_commands,
-                         opcache::cli::register_transfer_commands,
-                         opcache::cli::register_serve_command,
-                         opcache::cli::register_config_command,
-                         opcache::cli::register_version_command}) {
+  const std::string word = opcache::cli::find_command_word(app, argc, argv);
+  for (auto registrar : opcache::cli::registrars_for(word)) {
     auto added = registrar(app, context);
     commands.insert(commands.end(), added.begin(), added.end());
   }
