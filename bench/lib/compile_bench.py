@@ -53,22 +53,23 @@ class Opcache:
 
 
 def cached_store(ctx, name, parts, scenario):
-    """A store holding every kernel of `parts` ([(corpus, stems)]), put once and kept under the
-    corpus root for later runs (keyed by the opcache version line, the corpora and the scenario).
+    """A store holding every kernel of `parts` ([(corpus, stems)]): put once and kept under the
+    corpus root (keyed by the opcache version line, the corpora and the scenario), copied into
+    this run's work directory so that every run starts from the same store.
     Returns (store path, {stem: key})."""
     stamp = json.dumps([ctx.opcache_version, scenario] + [[c.name, c.stems[0], len(stems)] for c, stems in parts])
-    store = ctx.corpus_root / "stores" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
-    keys_path = store.with_suffix(".keys.json")
-    if keys_path.exists():
-        return store, json.loads(keys_path.read_text())
-    for old in store.parent.glob(f"{name}-*"):  # made by another opcache version or corpus
-        shutil.rmtree(old) if old.is_dir() else old.unlink()
-    log(f"store {name}: putting {sum(len(s) for _, s in parts)} kernels once (kept in {store.parent} for later runs)")
-    keys = {}
-    for corpus, stems in parts:
-        keys.update(ctx.opcache.put_all(store, corpus, stems, scenario))
-    keys_path.write_text(json.dumps(keys) + "\n")
-    return store, keys
+    golden = ctx.corpus_root / "stores" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
+    keys_path = golden.with_suffix(".keys.json")
+    if not keys_path.exists():
+        shutil.rmtree(golden, ignore_errors=True)
+        log(f"store {name}: putting {sum(len(s) for _, s in parts)} kernels once (kept in {golden.parent})")
+        keys = {}
+        for corpus, stems in parts:
+            keys.update(ctx.opcache.put_all(golden, corpus, stems, scenario))
+        keys_path.write_text(json.dumps(keys) + "\n")
+    store = ctx.work / "stores" / name
+    shutil.copytree(golden, store)
+    return store, json.loads(keys_path.read_text())
 
 
 def fresh_dir(path: Path):

@@ -138,6 +138,7 @@ class Cleanup:
         self.processes = []
         self.dirs = []
         signal.signal(signal.SIGTERM, self._on_signal)
+        signal.signal(signal.SIGINT, self._on_signal)  # also when started in the background (SIGINT ignored)
 
     def _on_signal(self, signum, _frame):
         raise KeyboardInterrupt(f"signal {signum}")

@@ -86,6 +86,8 @@ def figure_rows(r):
                          "≤ 1.5× copy", s["ratio_p50"] <= 1.5))
         rows.append(_row("the same, p99", _fmt(s["copy_p99_us"], " µs"), _fmt(s["hit_p99_us"], " µs"),
                          f"{s['ratio_p99']:.2f}×", "—", None))
+        rows.append(_row(f"index lookup p99 at {s['index_entries']:,} entries (bench_store)", "—",
+                         _fmt(s.get("index_lookup_p99_us"), " µs"), None, "(< 200 µs at 10⁶: see bench_aging)", None))
     s = r.get("aging")
     if s:
         n = f"{s['entries']:,}"
@@ -201,6 +203,17 @@ def markdown(r, rows, drawn, report_dir: Path):
     return "\n".join(out) + "\n"
 
 
+def _kv(obj):
+    """A dict as "a 1, b 2" (nested dicts as "name (a 1, …)"), for the notes under the table."""
+    parts = []
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            parts.append(f"{key.replace('_', ' ')} ({_kv(value)})")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {_fmt(value) if isinstance(value, float) else value}")
+    return ", ".join(parts)
+
+
 def details(r):
     """Distributions and notes under the table."""
     out = ["## Details", ""]
@@ -218,16 +231,36 @@ def details(r):
                         ("cold, no cache", (s.get("cold") or {}).get("plain_ms"))):
             if d:
                 out.append(f"| {name} | " + " | ".join(_fmt(d[p]) for p in ("p10", "p50", "p90", "p99", "max")) + " |")
-        out += ["", f"Verified: {s['verified']}." + (f" Note: {s['ccache_note']}" if s.get("ccache_note") else ""), ""]
+        out += ["", f"Verified: {_kv(s['verified'])}." + (f" Note: {s['ccache_note']}" if s.get("ccache_note") else ""), ""]
     ws = r.get("warm_start")
     if ws:
         out += [f"**Remote warm start** per pass (s): " + "; ".join(
             f"{m} {', '.join(f'{v:.3f}' for v in vals)}" for m, vals in ws["all_seconds"].items()) +
-            f". `opcache pull` alone: {_fmt(ws.get('pull_seconds'), ' s')} (median). Verified: {ws['verified']}.", ""]
-    soak = (r.get("server") or {}).get("soak")
+            f". `opcache pull` alone: {_fmt(ws.get('pull_seconds'), ' s')} (median). "
+            f"Verified (last pass): {_kv(ws['verified'])}.", ""]
+    server = r.get("server") or {}
+    if server.get("cells"):
+        sizes = server.get("bundle_bytes_mean", {})
+        out += [f"**Server GETs** (wrk -t{server['wrk_threads']}, {server['seconds_per_run']} s per run, median of "
+                f"{server['passes']} passes by requests/s; mean bundle: " +
+                ", ".join(f"{k} {v / 1000:.1f} KB" for k, v in sizes.items()) + "):", "",
+                "| bundles | connections | server | requests/s | p50 | p99 | non-2xx (all passes) | socket errors |",
+                "|---|---|---|---|---|---|---|---|"]
+        for c in server["cells"]:
+            for name in ("opcache_serve", "nginx"):
+                f = c[name]
+                out.append(f"| {c['bundles']} | {c['connections']} | {name.replace('_', ' ')} | "
+                           f"{_fmt(f['requests_per_second'])} | {_fmt(f['latency_us']['p50'] / 1000, ' ms')} | "
+                           f"{_fmt(f['latency_us']['p99'] / 1000, ' ms')} | {c['non_2xx_all_passes'][name]:,} | "
+                           f"{f['socket_errors']} |")
+            out.append(f"| {c['bundles']} | {c['connections']} | ratio | {c['ratio_rps']:.2f}× | "
+                       f"{c['ratio_p50']:.2f}× | {c['ratio_p99']:.2f}× | | |")
+        out.append("")
+    soak = server.get("soak")
     if soak:
         out += [f"**Memory soak:** {soak['requests']:,} requests ({soak['requests_per_second']:,.0f}/s), "
-                f"{soak['non_2xx']} non-2xx; RSS samples (s, KiB): {soak['rss_kib_samples']}; "
+                f"{soak['non_2xx']:,} non-2xx; RSS samples (s: KiB): "
+                f"{', '.join(f'{t}: {k:,}' for t, k in soak['rss_kib_samples'])}; "
                 f"peak {soak['peak_rss_kib']} KiB.", ""]
     for name, note in (r.get("notes") or {}).items():
         out += [f"* **{name}:** {note}"]
