@@ -2,9 +2,7 @@
 in-process hit vs plain copy, bench_aging's index lookup and gc at scale, and
 the refcc model (cold / warm / 8 ranks) through scripts/refcc_demo.py.
 """
-import json
 import subprocess
-from pathlib import Path
 
 from harness import BenchError, clean_env, log, read_json, run
 

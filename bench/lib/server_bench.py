@@ -10,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import BenchError, log, median, ratio, rss_kib, run, timed
+from harness import BenchError, log, median, ratio, run, timed
 from peers import LIB, wrk
 
 
