@@ -4,7 +4,7 @@
 # Run as root, or as a user with sudo.
 #
 #   scripts/install-deps.sh          build and test dependencies
-#   scripts/install-deps.sh --bench  also the benchmark baselines (wrk, nginx, ccache)
+#   scripts/install-deps.sh --bench  also what bench/run needs (wrk, nginx, ccache, gnuplot)
 set -euo pipefail
 
 packages=(
@@ -17,8 +17,8 @@ packages=(
   doctest-dev libvalijson-dev openssl zstd sqlite3 procps python3 curl
 )
 if [ "${1:-}" = "--bench" ]; then
-  # baselines the benchmarks under bench/ measure against in the same run
-  packages+=(wrk nginx-light ccache)
+  # baselines bench/run measures against in the same run, and gnuplot for its charts
+  packages+=(wrk nginx-light ccache gnuplot-nox)
 elif [ $# -gt 0 ]; then
   echo "usage: install-deps.sh [--bench]" >&2
   exit 2

@@ -15,7 +15,7 @@ every kernel through opcache's get_or_build:
                the next compile rebuilds that kernel instead of serving it.
 
 and prints a table of wall times, builds, hits and compile time saved. The
-same steps, repeated, are the benchmark bench/run_refcc_bench.sh (--repeat,
+same steps, repeated, are the refcc scenario of bench/run (--repeat,
 --json). Standard library only.
 """
 import argparse

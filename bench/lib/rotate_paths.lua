@@ -1,11 +1,11 @@
 -- wrk script: GET every path of a list in turn, one list per run.
 --
---   wrk -t2 -c64 -d10s -s bench/rotate_paths.lua http://127.0.0.1:PORT -- PATHS_FILE
+--   wrk -t2 -c64 -d10s -s bench/lib/rotate_paths.lua http://127.0.0.1:PORT -- PATHS_FILE
 --
 -- PATHS_FILE holds one request path per line (e.g. /v1/entries/<key>). Each
 -- wrk thread walks the whole list from its own starting point, so all keys
 -- are requested about equally often and threads do not move in lockstep.
--- At the end one line "WRK_JSON {...}" gives the figures for the scripts
+-- At the end one line "WRK_JSON {...}" gives the figures for bench/run
 -- (latencies in microseconds).
 
 local thread_count = 0

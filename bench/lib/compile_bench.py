@@ -1,0 +1,250 @@
+"""Scenarios that compile through the caches (bench/run): the warm hit per kernel
+(opcache exec vs ccache, C and CUDA), and the remote warm start (empty local
+cache, full team cache: ccache with its remote on nginx WebDAV vs opcache exec
+with layered lookup, and vs opcache pull then exec). Every measured command's
+exit status is checked, every warm run must be a hit by the tools' own
+counters, and every output must equal the cold compile's bytes.
+"""
+import hashlib
+import json
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import corpus as corpora
+from harness import BenchError, distribution, log, median, ratio, run, timed
+from peers import Ccache
+
+SCENARIO = "device=single,phase=train,toolchain=gcc-12,soc=x86_64"
+
+
+class Opcache:
+    """The opcache CLI with a clean environment (no caller's OPCACHE_* settings)."""
+
+    def __init__(self, binary: Path, env):
+        self.binary, self.env = binary, env
+
+    def cmd(self, store, *args, remote=None):
+        where = ["--remote", remote] if remote else ["--no-remote"]
+        return [self.binary, "-C", store, *where, *args]
+
+    def exec_cmd(self, store, corpus, stem, out_dir, scenario, remote=None):
+        """`opcache exec` of one kernel: descriptor, --out and --output as `opcache exec --help` asks."""
+        return self.cmd(store, "exec", "--desc", corpus.desc(stem), "--scenario", scenario,
+                        "--out", out_dir, "--output", corpus.output_name(stem), "--",
+                        *corpus.compile_command(stem, out_dir / corpus.output_name(stem)), remote=remote)
+
+    def stats(self, store):
+        return json.loads(run(self.cmd(store, "--json", "stats"), env=self.env))
+
+    def put_all(self, store, corpus, stems, scenario, jobs=2):
+        """Stores every stem's cold-compile output under its descriptor's key (`opcache put`);
+        returns {stem: key}."""
+        def put(stem):
+            out = run(self.cmd(store, "--json", "put", "--desc", corpus.desc(stem), "--scenario", scenario,
+                               corpus.ref(stem)), env=self.env, what=f"opcache put {stem}")
+            return stem, json.loads(out)["key"]
+        with ThreadPoolExecutor(jobs) as pool:
+            keys = dict(pool.map(put, stems))
+        if len(set(keys.values())) != len(stems):
+            raise BenchError(f"{corpus.name}: {len(stems)} kernels share keys ({len(set(keys.values()))} distinct)")
+        return keys
+
+
+def cached_store(ctx, name, parts, scenario):
+    """A store holding every kernel of `parts` ([(corpus, stems)]): put once and kept under the
+    corpus root (keyed by the opcache version line, the corpora and the scenario), copied into
+    this run's work directory so that every run starts from the same store.
+    Returns (store path, {stem: key})."""
+    stamp = json.dumps([ctx.opcache_version, scenario] + [[c.name, c.stems[0], len(stems)] for c, stems in parts])
+    golden = ctx.corpus_root / "stores" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
+    keys_path = golden.with_suffix(".keys.json")
+    if not keys_path.exists():
+        shutil.rmtree(golden, ignore_errors=True)
+        log(f"store {name}: putting {sum(len(s) for _, s in parts)} kernels once (kept in {golden.parent})")
+        keys = {}
+        for corpus, stems in parts:
+            keys.update(ctx.opcache.put_all(golden, corpus, stems, scenario))
+        keys_path.write_text(json.dumps(keys) + "\n")
+    store = ctx.work / "stores" / name
+    shutil.copytree(golden, store)
+    return store, json.loads(keys_path.read_text())
+
+
+def fresh_dir(path: Path):
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(parents=True)
+    return path
+
+
+def counter(stats, name):
+    return stats.get("counters", {}).get(name, 0)
+
+
+def warm_hits(ctx, corpus, stems, passes, scenario, cold_plain_passes=0):
+    """Per-kernel warm hits, opcache exec vs ccache (direct mode), interleaved kernel by kernel
+    with alternating order; optionally the cold compile without any cache too. Returns the figures."""
+    work = fresh_dir(ctx.work / f"hits-{corpus.name}")
+    out = work / "out"
+    ccache = Ccache(corpus.dir / "ccache-local")
+    opc = ctx.opcache
+    cold_plain = {s: [] for s in stems}
+    log(f"{corpus.name}: filling both caches with {len(stems)} kernels (both kept under {ctx.corpus_root})")
+    store, _ = cached_store(ctx, f"hits-{corpus.name}", [(corpus, stems)], scenario)
+    fill_ccache(corpus, stems, ccache, work)
+    for p in range(cold_plain_passes):
+        log(f"{corpus.name}: cold compile without a cache, pass {p + 1}/{cold_plain_passes}")
+        for stem in stems:
+            fresh_dir(out)
+            cold_plain[stem].append(1e3 * timed(corpus.compile_command(stem, out / corpus.output_name(stem)),
+                                                cwd=corpus.dir))
+            corpora.check_outputs(corpus, out, [stem], "cold compile")
+    before_o, before_c = opc.stats(store), ccache.stats()
+    times = {"opcache": {s: [] for s in stems}, "ccache": {s: [] for s in stems}}
+    commands = {"opcache": lambda s: (opc.exec_cmd(store, corpus, s, out, scenario), opc.env),
+                "ccache": lambda s: (["ccache", *corpus.compile_command(s, out / corpus.output_name(s))], ccache.env)}
+    for p in range(passes):
+        log(f"{corpus.name}: warm hits, pass {p + 1}/{passes} (opcache exec and ccache, kernel by kernel)")
+        for k, stem in enumerate(stems):
+            order = ["opcache", "ccache"] if (k + p) % 2 == 0 else ["ccache", "opcache"]
+            for tool in order:
+                fresh_dir(out)
+                command, env = commands[tool](stem)
+                times[tool][stem].append(1e3 * timed(command, env=env, cwd=corpus.dir))
+                corpora.check_outputs(corpus, out, [stem], f"{tool} (warm)")
+    after_o, after_c = opc.stats(store), ccache.stats()
+    expected = passes * len(stems)
+    o_hits = counter(after_o, "hits") - counter(before_o, "hits")
+    o_miss = counter(after_o, "misses") - counter(before_o, "misses")
+    c_hits = after_c.get("direct_cache_hit", 0) - before_c.get("direct_cache_hit", 0)
+    if o_hits != expected or o_miss:
+        raise BenchError(f"opcache exec: {o_hits} hits and {o_miss} misses in the warm passes, expected {expected} hits")
+    ccache_note = None
+    if c_hits != expected:
+        ccache_note = f"ccache counted {c_hits} direct hits of {expected} warm compiles: its figures are not hits"
+        log(ccache_note)
+    per_kernel = {tool: [median(v) for v in times[tool].values()] for tool in times}
+    result = {"kernels": len(stems), "passes": passes, "scenario": scenario,
+              "opcache_exec_ms": distribution(per_kernel["opcache"]),
+              "ccache_ms": distribution(per_kernel["ccache"]) if not ccache_note else None,
+              "ccache_note": ccache_note,
+              "per_kernel_ms": {tool: dict(zip(stems, per_kernel[tool])) for tool in per_kernel},
+              "verified": {"opcache_hits": o_hits, "ccache_direct_hits": c_hits,
+                           "outputs_identical_to_cold_compile": True},
+              "cold": {}}
+    if cold_plain_passes:
+        plain = [median(v) for v in cold_plain.values()]
+        result["cold"]["plain_ms"] = distribution(plain)
+        result["cold"]["plain_passes"] = cold_plain_passes
+    result["ratio_p50"] = ratio(result["opcache_exec_ms"]["p50"], (result["ccache_ms"] or {}).get("p50"))
+    log(f"{corpus.name}: warm hit p50 opcache {result['opcache_exec_ms']['p50']:.2f} ms, "
+        f"ccache {(result['ccache_ms'] or {}).get('p50', float('nan')):.2f} ms")
+    return result
+
+
+def fill_ccache(corpus, stems, ccache, work):
+    """Compiles every stem through `ccache` (xargs -P2): misses compile and store, hits cost little."""
+    stems_file = work / "fill-stems.txt"
+    stems_file.write_text("".join(s + "\n" for s in stems))
+    out = fresh_dir(work / "fill-out")
+    _xargs(stems_file, ["ccache", *xargs_compile(corpus, out)], ccache.env, corpus.dir)
+    corpora.check_outputs(corpus, out, stems, "ccache (fill)")
+    stats = ccache.stats()
+    return stats
+
+
+def _xargs(stems_file, command, env, cwd, parallel=2):
+    """`xargs -P parallel -I{} command` over the stems; returns the wall time (xargs' status checked)."""
+    return timed(["xargs", "-a", stems_file, "-P", parallel, "-I{}", *command], env=env, cwd=cwd,
+                 what=f"xargs -P{parallel} {' '.join(map(str, command[:3]))}…")
+
+
+def fill_ccache_remote(corpus, stems, nginx_url, work):
+    """Compiles every stem through ccache with its remote on nginx (WebDAV) and an empty local
+    directory: remote hits when the remote already holds them, else compiles that fill it."""
+    filler = Ccache(fresh_dir(work / "ccache-fill"), remote=f"{nginx_url}/ccache/")
+    stats = fill_ccache(corpus, stems, filler, work)
+    stored = stats.get("remote_storage_write", 0) + stats.get("remote_storage_hit", 0)
+    if stored < len(stems):
+        raise BenchError(f"ccache stored {stored} of {len(stems)} results on its remote {nginx_url}: {stats}")
+
+
+def xargs_compile(corpus, out):
+    """The compile command with {} for the stem, as xargs -I{} fills it."""
+    return [*corpus.compile_args, f"src/{{}}{corpus.src_ext}", "-o", f"{out}/{{}}{corpus.out_ext}"]
+
+
+def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario):
+    """Empty local cache, full team cache, all stems via xargs -P2: ccache with its remote on
+    nginx, opcache exec with layered lookup, opcache pull then exec; interleaved passes."""
+    work = fresh_dir(ctx.work / "warm-start")
+    stems_file = work / "stems.txt"
+    stems_file.write_text("".join(s + "\n" for s in stems))
+    keys_file = work / "keys.txt"
+    keys_file.write_text("".join(ctx.keys[s] + "\n" for s in stems))
+    fill_ccache_remote(corpus, stems, nginx_url, work)
+    opc = ctx.opcache
+    out = work / "out"
+    ccache = Ccache(work / "ccache", remote=f"{nginx_url}/ccache/")
+    compile_tail = xargs_compile(corpus, out)
+
+    def run_ccache():
+        ccache.reset_local()
+        fresh_dir(out)
+        wall = _xargs(stems_file, ["ccache", *compile_tail], ccache.env, corpus.dir)
+        hits = ccache.stats().get("remote_storage_hit", 0)
+        if hits != len(stems):
+            raise BenchError(f"ccache warm start: {hits} remote hits for {len(stems)} compiles")
+        return wall, {"remote_hits": hits}
+
+    def exec_all(store, remote):
+        cmd = opc.cmd(store, "exec", "--desc", "desc/{}.json", "--scenario", scenario, "--out", out,
+                      "--output", f"{{}}{corpus.out_ext}", "--", *compile_tail, remote=remote)
+        return _xargs(stems_file, cmd, opc.env, corpus.dir)
+
+    def check_store(store, what):
+        stats = opc.stats(store)
+        if counter(stats, "misses") or stats["entries"] != len(stems):
+            raise BenchError(f"{what}: local store holds {stats['entries']} entries with "
+                             f"{counter(stats, 'misses')} misses, expected {len(stems)} entries and no miss")
+        return {"local_entries": stats["entries"], "local_hits": counter(stats, "hits")}
+
+    def run_layered():
+        store = fresh_dir(work / "store-layered")
+        fresh_dir(out)
+        wall = exec_all(store, serve_url)
+        return wall, check_store(store, "opcache layered warm start")
+
+    pull_walls = []
+
+    def run_pull_exec():
+        store = fresh_dir(work / "store-pull")
+        fresh_dir(out)
+        start = time.perf_counter()
+        pulled = json.loads(run(opc.cmd(store, "--json", "pull", "--keys", keys_file, remote=serve_url), env=opc.env))
+        pull_wall = time.perf_counter() - start
+        if pulled.get("transferred") != len(stems) or pulled.get("failed"):
+            raise BenchError(f"opcache pull: {pulled}")
+        pull_walls.append(pull_wall)
+        wall = pull_wall + exec_all(store, serve_url)
+        return wall, {**check_store(store, "opcache pull + exec"), "pull_seconds": pull_wall}
+
+    methods = {"ccache_nginx": run_ccache, "opcache_layered": run_layered, "opcache_pull_exec": run_pull_exec}
+    walls = {m: [] for m in methods}
+    checks = {}
+    names = list(methods)
+    for p in range(passes):
+        order = names[p % 3:] + names[:p % 3]
+        log(f"warm start pass {p + 1}/{passes}: {', '.join(order)} ({len(stems)} kernels, xargs -P2)")
+        for m in order:
+            wall, checks[m] = methods[m]()
+            corpora.check_outputs(corpus, out, stems, m)
+            walls[m].append(wall)
+            log(f"  {m}: {wall:.3f} s")
+    result = {"kernels": len(stems), "passes": passes, "parallel": 2,
+              "seconds": {m: median(v) for m, v in walls.items()}, "all_seconds": walls, "verified": checks}
+    base = result["seconds"]["ccache_nginx"]
+    result["speedup_vs_ccache"] = {m: ratio(base, result["seconds"][m]) for m in ("opcache_layered", "opcache_pull_exec")}
+    result["pull_seconds"] = median(pull_walls)
+    return result

@@ -1,0 +1,267 @@
+"""bench/run's outputs: the table of figures (opcache, its peer, the ratio, the target
+and whether it is met), docs/performance.md, and SVG charts drawn with gnuplot."""
+import subprocess
+from pathlib import Path
+
+from harness import log
+
+
+def _fmt(value, unit=""):
+    if value is None:
+        return "n/a"
+    if isinstance(value, str):
+        return value
+    if abs(value) >= 1000:
+        text = f"{value:,.0f}"
+    elif abs(value) >= 100:
+        text = f"{value:.0f}"
+    elif abs(value) >= 10:
+        text = f"{value:.1f}"
+    else:
+        text = f"{value:.2f}" if abs(value) >= 0.1 else f"{value:.3f}"
+    return f"{text}{unit}"
+
+
+def _row(figure, peer, opcache, ratio, target, met):
+    return {"figure": figure, "peer": peer, "opcache": opcache, "ratio": ratio, "target": target,
+            "met": None if ratio is None and met is None else met}
+
+
+def figure_rows(r):
+    """Every figure of the results `r` as table rows (missing scenarios are skipped)."""
+    rows = []
+    for key, label in (("hits", "warm hit through the compiler wrapper, C kernel, p50 per kernel"),
+                       ("cuda", "warm hit, CUDA kernel to cubin (nvcc), p50 per kernel")):
+        s = r.get(key)
+        if not s or s.get("skipped"):
+            continue
+        peer = (s.get("ccache_ms") or {}).get("p50")
+        ratio = s.get("ratio_p50")
+        rows.append(_row(f"{label} (`opcache exec` vs `ccache`)", _fmt(peer, " ms"),
+                         _fmt(s["opcache_exec_ms"]["p50"], " ms"), ratio and f"{ratio:.2f}×",
+                         "≤ 0.7× ccache", ratio is not None and ratio <= 0.7))
+        if key == "cuda" and s.get("cold", {}).get("plain_ms"):
+            cold = s["cold"]["plain_ms"]["p50"]
+            rows.append(_row("CUDA: cold nvcc (no cache) vs warm `opcache exec`, p50 per kernel",
+                             _fmt(cold, " ms"), _fmt(s["opcache_exec_ms"]["p50"], " ms"),
+                             f"{cold / s['opcache_exec_ms']['p50']:.0f}× faster", "—", None))
+    s = r.get("warm_start")
+    if s:
+        base = s["seconds"]["ccache_nginx"]
+        for method, label in (("opcache_layered", "remote warm start, layered lookup in `exec`"),
+                              ("opcache_pull_exec", "remote warm start, `opcache pull` then `exec`")):
+            sp = s["speedup_vs_ccache"][method]
+            rows.append(_row(f"{label}: {s['kernels']} kernels, `xargs -P2`, vs ccache + nginx WebDAV",
+                             _fmt(base, " s"), _fmt(s["seconds"][method], " s"), f"{sp:.2f}× faster",
+                             "≥ 2× faster", sp >= 2))
+    for size, s in (r.get("pull") or {}).items():
+        rows.append(_row(f"`opcache pull` of {s['bundles']} {size} bundles ({s['bytes'] / 1e6:.1f} MB) vs "
+                         f"`curl --parallel` from nginx", _fmt(s["seconds"]["curl_parallel_nginx"], " s"),
+                         _fmt(s["seconds"]["opcache_pull"], " s"), f"{s['ratio']:.2f}×", "≤ 1.2× curl",
+                         s["ratio"] <= 1.2))
+    for cell in (r.get("server") or {}).get("cells", []):
+        o, n = cell["opcache_serve"], cell["nginx"]
+        what = f"GETs of {cell['bundles']} bundles, wrk, {cell['connections']} connections"
+        bad = cell["non_2xx_all_passes"]
+        rows.append(_row(f"{what}: requests/s (non-2xx answers over all passes: opcache {bad['opcache_serve']:,}, "
+                         f"nginx {bad['nginx']:,})", _fmt(n["requests_per_second"]), _fmt(o["requests_per_second"]),
+                         f"{cell['ratio_rps']:.2f}×", "≥ 0.8× nginx, no non-2xx",
+                         cell["ratio_rps"] >= 0.8 and bad["opcache_serve"] == 0))
+        rows.append(_row(f"{what}: p99 latency", _fmt(n["latency_us"]["p99"] / 1000, " ms"),
+                         _fmt(o["latency_us"]["p99"] / 1000, " ms"), f"{cell['ratio_p99']:.2f}×",
+                         "≤ 2× nginx", cell["ratio_p99"] <= 2))
+    s = (r.get("server") or {}).get("soak")
+    if s:
+        loaded = s["rss_kib_samples"][1][1] if len(s["rss_kib_samples"]) > 1 else s["rss_kib_start"]
+        growth = s["rss_kib_end"] / loaded if loaded else None
+        rows.append(_row(f"memory soak: opcache serve RSS under wrk -c{s['connections']} for {s['seconds']} s "
+                         f"(idle {s['rss_kib_start'] / 1024:.1f} MiB → first loaded sample → end)",
+                         "—", f"{loaded / 1024:.1f} → {s['rss_kib_end'] / 1024:.1f} MiB",
+                         growth and f"{growth:.2f}×", "flat: end ≤ 1.1× first loaded sample",
+                         growth is not None and growth <= 1.1))
+    s = r.get("store")
+    if s and s.get("hit_p50_us"):
+        rows.append(_row("in-process hit (`Store::get`) vs plain copy of the same files, p50 (bench_store)",
+                         _fmt(s["copy_p50_us"], " µs"), _fmt(s["hit_p50_us"], " µs"), f"{s['ratio_p50']:.2f}×",
+                         "≤ 1.5× copy", s["ratio_p50"] <= 1.5))
+        rows.append(_row("the same, p99", _fmt(s["copy_p99_us"], " µs"), _fmt(s["hit_p99_us"], " µs"),
+                         f"{s['ratio_p99']:.2f}×", "—", None))
+        rows.append(_row(f"index lookup p99 at {s['index_entries']:,} entries (bench_store)", "—",
+                         _fmt(s.get("index_lookup_p99_us"), " µs"), None, "(< 200 µs at 10⁶: see bench_aging)", None))
+    s = r.get("aging")
+    if s:
+        n = f"{s['entries']:,}"
+        if s.get("available"):
+            rows.append(_row(f"index lookup p99 at {n} entries (bench_aging)", "—",
+                             _fmt(s.get("lookup_p99_us"), " µs"), None, "< 200 µs",
+                             s.get("lookup_p99_us") is not None and s["lookup_p99_us"] < 200))
+            rows.append(_row(f"gc of 10 % at {n} entries ({s.get('gc_removed')} removed)", "—",
+                             _fmt(s.get("gc_seconds"), " s"), None, "< 60 s",
+                             s.get("gc_seconds") is not None and s["gc_seconds"] < 60))
+        else:
+            rows.append(_row(f"index lookup p99 and gc of 10 % at {n} entries", "—",
+                             f"not available ({s['reason']})", None, "< 200 µs; < 60 s", None))
+    for model, s in (r.get("refcc") or {}).items():
+        rows.append(_row(f"refcc {model} ({s['kernels']} kernels): cold vs warm", _fmt(s["cold_s"], " s"),
+                         _fmt(s["warm_s"], " s"), f"{s['warm_speedup']:.1f}× faster", "—", None))
+        rows.append(_row(f"refcc {model}: {s['ranks']} ranks at once vs 1 cold process; builds per key",
+                         _fmt(s["cold_s"], " s"), _fmt(s["ranks_s"], " s"), f"{s['builds_per_key']:.2f} builds/key",
+                         "1.00 builds per key", abs(s["builds_per_key"] - 1) < 1e-9))
+    return rows
+
+
+def _plot(gnuplot_script, svg: Path, work: Path):
+    script = work / (svg.stem + ".gp")
+    script.write_text(f"set terminal svg size 760,420 dynamic enhanced font 'sans,11' background rgb 'white'\n"
+                      f"set output '{svg}'\nset grid ytics\nset key top left\n{gnuplot_script}")
+    done = subprocess.run(["gnuplot", str(script)], stderr=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        log(f"gnuplot failed on {svg.name}: {done.stderr.strip()[-300:]}")
+        return None
+    return svg
+
+
+def charts(r, out_dir: Path, work: Path):
+    """Draws the SVG charts of the results; returns {name: path} of those drawn."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    drawn = {}
+    hits = r.get("hits")
+    if hits and hits.get("ccache_ms"):
+        for tool in ("opcache", "ccache"):
+            values = sorted(hits["per_kernel_ms"][tool].values())
+            (work / f"cdf-{tool}.dat").write_text("".join(f"{v:.4f} {(i + 1) / len(values):.5f}\n"
+                                                          for i, v in enumerate(values)))
+        drawn["hit_latency"] = _plot(
+            f"set title 'Warm hit per kernel ({hits['kernels']} C kernels, median of {hits['passes']} passes)'\n"
+            "set xlabel 'wall time per compile, ms'\nset ylabel 'fraction of kernels'\nset key bottom right\nset xrange [0:*]\n"
+            f"plot '{work}/cdf-opcache.dat' using 1:2 with steps lw 2 title 'opcache exec … -- gcc', "
+            f"'{work}/cdf-ccache.dat' using 1:2 with steps lw 2 title 'ccache gcc'\n",
+            out_dir / "hit-latency.svg", work)
+    cells = (r.get("server") or {}).get("cells")
+    if cells:
+        lines = ["# label opcache nginx\n"]
+        for c in cells:
+            lines.append(f"\"{c['bundles']}, {c['connections']} conns\" {c['opcache_serve']['requests_per_second']:.0f} "
+                         f"{c['nginx']['requests_per_second']:.0f}\n")
+        (work / "rps.dat").write_text("".join(lines))
+        drawn["requests"] = _plot(
+            "set title 'GET requests/s by bundle size and connections (wrk)'\nset ylabel 'requests/s'\n"
+            "set style data histograms\nset style histogram clustered gap 1\nset style fill solid 0.8 border -1\n"
+            "set yrange [0:*]\nset key top right\n"
+            f"plot '{work}/rps.dat' using 2:xtic(1) title 'opcache serve', '' using 3 title 'nginx'\n",
+            out_dir / "requests-per-second.svg", work)
+    ws = r.get("warm_start")
+    if ws:
+        labels = {"ccache_nginx": "ccache + nginx WebDAV", "opcache_layered": "opcache exec, layered",
+                  "opcache_pull_exec": "opcache pull + exec"}
+        (work / "warm.dat").write_text("".join(f"\"{labels[m]}\" {ws['seconds'][m]:.4f}\n" for m in labels))
+        drawn["warm_start"] = _plot(
+            f"set title 'Remote warm start: {ws['kernels']} kernels, empty local cache, xargs -P2'\n"
+            "set ylabel 'seconds (median)'\nset style data histograms\nset style fill solid 0.8 border -1\n"
+            "set boxwidth 0.6\nset yrange [0:*]\nunset key\n"
+            f"plot '{work}/warm.dat' using 2:xtic(1)\n", out_dir / "warm-start.svg", work)
+    soak = (r.get("server") or {}).get("soak")
+    if soak:
+        (work / "rss.dat").write_text("".join(f"{t} {kib / 1024:.2f}\n" for t, kib in soak["rss_kib_samples"]))
+        drawn["soak_rss"] = _plot(
+            f"set title 'opcache serve RSS under wrk -c{soak['connections']}'\nset xlabel 'seconds'\n"
+            "set ylabel 'RSS, MiB'\nset yrange [0:*]\nunset key\n"
+            f"plot '{work}/rss.dat' using 1:2 with linespoints lw 2\n", out_dir / "soak-rss.svg", work)
+    return {k: v for k, v in drawn.items() if v}
+
+
+def markdown(r, rows, drawn, report_dir: Path):
+    """docs/performance.md for the results `r`."""
+    m = r["machine"]
+    out = ["# Performance", "",
+           "Generated by `bench/run` (see [bench/README.md](../bench/README.md) for what each scenario measures "
+           "and how). Do not edit by hand: run the benchmark again.", "",
+           f"* **Command:** `{r['command']}`",
+           f"* **Date:** {r['date']} (UTC); run took {r['elapsed_seconds']:.0f} s",
+           f"* **Machine:** {m['cpu_model']}, {m['cores']} cores, {m['mem_total_kib'] // 1024} MiB, {m['kernel']}",
+           f"* **Build directory file system:** {m['build_dir_file_system']}",
+           f"* **Load average (1/5/15 min):** {' '.join(r['load_start'])} at start, {' '.join(r['load_end'])} at end",
+           f"* **opcache:** {r['opcache_version']}; peers: {r['peers']}",
+           f"* **Passes:** medians of {r['passes']} interleaved passes (peer and opcache alternate)", ""]
+    out += ["## Figures", "", "| figure | peer (ccache / nginx / copy) | opcache | ratio | target | met |",
+            "|---|---|---|---|---|---|"]
+    for row in rows:
+        met = "—" if row["met"] is None else ("met" if row["met"] else "**missed**")
+        out.append(f"| {row['figure']} | {row['peer']} | {row['opcache']} | {row['ratio'] or '—'} | "
+                   f"{row['target']} | {met} |")
+    out.append("")
+    if drawn:
+        out += ["## Charts", ""]
+        titles = {"hit_latency": "Warm hit latency distribution (per-kernel medians, CDF)",
+                  "requests": "Requests/s by bundle size and connections",
+                  "warm_start": "Remote warm-start time by method",
+                  "soak_rss": "opcache serve RSS during the memory soak"}
+        for name, path in drawn.items():
+            rel = path.relative_to(report_dir)
+            out += [f"### {titles[name]}", "", f"![{titles[name]}]({rel})", ""]
+    out += details(r)
+    return "\n".join(out) + "\n"
+
+
+def _kv(obj):
+    """A dict as "a 1, b 2" (nested dicts as "name (a 1, …)"), for the notes under the table."""
+    parts = []
+    for key, value in obj.items():
+        if isinstance(value, dict):
+            parts.append(f"{key.replace('_', ' ')} ({_kv(value)})")
+        else:
+            parts.append(f"{key.replace('_', ' ')} {_fmt(value) if isinstance(value, float) else value}")
+    return ", ".join(parts)
+
+
+def details(r):
+    """Distributions and notes under the table."""
+    out = ["## Details", ""]
+    for key, label in (("hits", "C kernels"), ("cuda", "CUDA kernels")):
+        s = r.get(key)
+        if not s:
+            continue
+        if s.get("skipped"):
+            out += [f"* **{label}:** skipped — {s['skipped']}", ""]
+            continue
+        out += [f"**Warm hit, {label}** ({s['kernels']} kernels, {s['passes']} passes; ms per compile, "
+                "distribution over kernels of each kernel's median):", "",
+                "| tool | p10 | p50 | p90 | p99 | max |", "|---|---|---|---|---|---|"]
+        for name, d in (("opcache exec", s["opcache_exec_ms"]), ("ccache", s.get("ccache_ms")),
+                        ("cold, no cache", (s.get("cold") or {}).get("plain_ms"))):
+            if d:
+                out.append(f"| {name} | " + " | ".join(_fmt(d[p]) for p in ("p10", "p50", "p90", "p99", "max")) + " |")
+        out += ["", f"Verified: {_kv(s['verified'])}." + (f" Note: {s['ccache_note']}" if s.get("ccache_note") else ""), ""]
+    ws = r.get("warm_start")
+    if ws:
+        out += [f"**Remote warm start** per pass (s): " + "; ".join(
+            f"{m} {', '.join(f'{v:.3f}' for v in vals)}" for m, vals in ws["all_seconds"].items()) +
+            f". `opcache pull` alone: {_fmt(ws.get('pull_seconds'), ' s')} (median). "
+            f"Verified (last pass): {_kv(ws['verified'])}.", ""]
+    server = r.get("server") or {}
+    if server.get("cells"):
+        sizes = server.get("bundle_bytes_mean", {})
+        out += [f"**Server GETs** (wrk -t{server['wrk_threads']}, {server['seconds_per_run']} s per run, median of "
+                f"{server['passes']} passes by requests/s; mean bundle: " +
+                ", ".join(f"{k} {v / 1000:.1f} KB" for k, v in sizes.items()) + "):", "",
+                "| bundles | connections | server | requests/s | p50 | p99 | non-2xx (all passes) | socket errors |",
+                "|---|---|---|---|---|---|---|---|"]
+        for c in server["cells"]:
+            for name in ("opcache_serve", "nginx"):
+                f = c[name]
+                out.append(f"| {c['bundles']} | {c['connections']} | {name.replace('_', ' ')} | "
+                           f"{_fmt(f['requests_per_second'])} | {_fmt(f['latency_us']['p50'] / 1000, ' ms')} | "
+                           f"{_fmt(f['latency_us']['p99'] / 1000, ' ms')} | {c['non_2xx_all_passes'][name]:,} | "
+                           f"{f['socket_errors']} |")
+            out.append(f"| {c['bundles']} | {c['connections']} | ratio | {c['ratio_rps']:.2f}× | "
+                       f"{c['ratio_p50']:.2f}× | {c['ratio_p99']:.2f}× | | |")
+        out.append("")
+    soak = server.get("soak")
+    if soak:
+        out += [f"**Memory soak:** {soak['requests']:,} requests ({soak['requests_per_second']:,.0f}/s), "
+                f"{soak['non_2xx']:,} non-2xx; RSS samples (s: KiB): "
+                f"{', '.join(f'{t}: {k:,}' for t, k in soak['rss_kib_samples'])}; "
+                f"peak {soak['peak_rss_kib']} KiB.", ""]
+    for name, note in (r.get("notes") or {}).items():
+        out += [f"* **{name}:** {note}"]
+    return out

@@ -1,0 +1,155 @@
+"""Scenarios against the team server (bench/run): `opcache pull` of N bundles vs
+`curl --parallel` fetching the same bytes from nginx; wrk GETs of small and
+large bundles at 64 and 512 connections, opcache serve vs nginx serving the same
+bytes; and a memory soak of opcache serve under wrk at 512 connections.
+"""
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+from harness import BenchError, log, median, ratio, run, timed
+from peers import LIB, wrk
+
+
+def export_www(opcache, store: Path, www: Path):
+    """Links each entry's bundle object to www/v1/entries/<key>, the path opcache serve answers,
+    so nginx sends the same bytes. Returns {key: bundle bytes}."""
+    listing = json.loads(run(opcache.cmd(store, "--json", "ls"), env=opcache.env))
+    entries = www / "v1" / "entries"
+    entries.mkdir(parents=True, exist_ok=True)
+    sizes = {}
+    for e in listing["entries"]:
+        obj = store / "objects" / e["digest"][:2] / e["digest"]
+        target = entries / e["key"]
+        if not target.exists():
+            try:
+                os.link(obj, target)
+            except OSError:
+                shutil.copyfile(obj, target)
+        sizes[e["key"]] = e["bundle_bytes"]
+    return sizes
+
+
+def same_bytes(serve_url, nginx_url, key, work: Path):
+    """Raises BenchError unless both servers answer GET /v1/entries/<key> with the same bytes."""
+    bodies = []
+    for url in (serve_url, nginx_url):
+        out = work / "probe"
+        run(["curl", "-sf", "-o", out, f"{url}/v1/entries/{key}"], what=f"curl {url}/v1/entries/{key}")
+        bodies.append(out.read_bytes())
+    if bodies[0] != bodies[1]:
+        raise BenchError(f"opcache serve and nginx answer different bytes for {key}")
+
+
+def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8):
+    """For each named key set: `opcache pull -j P` into an empty store vs `curl --parallel` of the
+    same bundles from nginx into files; interleaved passes, medians."""
+    work = ctx.work / "pull"
+    results = {}
+    for name, keys in sets.items():
+        (work / name).mkdir(parents=True, exist_ok=True)
+        keys_file = work / name / "keys.txt"
+        keys_file.write_text("".join(k + "\n" for k in keys))
+        out = work / name / "curl-out"
+        cfg = work / name / "curl.cfg"
+        cfg.write_text("".join(f'url = "{nginx_url}/v1/entries/{k}"\noutput = "{out}/{k}"\n' for k in keys))
+        total = sum(ctx.bundle_bytes[k] for k in keys)
+        walls = {"opcache_pull": [], "curl_parallel_nginx": []}
+
+        def run_pull():
+            store = work / name / "store"
+            shutil.rmtree(store, ignore_errors=True)
+            start = time.perf_counter()
+            report = json.loads(run(ctx.opcache.cmd(store, "--json", "pull", "-j", parallel, "--keys", keys_file,
+                                                    remote=serve_url), env=ctx.opcache.env))
+            wall = time.perf_counter() - start
+            if report.get("transferred") != len(keys) or report.get("failed"):
+                raise BenchError(f"opcache pull of {len(keys)} {name} bundles: {report}")
+            return wall
+
+        def run_curl():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            wall = timed(["curl", "--parallel", "--parallel-immediate", "--parallel-max", parallel, "--fail",
+                          "--silent", "--show-error", "-K", cfg])
+            files = list(out.iterdir())
+            got = sum(f.stat().st_size for f in files)
+            if len(files) != len(keys) or got != total:
+                raise BenchError(f"curl fetched {len(files)} files, {got} bytes; expected {len(keys)}, {total}")
+            return wall
+
+        for p in range(passes):
+            order = [("opcache_pull", run_pull), ("curl_parallel_nginx", run_curl)]
+            for label, fn in (order if p % 2 == 0 else order[::-1]):
+                walls[label].append(fn())
+        med = {k: median(v) for k, v in walls.items()}
+        results[name] = {"bundles": len(keys), "bytes": total, "parallel": parallel, "passes": passes,
+                         "seconds": med, "all_seconds": walls,
+                         "ratio": ratio(med["opcache_pull"], med["curl_parallel_nginx"])}
+        log(f"pull {name}: opcache {med['opcache_pull']:.3f} s, curl {med['curl_parallel_nginx']:.3f} s "
+            f"({len(keys)} bundles, {total / 1e6:.1f} MB)")
+    return results
+
+
+def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup):
+    """wrk GETs of each key set at each connection count, servers alternating first; per cell the
+    median pass by requests/s."""
+    work = ctx.work / "wrk"
+    work.mkdir(parents=True, exist_ok=True)
+    threads = os.cpu_count()
+    paths = {}
+    for name, keys in sets.items():
+        paths[name] = work / f"{name}.paths"
+        paths[name].write_text("".join(f"/v1/entries/{k}\n" for k in keys))
+    for server, url in servers.items():
+        log(f"wrk warm-up: {server}, {warmup} s")
+        wrk(url, paths["small"], 64, warmup, threads)
+    cells = []
+    for name in sets:
+        for c in connections:
+            runs = {s: [] for s in servers}
+            for p in range(passes):
+                order = list(servers) if p % 2 == 0 else list(servers)[::-1]
+                for server in order:
+                    figures = wrk(servers[server], paths[name], c, seconds, threads)
+                    runs[server].append(figures)
+                    log(f"wrk {name} c={c} {server}: {figures['requests_per_second']:.0f} req/s, "
+                        f"p50 {figures['latency_us']['p50']} µs, p99 {figures['latency_us']['p99']} µs, "
+                        f"non-2xx {figures['non_2xx']}, socket errors {figures['socket_errors']}")
+            pick = {s: sorted(v, key=lambda f: f["requests_per_second"])[(len(v) - 1) // 2] for s, v in runs.items()}
+            o, n = pick["opcache_serve"], pick["nginx"]
+            cells.append({"bundles": name, "connections": c, "opcache_serve": o, "nginx": n,
+                          "non_2xx_all_passes": {s: sum(f["non_2xx"] for f in v) for s, v in runs.items()},
+                          "ratio_rps": ratio(o["requests_per_second"], n["requests_per_second"]),
+                          "ratio_p50": ratio(o["latency_us"]["p50"], n["latency_us"]["p50"]),
+                          "ratio_p99": ratio(o["latency_us"]["p99"], n["latency_us"]["p99"])})
+    return {"seconds_per_run": seconds, "passes": passes, "wrk_threads": threads, "cells": cells}
+
+
+def soak(ctx, serve, paths_keys, seconds, connections=512, every=10):
+    """wrk at `connections` against opcache serve for `seconds`, RSS sampled every `every` s."""
+    paths = ctx.work / "wrk" / "soak.paths"
+    paths.write_text("".join(f"/v1/entries/{k}\n" for k in paths_keys))
+    log(f"memory soak: wrk -c {connections} for {seconds} s against opcache serve, RSS every {every} s")
+    samples = [(0.0, serve.rss_kib())]
+    command = ["wrk", "-t", os.cpu_count(), "-c", connections, "-d", f"{seconds}s", "--timeout", "10s",
+               "-s", LIB / "rotate_paths.lua", serve.url, "--", paths]
+    start = time.monotonic()
+    process = subprocess.Popen([str(c) for c in command], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    while process.poll() is None:
+        try:
+            process.wait(timeout=every)
+        except subprocess.TimeoutExpired:
+            pass
+        samples.append((round(time.monotonic() - start, 1), serve.rss_kib()))
+    out = process.stdout.read()
+    if process.returncode != 0 or "WRK_JSON" not in out:
+        raise BenchError(f"wrk (soak) exited {process.returncode}: {out[-400:]}")
+    figures = json.loads(out.split("WRK_JSON ", 1)[1].splitlines()[0])
+    return {"seconds": seconds, "connections": connections, "rss_kib_samples": samples,
+            "rss_kib_start": samples[0][1], "rss_kib_end": samples[-1][1], "peak_rss_kib": serve.rss_kib("VmHWM"),
+            "requests": figures["requests"], "non_2xx": figures["errors"]["status"],
+            "requests_per_second": figures["requests"] / (figures["duration_us"] / 1e6)}
