@@ -27,22 +27,45 @@ void Statement::note_bind(int rc) {
   }
 }
 
+void Statement::prepare_if_pending() {
+  if (m_stmt || m_pending_sql.empty()) {
+    return;
+  }
+  sqlite3_stmt* stmt = nullptr;
+  const int rc = sqlite3_prepare_v3(m_db, m_pending_sql.c_str(), static_cast<int>(m_pending_sql.size()),
+                                    SQLITE_PREPARE_PERSISTENT, &stmt, nullptr);
+  if (rc != SQLITE_OK) {
+    note_bind(rc);
+    m_prepare_error = std::string("cannot prepare statement: ") + sqlite3_errmsg(m_db);
+    return;
+  }
+  m_stmt.reset(stmt);
+  m_pending_sql.clear();
+}
+
 Statement& Statement::bind(int index, std::int64_t value) {
+  prepare_if_pending();
   note_bind(sqlite3_bind_int64(m_stmt.get(), index, value));
   return *this;
 }
 
 Statement& Statement::bind(int index, std::string_view value) {
+  prepare_if_pending();
   note_bind(sqlite3_bind_text(m_stmt.get(), index, value.data(), static_cast<int>(value.size()), SQLITE_TRANSIENT));
   return *this;
 }
 
 Statement& Statement::bind_null(int index) {
+  prepare_if_pending();
   note_bind(sqlite3_bind_null(m_stmt.get(), index));
   return *this;
 }
 
 Result<bool> Statement::step() {
+  prepare_if_pending();
+  if (!m_prepare_error.empty()) {
+    return sqlite_error(m_bind_error, m_prepare_error);  // stays unusable: the SQL itself is wrong
+  }
   if (m_bind_error != SQLITE_OK) {
     int rc = m_bind_error;
     m_bind_error = SQLITE_OK;
@@ -69,6 +92,9 @@ Status Statement::run() {
 }
 
 void Statement::reset() noexcept {
+  if (!m_stmt) {
+    return;  // deferred and not prepared yet: nothing to reset
+  }
   sqlite3_reset(m_stmt.get());
   sqlite3_clear_bindings(m_stmt.get());
   m_bind_error = SQLITE_OK;
@@ -180,6 +206,8 @@ Result<Statement> Database::prepare(const std::string& sql) {
   }
   return Statement(m_db.get(), stmt);
 }
+
+Result<Statement> Database::prepare_deferred(const std::string& sql) { return Statement(m_db.get(), sql); }
 
 std::int64_t Database::changes() const { return sqlite3_changes64(m_db.get()); }
 

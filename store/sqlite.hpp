@@ -17,11 +17,15 @@
 namespace opcache::store {
 
 /// A prepared statement. Move-only; finalized on destruction. Bind errors are
-/// remembered and reported by the next step().
+/// remembered and reported by the next step(). A deferred statement
+/// (Database::prepare_deferred) is prepared on first use; a failure to
+/// prepare it is reported by that step().
 class Statement {
  public:
   Statement() = default;
   Statement(sqlite3* db, sqlite3_stmt* stmt) : m_db(db), m_stmt(stmt, &sqlite3_finalize) {}
+  /// A statement of `sql` on `db`, prepared when first bound or stepped.
+  Statement(sqlite3* db, std::string sql) : m_db(db), m_pending_sql(std::move(sql)) {}
 
   /// Binds 1-based parameter `index`.
   Statement& bind(int index, std::int64_t value);
@@ -48,10 +52,14 @@ class Statement {
 
  private:
   void note_bind(int rc);
+  // Prepares a deferred statement; a failure is remembered for step().
+  void prepare_if_pending();
 
   sqlite3* m_db = nullptr;
   std::unique_ptr<sqlite3_stmt, decltype(&sqlite3_finalize)> m_stmt{nullptr, &sqlite3_finalize};
   int m_bind_error = SQLITE_OK;
+  std::string m_pending_sql;    ///< SQL of a deferred statement not prepared yet
+  std::string m_prepare_error;  ///< why preparing it failed
 };
 
 /// One SQLite connection. Move-only; closed on destruction. Not thread-safe:
@@ -74,6 +82,10 @@ class Database {
 
   Status exec(const std::string& sql);
   Result<Statement> prepare(const std::string& sql);
+  /// Like prepare(), but the statement is prepared on first use: a process
+  /// that never runs it never pays for parsing it. Errors in `sql` surface at
+  /// the first step(). (A Result only to read like prepare(); never fails.)
+  Result<Statement> prepare_deferred(const std::string& sql);
   std::int64_t changes() const;
   const std::filesystem::path& path() const noexcept { return m_path; }
 
