@@ -205,9 +205,11 @@ def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario):
 
     def check_store(store, what):
         stats = opc.stats(store)
-        if counter(stats, "misses") or stats["entries"] != len(stems):
+        # At least the run's kernels: a layered lookup prefetches the whole
+        # scenario, which may hold more kernels than this run compiles.
+        if counter(stats, "misses") or stats["entries"] < len(stems):
             raise BenchError(f"{what}: local store holds {stats['entries']} entries with "
-                             f"{counter(stats, 'misses')} misses, expected {len(stems)} entries and no miss")
+                             f"{counter(stats, 'misses')} misses, expected at least {len(stems)} entries and no miss")
         return {"local_entries": stats["entries"], "local_hits": counter(stats, "hits")}
 
     def run_layered():
