@@ -63,9 +63,9 @@ std::string random_token();
 
 /// When a file written through AtomicFile reaches the disk. `synced`: the file
 /// and its directory are fsynced before the call returns, so the name never
-/// survives a power cut without its bytes. `deferred`: no fsync; the caller
-/// makes a batch durable at once later (syncfs, see LocalStore::sync) or can
-/// afford to lose the file — a reader must then verify what it reads.
+/// survives a power cut without its bytes. `deferred`: no fsync, for files
+/// the caller can afford to lose to a power cut (copies of a remote's
+/// entries) — a reader must then verify what it reads.
 enum class Durability { synced, deferred };
 
 /// A new file in `directory` that becomes visible under its final name only

@@ -186,7 +186,7 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
     if (!found) {
       return Error::not_found("the remote no longer has " + key);
     }
-    // Not synced one by one: the whole pull is synced once below.
+    // Not fsynced: a pulled entry is a copy of the remote's (docs/remotes.md).
     auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred);
     if (!adopted) {
       if (adopted.error().code() == ErrorCode::corrupt) {
@@ -197,9 +197,6 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
     }
     return adopted->bundle_bytes;
   });
-  if (summary.transferred > 0) {
-    OPCACHE_TRY(local.sync());
-  }
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return summary;
 }

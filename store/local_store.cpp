@@ -4,9 +4,7 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <set>
 
 #include "store/bundle_reader.hpp"
@@ -204,14 +202,6 @@ Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manif
     }
   }
   return publish(std::move(file), manifest, digest, bundle_bytes, policy, durability);
-}
-
-Status LocalStore::sync() {
-  OPCACHE_TRY_ASSIGN(base::FileDescriptor root, base::open_for_reading(m_layout.root()));
-  if (::syncfs(root.get()) != 0) {
-    return Error::io("cannot sync the file system of " + m_layout.root().string() + ": " + std::strerror(errno));
-  }
-  return {};
 }
 
 Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,

@@ -76,9 +76,9 @@ class LocalStore {
   /// Verifies a complete bundle in `file` (made by create_temp) and stores it
   /// if its manifest key equals `expected_key`; `corrupt` otherwise. With
   /// `Durability::deferred` nothing is fsynced (object, directory, index row):
-  /// for batches (a pull) that end with sync(); a power cut before that may
-  /// lose the entry or leave its object short, which get() then detects,
-  /// drops and reports as a miss — never serves.
+  /// for copies of a remote's entries (pull), which a power cut may lose or
+  /// leave short until the system writes them out; get() detects a short
+  /// object, drops the entry and reports a miss — never serves it.
   Result<PutOutcome> adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
                            base::Durability durability = base::Durability::synced);
 
@@ -87,10 +87,6 @@ class LocalStore {
   Result<PutOutcome> adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                     std::int64_t bundle_bytes, ReplacePolicy policy,
                                     base::Durability durability = base::Durability::synced);
-
-  /// Makes everything written to the store so far durable with one syncfs()
-  /// of its file system: the batch of deferred adoptions before it included.
-  Status sync();
 
   /// Verifies the entry and writes its members into `out_dir` (created if
   /// missing). A miss, a missing object or a corrupt object is std::nullopt;
