@@ -21,31 +21,28 @@
 namespace opcache::remote {
 namespace {
 
+// Every libcurl function opcache calls: X(member, name).
+#define OPCACHE_CURL_FUNCTIONS(X)                                                                            \
+  X(global_init, curl_global_init) X(easy_init, curl_easy_init) X(easy_cleanup, curl_easy_cleanup)          \
+  X(easy_reset, curl_easy_reset) X(easy_perform, curl_easy_perform) X(easy_setopt, curl_easy_setopt)        \
+  X(easy_getinfo, curl_easy_getinfo) X(easy_strerror, curl_easy_strerror) X(slist_append, curl_slist_append) \
+  X(slist_free_all, curl_slist_free_all) X(url, curl_url) X(url_cleanup, curl_url_cleanup)                  \
+  X(url_set, curl_url_set) X(url_get, curl_url_get) X(free, curl_free)
+
 /// The resolved entry points; all null until load_curl() succeeds.
 struct CurlFunctions {
-  decltype(&::curl_global_init) global_init = nullptr;
-  decltype(&::curl_easy_init) easy_init = nullptr;
-  decltype(&::curl_easy_cleanup) easy_cleanup = nullptr;
-  decltype(&::curl_easy_reset) easy_reset = nullptr;
-  decltype(&::curl_easy_perform) easy_perform = nullptr;
-  decltype(&::curl_easy_setopt) easy_setopt = nullptr;
-  decltype(&::curl_easy_getinfo) easy_getinfo = nullptr;
-  decltype(&::curl_easy_strerror) easy_strerror = nullptr;
-  decltype(&::curl_slist_append) slist_append = nullptr;
-  decltype(&::curl_slist_free_all) slist_free_all = nullptr;
-  decltype(&::curl_url) url = nullptr;
-  decltype(&::curl_url_cleanup) url_cleanup = nullptr;
-  decltype(&::curl_url_set) url_set = nullptr;
-  decltype(&::curl_url_get) url_get = nullptr;
-  decltype(&::curl_free) free = nullptr;
+#define OPCACHE_CURL_MEMBER(member, name) decltype(&::name) member = nullptr;
+  OPCACHE_CURL_FUNCTIONS(OPCACHE_CURL_MEMBER)
+#undef OPCACHE_CURL_MEMBER
 };
 
 CurlFunctions g_curl;
 
+// Resolves `name` into `out`; false (and `missing` = name) when absent.
 template <class Function>
 bool resolve(void* library, const char* name, Function& out, std::string& missing) {
   out = reinterpret_cast<Function>(dlsym(library, name));
-  if (out == nullptr) {
+  if (out == nullptr && missing.empty()) {
     missing = name;
   }
   return out != nullptr;
@@ -61,21 +58,10 @@ Status load_once() {
   }
   CurlFunctions functions;
   std::string missing;
-  bool complete = resolve(library, "curl_global_init", functions.global_init, missing) &&
-                  resolve(library, "curl_easy_init", functions.easy_init, missing) &&
-                  resolve(library, "curl_easy_cleanup", functions.easy_cleanup, missing) &&
-                  resolve(library, "curl_easy_reset", functions.easy_reset, missing) &&
-                  resolve(library, "curl_easy_perform", functions.easy_perform, missing) &&
-                  resolve(library, "curl_easy_setopt", functions.easy_setopt, missing) &&
-                  resolve(library, "curl_easy_getinfo", functions.easy_getinfo, missing) &&
-                  resolve(library, "curl_easy_strerror", functions.easy_strerror, missing) &&
-                  resolve(library, "curl_slist_append", functions.slist_append, missing) &&
-                  resolve(library, "curl_slist_free_all", functions.slist_free_all, missing) &&
-                  resolve(library, "curl_url", functions.url, missing) &&
-                  resolve(library, "curl_url_cleanup", functions.url_cleanup, missing) &&
-                  resolve(library, "curl_url_set", functions.url_set, missing) &&
-                  resolve(library, "curl_url_get", functions.url_get, missing) &&
-                  resolve(library, "curl_free", functions.free, missing);
+  bool complete = true;
+#define OPCACHE_CURL_RESOLVE(member, name) complete = resolve(library, #name, functions.member, missing) && complete;
+  OPCACHE_CURL_FUNCTIONS(OPCACHE_CURL_RESOLVE)
+#undef OPCACHE_CURL_RESOLVE
   if (!complete) {
     return Error::usage(std::string(OPCACHE_LIBCURL_SONAME) + " lacks " + missing +
                         " (libcurl 7.62 or newer is needed)");
