@@ -11,6 +11,7 @@
 #include "base/canonical_json.hpp"
 #include "store/directory_sink.hpp"
 #include "store/key.hpp"
+#include "store/parallel_unlink.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 
@@ -129,19 +130,53 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
   return {};
 }
 
+Result<std::optional<std::filesystem::path>> LocalStore::move_out_if_unreferenced(const std::string& digest) {
+  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
+  if (referenced) {
+    return std::optional<std::filesystem::path>();
+  }
+  // A temp name of this process in tmp/: if we die before the unlink,
+  // verify's stale-temp check removes it.
+  auto object = m_layout.object_path(digest);
+  auto doomed = m_layout.tmp() / (std::to_string(::getpid()) + "-" + base::random_token() + ".tmp");
+  if (::rename(object.c_str(), doomed.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return std::optional<std::filesystem::path>();
+    }
+    return base::errno_error("cannot move out", object, errno);
+  }
+  return std::optional<std::filesystem::path>(std::move(doomed));
+}
+
 Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
   if (digests.empty()) {
     return {};
   }
-  std::lock_guard lock(m_index_mutex);
-  // A write transaction only to serialize with publish(): a put that links
-  // one of these objects again either commits its row first (and we keep the
-  // object) or finds it gone inside its own transaction and relinks it.
-  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  for (const auto& digest : digests) {
-    OPCACHE_TRY(unlink_if_unreferenced(digest));
+  std::vector<std::filesystem::path> doomed;
+  Status committed;
+  {
+    std::lock_guard lock(m_index_mutex);
+    // A write transaction only to serialize with publish(): a put that links
+    // one of these objects again either commits its row first (and we keep the
+    // object) or finds it gone inside its own transaction and relinks it.
+    // Inside it, objects are only renamed out of objects/ (fast); the unlinks,
+    // which wait for the device, run after the lock is released.
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    for (const auto& digest : digests) {
+      auto moved = move_out_if_unreferenced(digest);
+      if (!moved) {
+        committed = moved.error();
+        break;
+      }
+      if (*moved) {
+        doomed.push_back(std::move(**moved));
+      }
+    }
+    auto commit = transaction.commit();
+    committed = committed ? commit : committed;
   }
-  return transaction.commit();
+  auto unlinked = unlink_all(doomed);
+  return committed ? unlinked : committed;
 }
 
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
