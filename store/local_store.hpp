@@ -160,8 +160,9 @@ class LocalStore {
   bool object_exists(const std::string& digest) const;
   // Unlinks the object unless a row references it; call inside a transaction.
   Status unlink_if_unreferenced(const std::string& digest);
-  // Unlinks the objects no row references any more: renamed out of objects/
-  // in one write transaction, then unlinked outside the lock, several at once.
+  // Unlinks the objects no row references any more, in one write transaction
+  // (a batch: renamed out of objects/ in it, then unlinked outside the lock,
+  // several at once).
   // Call only after the transaction that removed their rows has committed, so
   // a kill in between leaves orphan objects, never a row without its object.
   Status retire_objects(const std::vector<std::string>& digests);
