@@ -64,7 +64,8 @@ class Database {
 
   /// Switches to WAL (retrying while another process holds a lock, up to the
   /// busy timeout: SQLite does not apply the busy handler to this switch), and
-  /// sets synchronous=NORMAL and foreign keys, so several processes can share the file.
+  /// sets synchronous=NORMAL and foreign keys, so several processes can share the file;
+  /// reads go through a memory map of up to 1 GiB.
   Status configure();
 
   Status exec(const std::string& sql);
