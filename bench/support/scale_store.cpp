@@ -63,17 +63,9 @@ void fill_rows(const fs::path& index_path, std::size_t entries) {
     auto transaction = must(index.begin(), "begin");
     for (std::size_t n = batch; n < std::min(entries, batch + k_rows_per_transaction); ++n) {
       const std::size_t i = keys[n].second;
-      store::IndexEntry entry;
-      entry.key = keys[n].first;
-      entry.digest = scale_digest(i);
+      store::IndexEntry entry = corpus_shaped_entry(i, keys[n].first, scale_digest(i), scenario);
       entry.bundle_size = k_bundle_bytes;
       entry.raw_size = 3 * k_bundle_bytes;
-      entry.op_type = std::string(corpus_op_type(i));
-      entry.device_mode = "single";
-      entry.phase = "train";
-      entry.toolchain = "8.0.RC2";
-      entry.soc = "Ascend910B1";
-      entry.scenario = scenario;
       entry.created_ms = start + static_cast<std::int64_t>(i);
       entry.last_access_ms = entry.created_ms;
       entry.build_ms = 1000;
