@@ -1,12 +1,17 @@
-// LocalStore aging and clearing (the CANN contract; docs/configuration.md).
+// LocalStore aging and clearing (the CANN contract; docs/configuration.md),
+// and the retirement of removed entries' objects.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <limits>
 #include <optional>
 
 #include "store/local_store.hpp"
+#include "base/file_io.hpp"
 #include "base/lock_file.hpp"
 #include "base/try.hpp"
+#include "store/parallel_unlink.hpp"
 
 namespace opcache::store {
 
@@ -16,6 +21,11 @@ namespace {
 // one synced commit and one rename pass per batch instead of per entry, yet
 // writers in other processes are never blocked for long.
 constexpr std::int64_t k_page = 256;
+
+// From this many objects on, retire_objects renames them out of objects/
+// under the lock and unlinks them after it (an unlink can wait ~1-2 ms for the
+// device); fewer are unlinked in place.
+constexpr std::size_t k_unlink_outside_lock = 8;
 
 std::string idle_text(std::int64_t idle_ms) { return std::to_string(idle_ms / 1000) + " s"; }
 
@@ -48,6 +58,57 @@ std::optional<std::string> stop_before(const IndexEntry& candidate, std::int64_t
 }
 
 }  // namespace
+
+Result<std::optional<std::filesystem::path>> LocalStore::move_out_if_unreferenced(const std::string& digest) {
+  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
+  if (referenced) {
+    return std::optional<std::filesystem::path>();
+  }
+  // A temp name of this process in tmp/: if we die before the unlink,
+  // verify's stale-temp check removes it.
+  auto object = m_layout.object_path(digest);
+  auto doomed = m_layout.tmp() / (std::to_string(::getpid()) + "-" + base::random_token() + ".tmp");
+  if (::rename(object.c_str(), doomed.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return std::optional<std::filesystem::path>();
+    }
+    return base::errno_error("cannot move out", object, errno);
+  }
+  return std::optional<std::filesystem::path>(std::move(doomed));
+}
+
+Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
+  if (digests.empty()) {
+    return {};
+  }
+  std::vector<std::filesystem::path> doomed;
+  Status committed;
+  {
+    std::lock_guard lock(m_index_mutex);
+    // A write transaction only to serialize with publish(): a put that links
+    // one of these objects again either commits its row first (and we keep the
+    // object) or finds it gone inside its own transaction and relinks it.
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    for (const auto& digest : digests) {
+      if (digests.size() < k_unlink_outside_lock) {
+        committed = unlink_if_unreferenced(digest);
+      } else if (auto moved = move_out_if_unreferenced(digest); !moved) {
+        committed = moved.error();
+      } else if (*moved) {
+        doomed.push_back(std::move(**moved));
+      }
+      if (!committed) {
+        break;
+      }
+    }
+    auto commit = transaction.commit();
+    committed = committed ? commit : committed;
+  }
+  // A batch's objects were only renamed under the lock (fast); their
+  // unlinks, which wait for the device, run here, several at once.
+  auto unlinked = unlink_all(doomed);
+  return committed ? unlinked : committed;
+}
 
 Result<std::vector<IndexEntry>> LocalStore::evict(const std::vector<IndexEntry>& candidates,
                                                   std::int64_t idle_cutoff_ms) {

@@ -11,7 +11,6 @@
 #include "base/canonical_json.hpp"
 #include "store/directory_sink.hpp"
 #include "store/key.hpp"
-#include "store/parallel_unlink.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 
@@ -28,11 +27,6 @@ constexpr auto k_hit_batch_age = std::chrono::seconds(1);
 // a concurrent replace (force mode) retires the old object after the new row
 // is committed, so a second lookup finds the new one.
 constexpr int k_lookup_attempts = 3;
-
-// From this many objects on, retire_objects renames them out of objects/
-// under the lock and unlinks them after it (an unlink can wait ~1-2 ms for the
-// device); fewer are unlinked in place.
-constexpr std::size_t k_unlink_outside_lock = 8;
 
 // Temp files of a live process are left alone unless this old.
 constexpr auto k_stale_temp_age = std::chrono::hours(24);
@@ -158,57 +152,6 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
     }
   }
   return {};
-}
-
-Result<std::optional<std::filesystem::path>> LocalStore::move_out_if_unreferenced(const std::string& digest) {
-  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
-  if (referenced) {
-    return std::optional<std::filesystem::path>();
-  }
-  // A temp name of this process in tmp/: if we die before the unlink,
-  // verify's stale-temp check removes it.
-  auto object = m_layout.object_path(digest);
-  auto doomed = m_layout.tmp() / (std::to_string(::getpid()) + "-" + base::random_token() + ".tmp");
-  if (::rename(object.c_str(), doomed.c_str()) != 0) {
-    if (errno == ENOENT) {
-      return std::optional<std::filesystem::path>();
-    }
-    return base::errno_error("cannot move out", object, errno);
-  }
-  return std::optional<std::filesystem::path>(std::move(doomed));
-}
-
-Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
-  if (digests.empty()) {
-    return {};
-  }
-  std::vector<std::filesystem::path> doomed;
-  Status committed;
-  {
-    std::lock_guard lock(m_index_mutex);
-    // A write transaction only to serialize with publish(): a put that links
-    // one of these objects again either commits its row first (and we keep the
-    // object) or finds it gone inside its own transaction and relinks it.
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-    for (const auto& digest : digests) {
-      if (digests.size() < k_unlink_outside_lock) {
-        committed = unlink_if_unreferenced(digest);
-      } else if (auto moved = move_out_if_unreferenced(digest); !moved) {
-        committed = moved.error();
-      } else if (*moved) {
-        doomed.push_back(std::move(**moved));
-      }
-      if (!committed) {
-        break;
-      }
-    }
-    auto commit = transaction.commit();
-    committed = committed ? commit : committed;
-  }
-  // A batch's objects were only renamed under the lock (fast); their
-  // unlinks, which wait for the device, run here, several at once.
-  auto unlinked = unlink_all(doomed);
-  return committed ? unlinked : committed;
 }
 
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
