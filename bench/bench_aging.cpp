@@ -39,6 +39,7 @@
 #include "opcache/version.hpp"
 #include "support/bench_util.hpp"
 #include "support/corpus.hpp"
+#include "support/scale_store.hpp"
 
 namespace {
 
@@ -66,6 +67,8 @@ struct Options {
   std::size_t gc_remove_percent = 75;
   std::size_t gc_repeat = 25;
   std::size_t fill_threads = 4;
+  std::size_t scale_entries = 0;  // 0: no scale run
+  std::size_t scale_lookups = 10000;
   fs::path corpus = "bench-corpus";
   std::optional<fs::path> work;
   std::optional<fs::path> json_file;
@@ -86,6 +89,11 @@ store of many entries.
   --gc-repeat R          runs of the no-op gc (median reported; the dry run
                          runs min(R, 3) times) (default 25)
   --fill-threads T       threads filling the gc store (default 4)
+  --scale-entries N      run only the scale figures: an index of N entries
+                         (filled directly, see bench/support/scale_store.hpp),
+                         lookup p50/p99 of random keys, and the wall time of
+                         a gc removing 10 % of the entries
+  --scale-lookups L      timed lookups in the scale run (default 10000)
   --corpus DIR           where the generated corpus is cached and reused
                          (default ./bench-corpus)
   --work DIR             scratch directory for the stores and outputs; kept
@@ -112,6 +120,10 @@ std::optional<Options> parse_options(int argc, char** argv) {
       options.gc_repeat = parse_count(flag, value(), 1);
     } else if (flag == "--fill-threads") {
       options.fill_threads = parse_count(flag, value(), 1);
+    } else if (flag == "--scale-entries") {
+      options.scale_entries = parse_count(flag, value(), 100);
+    } else if (flag == "--scale-lookups") {
+      options.scale_lookups = parse_count(flag, value(), 1);
     } else if (flag == "--corpus") {
       options.corpus = value();
     } else if (flag == "--work") {
@@ -645,7 +657,51 @@ std::string render_table(const json& report, const Corpus& corpus, const Results
   return out.str();
 }
 
+void write_report(const Options& options, const json& report) {
+  if (options.json_file) {
+    if (options.json_file->has_parent_path()) {
+      fs::create_directories(options.json_file->parent_path());
+    }
+    write_bytes_atomic(*options.json_file, report.dump(2) + "\n");
+    progress("wrote " + options.json_file->string());
+  }
+}
+
+// --scale-entries: the scale figures only.
+int run_scale(const Options& options) {
+  const std::string date = utc_now_rfc3339();
+  const double load_at_start = load_average_1m();
+  ScratchDirectory work = make_work_directory(options.work, {"scale-store"});
+  progress("work directory: " + work.path().string());
+  const ScaleResults scale =
+      run_scale_benchmark(work.path() / "scale-store", options.scale_entries, options.scale_lookups);
+  json report = {{"benchmark", "aging"},
+                 {"opcache_version", opcache::k_version_string},
+                 {"date", date},
+                 {"machine", machine_json(work.path())},
+                 {"load_average_1m", {{"start", load_at_start}, {"end", load_average_1m()}}},
+                 {"scale", scale.to_json()}};
+  std::ostringstream out;
+  out << "\nopcache " << opcache::k_version_string << " aging benchmark at scale, " << date << "\n"
+      << "load average (1 min): " << format("%.2f", load_at_start) << " at the start, "
+      << format("%.2f", load_average_1m()) << " at the end\n"
+      << "index of " << scale.entries << " entries (filled directly in " << format("%.1f", scale.fill_seconds)
+      << " s; index.db " << format("%.0f", static_cast<double>(scale.index_bytes) / 1e6) << " MB)\n"
+      << row("Index lookup, us", {"p50", "p90", "p99", "max", "mean"})
+      << latency_row("present key (" + std::to_string(scale.lookup.samples) + " lookups)", scale.lookup)
+      << "gc removing 10 %: " << scale.gc_removed << " entries in " << format("%.2f", scale.gc_seconds) << " s ("
+      << format("%.1f", 1e6 * scale.gc_seconds / static_cast<double>(std::max<std::int64_t>(1, scale.gc_removed)))
+      << " us per entry; stopped: " << scale.gc_stopped_because << ")\n";
+  std::fputs(out.str().c_str(), stdout);
+  std::fflush(stdout);
+  write_report(options, report);
+  return 0;
+}
+
 int run(const Options& options) {
+  if (options.scale_entries > 0) {
+    return run_scale(options);
+  }
   const std::string date = utc_now_rfc3339();
   const double load_at_start = load_average_1m();
   auto scenario = must(opcache::parse_scenario(k_corpus_scenario), "scenario");
@@ -743,13 +799,7 @@ int run(const Options& options) {
 
   std::fputs(("\n" + render_table(report, corpus, results)).c_str(), stdout);
   std::fflush(stdout);
-  if (options.json_file) {
-    if (options.json_file->has_parent_path()) {
-      fs::create_directories(options.json_file->parent_path());
-    }
-    write_bytes_atomic(*options.json_file, report.dump(2) + "\n");
-    progress("wrote " + options.json_file->string());
-  }
+  write_report(options, report);
   return 0;
 }
 

@@ -1,44 +1,153 @@
-// LocalStore aging and clearing (the CANN contract; docs/configuration.md).
+// LocalStore aging and clearing (the CANN contract; docs/configuration.md),
+// and the retirement of removed entries' objects.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdio>
 #include <limits>
+#include <optional>
 
 #include "store/local_store.hpp"
+#include "base/file_io.hpp"
 #include "base/lock_file.hpp"
 #include "base/try.hpp"
+#include "store/parallel_unlink.hpp"
 
 namespace opcache::store {
 
 namespace {
 
-// Candidates are read in pages; each eviction is its own short transaction so
+// Candidates are read in pages, and evicted in transactions, of this many rows:
+// one synced commit and one rename pass per batch instead of per entry, yet
 // writers in other processes are never blocked for long.
 constexpr std::int64_t k_page = 256;
 
+// From this many objects on, retire_objects renames them out of objects/
+// under the lock and unlinks them after it (an unlink can wait ~1-2 ms for the
+// device); fewer are unlinked in place.
+constexpr std::size_t k_unlink_outside_lock = 8;
+
 std::string idle_text(std::int64_t idle_ms) { return std::to_string(idle_ms / 1000) + " s"; }
+
+// What bounds one aging pass.
+struct Bounds {
+  std::int64_t target_bytes = 0;
+  std::int64_t min_idle_ms = 0;
+  std::int64_t now = 0;
+  std::int64_t idle_cutoff = 0;  // entries used after this stay
+  std::int64_t max_entries = -1;  // -1: no bound
+};
+
+// Why aging stops at `candidate` with the store at `size` bytes after
+// `removed` evictions, or nothing when the candidate may go.
+std::optional<std::string> stop_before(const IndexEntry& candidate, std::int64_t size, std::int64_t removed,
+                                       const Bounds& bounds) {
+  if (size <= bounds.target_bytes) {
+    return "reached the target size";
+  }
+  if (candidate.last_access_ms > bounds.idle_cutoff) {
+    // CANN: stop at the first entry used within the grace period.
+    return "the least recently used remaining entry was used " + idle_text(bounds.now - candidate.last_access_ms) +
+           " ago (min idle " + idle_text(bounds.min_idle_ms) + ")";
+  }
+  if (bounds.max_entries >= 0 && removed >= bounds.max_entries) {
+    return "removed the most one write may remove (" + std::to_string(bounds.max_entries) +
+           " entries); the next writes go on";
+  }
+  return std::nullopt;
+}
 
 }  // namespace
 
-Result<bool> LocalStore::evict(const IndexEntry& candidate, std::int64_t idle_cutoff_ms) {
+Result<std::optional<std::filesystem::path>> LocalStore::move_out_if_unreferenced(const std::string& digest) {
+  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
+  if (referenced) {
+    return std::optional<std::filesystem::path>();
+  }
+  // A temp name of this process in tmp/: if we die before the unlink,
+  // verify's stale-temp check removes it.
+  auto object = m_layout.object_path(digest);
+  auto doomed = m_layout.tmp() / (std::to_string(::getpid()) + "-" + base::random_token() + ".tmp");
+  if (::rename(object.c_str(), doomed.c_str()) != 0) {
+    if (errno == ENOENT) {
+      return std::optional<std::filesystem::path>();
+    }
+    return base::errno_error("cannot move out", object, errno);
+  }
+  return std::optional<std::filesystem::path>(std::move(doomed));
+}
+
+Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
+  if (digests.empty()) {
+    return {};
+  }
+  std::vector<std::filesystem::path> doomed;
+  Status committed;
+  {
+    std::lock_guard lock(m_index_mutex);
+    // A write transaction only to serialize with publish(): a put that links
+    // one of these objects again either commits its row first (and we keep the
+    // object) or finds it gone inside its own transaction and relinks it.
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    for (const auto& digest : digests) {
+      if (digests.size() < k_unlink_outside_lock) {
+        committed = unlink_if_unreferenced(digest);
+      } else if (auto moved = move_out_if_unreferenced(digest); !moved) {
+        committed = moved.error();
+      } else if (*moved) {
+        doomed.push_back(std::move(**moved));
+      }
+      if (!committed) {
+        break;
+      }
+    }
+    auto commit = transaction.commit();
+    committed = committed ? commit : committed;
+  }
+  // A batch's objects were only renamed under the lock (fast); their
+  // unlinks, which wait for the device, run here, several at once.
+  auto unlinked = unlink_all(doomed);
+  return committed ? unlinked : committed;
+}
+
+Result<std::vector<IndexEntry>> LocalStore::evict(const std::vector<IndexEntry>& candidates,
+                                                  std::int64_t idle_cutoff_ms) {
+  std::vector<IndexEntry> removed;
+  if (candidates.empty()) {
+    return removed;
+  }
   {
     std::lock_guard lock(m_index_mutex);
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-    // Re-check under the write lock: it may have been used or pinned since we listed it.
-    OPCACHE_TRY_ASSIGN(auto current, m_index.lookup(candidate.key));
-    if (!current || current->pinned || current->last_access_ms > idle_cutoff_ms ||
-        current->digest != candidate.digest) {
-      return false;
+    for (const auto& candidate : candidates) {
+      // Re-check under the write lock: it may have been used or pinned since we listed it.
+      OPCACHE_TRY_ASSIGN(auto current, m_index.lookup(candidate.key));
+      if (!current || current->pinned || current->last_access_ms > idle_cutoff_ms ||
+          current->digest != candidate.digest) {
+        continue;
+      }
+      OPCACHE_TRY(m_index.remove(candidate.key, candidate.digest));
+      removed.push_back(candidate);
     }
-    OPCACHE_TRY(m_index.remove(candidate.key, candidate.digest));
-    OPCACHE_TRY(m_index.add_counter(counter::evictions, 1));
+    OPCACHE_TRY(m_index.add_counter(counter::evictions, static_cast<std::int64_t>(removed.size())));
     OPCACHE_TRY(transaction.commit());
   }
-  // The object goes only after the row's removal is committed (see remove()).
-  OPCACHE_TRY(retire_objects({candidate.digest}));
-  return true;
+  // The objects go only after the rows' removal is committed (see remove()).
+  std::vector<std::string> digests;
+  digests.reserve(removed.size());
+  for (const auto& entry : removed) {
+    digests.push_back(entry.digest);
+  }
+  OPCACHE_TRY(retire_objects(digests));
+  return removed;
 }
 
 Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode mode, const std::string& keep_key) {
+  return age(policy, mode, keep_key, /*max_entries=*/-1, /*continuing=*/false);
+}
+
+Result<GcReport> LocalStore::age(const AgingPolicy& policy, GcMode mode, const std::string& keep_key,
+                                 std::int64_t max_entries, bool continuing) {
   GcReport report;
   report.aging_enabled = policy.enabled();
   report.dry_run = mode == GcMode::dry_run;
@@ -56,7 +165,7 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
     report.stopped_because = "aging is disabled (max_op_cache_size = -1)";
     return report;
   }
-  if (report.bytes_before <= policy.max_bytes) {
+  if (report.bytes_before <= (continuing ? report.target_bytes : policy.max_bytes)) {
     report.stopped_because = "the store is within its limit";
     return report;
   }
@@ -70,11 +179,15 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
     gc_lock = std::move(held);
   }
 
-  const std::int64_t now = m_options.clock();
-  const std::int64_t idle_cutoff = now - policy.min_idle_ms;
-  std::int64_t size = report.bytes_before;
+  Bounds bounds;
+  bounds.target_bytes = report.target_bytes;
+  bounds.min_idle_ms = policy.min_idle_ms;
+  bounds.now = m_options.clock();
+  bounds.idle_cutoff = bounds.now - policy.min_idle_ms;
+  bounds.max_entries = max_entries;
   std::int64_t after_access = std::numeric_limits<std::int64_t>::min();
   std::string after_key;
+  report.stopped_because = "no more unpinned entries";
   for (;;) {
     std::vector<IndexEntry> page;
     {
@@ -82,44 +195,48 @@ Result<GcReport> LocalStore::collect_garbage(const AgingPolicy& policy, GcMode m
       OPCACHE_TRY_ASSIGN(page, m_index.least_recently_used(after_access, after_key, k_page));
     }
     if (page.empty()) {
-      report.stopped_because = "no more unpinned entries";
       break;
     }
-    for (const auto& candidate : page) {
-      if (size <= report.target_bytes) {
-        report.stopped_because = "reached the target size";
-        report.bytes_after = size;
-        return report;
+    // The page is evicted in batches; a batch ends where the projected size,
+    // the idle rule or the bound says stop, and the stop is checked again with
+    // what was really removed (an entry used or pinned meanwhile stays).
+    std::size_t next = 0;
+    while (next < page.size()) {
+      std::vector<IndexEntry> batch;
+      std::int64_t size = report.bytes_after;
+      std::optional<std::string> stop;
+      for (; next < page.size(); ++next) {
+        const IndexEntry& candidate = page[next];
+        stop = stop_before(candidate, size, report.entries_removed + static_cast<std::int64_t>(batch.size()), bounds);
+        if (stop) {
+          break;
+        }
+        if (candidate.key != keep_key) {
+          size -= candidate.bundle_size;
+          batch.push_back(candidate);
+        }
       }
-      if (candidate.last_access_ms > idle_cutoff) {
-        // CANN: stop at the first entry used within the grace period.
-        report.stopped_because = "the least recently used remaining entry was used " +
-                                 idle_text(now - candidate.last_access_ms) + " ago (min idle " +
-                                 idle_text(policy.min_idle_ms) + ")";
-        report.bytes_after = size;
-        return report;
-      }
-      if (candidate.key == keep_key) {
-        continue;
-      }
-      bool removed = true;
+      std::vector<IndexEntry> removed = batch;
       if (mode == GcMode::remove) {
-        OPCACHE_TRY_ASSIGN(removed, evict(candidate, idle_cutoff));
+        OPCACHE_TRY_ASSIGN(removed, evict(batch, bounds.idle_cutoff));
       }
-      if (removed) {
-        size -= candidate.bundle_size;
+      for (auto& entry : removed) {
+        report.bytes_after -= entry.bundle_size;
+        report.bytes_removed += entry.bundle_size;
         ++report.entries_removed;
-        report.bytes_removed += candidate.bundle_size;
-        report.removed.push_back(candidate);
+        report.removed.push_back(std::move(entry));
+      }
+      if (stop && removed.size() == batch.size()) {
+        report.stopped_because = *stop;
+        return report;
       }
     }
     after_access = page.back().last_access_ms;
     after_key = page.back().key;
   }
-  if (size <= report.target_bytes) {
+  if (report.bytes_after <= report.target_bytes) {
     report.stopped_because = "reached the target size";
   }
-  report.bytes_after = size;
   return report;
 }
 
@@ -136,13 +253,21 @@ void LocalStore::age_after_write(const std::string& written_key) {
     }
     size = *value;
   }
-  if (size <= m_options.aging.max_bytes) {
+  // Past the limit, aging starts; a pass cut short by the bound goes on at
+  // the next writes until the store is down to its target.
+  const bool continuing = m_aging_continues.load();
+  if (size <= (continuing ? m_options.aging.target_bytes() : m_options.aging.max_bytes)) {
+    m_aging_continues = false;
     return;
   }
-  auto report = collect_garbage(m_options.aging, GcMode::remove, written_key);
+  auto report = age(m_options.aging, GcMode::remove, written_key, m_options.evictions_per_write, continuing);
   if (!report) {
     m_options.warn("aging after a write failed: " + report.error().message());
+    return;
   }
+  m_aging_continues = m_options.evictions_per_write >= 0 &&
+                      report->entries_removed >= m_options.evictions_per_write &&
+                      report->bytes_after > report->target_bytes;
 }
 
 Result<ClearReport> LocalStore::clear() {

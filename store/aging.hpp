@@ -20,6 +20,10 @@ struct AgingPolicy {
   }
 };
 
+/// The most entries the aging after one write removes, by default (one
+/// eviction transaction): bounded work per put, whatever the store's size.
+inline constexpr std::int64_t k_evictions_per_write = 256;
+
 /// Whether a gc only reports what it would remove.
 enum class GcMode { remove, dry_run };
 

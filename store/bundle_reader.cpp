@@ -7,6 +7,7 @@
 #include <zstd.h>
 
 #include "store/bundle_writer.hpp"
+#include "store/manifest_scan.hpp"
 #include "base/json_parse.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
@@ -97,8 +98,9 @@ class MemberSplitter {
 
 }  // namespace
 
-BundleReader::BundleReader(base::ByteSource& source, BundleLimits limits, KeyCheck key_check)
-    : m_source(source), m_limits(limits), m_key_check(key_check) {}
+BundleReader::BundleReader(base::ByteSource& source, BundleLimits limits, KeyCheck key_check,
+                           ManifestFields fields)
+    : m_source(source), m_limits(limits), m_key_check(key_check), m_fields(fields) {}
 
 Status BundleReader::read_exact(void* buffer, std::size_t size, const char* what) {
   auto* bytes = static_cast<char*>(buffer);
@@ -132,6 +134,13 @@ Result<Manifest> BundleReader::read_manifest() {
   }
   std::string text(manifest_length, '\0');
   OPCACHE_TRY(read_exact(text.data(), text.size(), "manifest"));
+  if (m_fields == ManifestFields::for_hit && m_key_check == KeyCheck::trust_digest) {
+    if (auto scanned = scan_manifest_for_hit(text, m_limits)) {
+      m_manifest = std::move(*scanned);
+      m_have_manifest = true;
+      return m_manifest;
+    }
+  }
   auto parsed = base::parse_json(text, "manifest");
   if (!parsed) {
     return Error::corrupt("bundle: " + parsed.error().message());

@@ -31,12 +31,21 @@ class DiscardingSink final : public MemberSink {
   Status end(const MemberEntry&) override { return {}; }
 };
 
+/// Which manifest fields a reader needs.
+enum class ManifestFields {
+  all,      ///< every field, strictly parsed and checked (manifest_from_json)
+  for_hit,  ///< a local hit: key and members may be read fast (scan_manifest_for_hit),
+            ///< descriptor and scenario may be left empty; only with KeyCheck::trust_digest
+            ///< and a digest check before anything is published
+};
+
 /// Reads one bundle from a source. Use: read_manifest(), then read_members().
 /// Errors about the bundle's bytes are `corrupt` and start with "bundle: ";
 /// errors from the source itself (I/O) are passed through.
 class BundleReader {
  public:
-  explicit BundleReader(base::ByteSource& source, BundleLimits limits = {}, KeyCheck key_check = KeyCheck::recompute);
+  explicit BundleReader(base::ByteSource& source, BundleLimits limits = {}, KeyCheck key_check = KeyCheck::recompute,
+                        ManifestFields fields = ManifestFields::all);
 
   /// Reads and validates the header and manifest (see manifest_from_json).
   Result<Manifest> read_manifest();
@@ -55,6 +64,7 @@ class BundleReader {
   base::HashingSource m_source;
   BundleLimits m_limits;
   KeyCheck m_key_check;
+  ManifestFields m_fields;
   Manifest m_manifest;
   bool m_have_manifest = false;
 };

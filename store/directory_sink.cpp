@@ -45,12 +45,12 @@ Status DirectorySink::end(const MemberEntry&) {
 Result<std::vector<std::filesystem::path>> DirectorySink::commit() {
   std::vector<std::filesystem::path> published;
   for (const auto& pending : m_pending) {
-    struct stat info {};
-    if (::lstat(pending.target.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
-      return Error::io("cannot write " + pending.target.string() + ": a directory is in the way");
-    }
-    // rename() replaces a symlink at the target itself; it never writes through it.
+    // rename() replaces a symlink at the target itself; it never writes
+    // through it; and it refuses to replace a directory (EISDIR), so no lstat first.
     if (::rename(pending.temp.c_str(), pending.target.c_str()) != 0) {
+      if (errno == EISDIR || errno == ENOTEMPTY || errno == EEXIST) {
+        return Error::io("cannot write " + pending.target.string() + ": a directory is in the way");
+      }
       return base::errno_error("cannot rename into place", pending.target, errno);
     }
     published.push_back(pending.target);

@@ -184,6 +184,10 @@ Status Index::prepare_statements() {
   OPCACHE_TRY_ASSIGN(m_add_counter,
                      m_db.prepare_deferred("INSERT INTO counters (name, value) VALUES (?1, ?2) "
                                   "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
+  OPCACHE_TRY_ASSIGN(m_least_recently_used,
+                     m_db.prepare_deferred(std::string("SELECT ") + k_columns +
+                                  " FROM entries WHERE pinned = 0 AND (last_access_ms, key) > (?1, ?2) "
+                                  "ORDER BY last_access_ms, key LIMIT ?3"));
   return {};
 }
 
@@ -309,12 +313,11 @@ Result<std::int64_t> Index::counter_value(const std::string& name) {
 
 Result<std::vector<IndexEntry>> Index::least_recently_used(std::int64_t after_access_ms, const std::string& after_key,
                                                            std::int64_t limit) {
-  OPCACHE_TRY_ASSIGN(Statement statement,
-                     m_db.prepare(std::string("SELECT ") + k_columns +
-                                  " FROM entries WHERE pinned = 0 AND (last_access_ms, key) > (?1, ?2) "
-                                  "ORDER BY last_access_ms, key LIMIT ?3"));
-  statement.bind(1, after_access_ms).bind(2, after_key).bind(3, limit);
-  return read_entries(statement);
+  m_least_recently_used.reset();
+  m_least_recently_used.bind(1, after_access_ms).bind(2, after_key).bind(3, limit);
+  auto entries = read_entries(m_least_recently_used);
+  m_least_recently_used.reset();
+  return entries;
 }
 
 }  // namespace opcache::store

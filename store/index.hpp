@@ -81,7 +81,9 @@ class Index {
   /// One counter's value (0 when never set).
   Result<std::int64_t> counter_value(const std::string& name);
   /// Unpinned entries in least-recently-used order, starting strictly after
-  /// (after_access_ms, after_key), at most `limit`.
+  /// (after_access_ms, after_key), at most `limit`. The statement is prepared
+  /// once with the connection, so paging through a large store costs one
+  /// index range scan per page.
   Result<std::vector<IndexEntry>> least_recently_used(std::int64_t after_access_ms, const std::string& after_key,
                                                       std::int64_t limit);
 
@@ -100,6 +102,7 @@ class Index {
   Statement m_record_hit;
   Statement m_record_hit_no_access;
   Statement m_add_counter;
+  Statement m_least_recently_used;
 };
 
 }  // namespace opcache::store

@@ -62,7 +62,8 @@ IndexEntry entry_from_manifest(const Manifest& manifest, const std::string& dige
 // verify() recomputes it anyway.
 Status decode_entry(base::ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink,
                     KeyCheck key_check) {
-  BundleReader reader(source, limits, key_check);
+  BundleReader reader(source, limits, key_check,
+                      key_check == KeyCheck::trust_digest ? ManifestFields::for_hit : ManifestFields::all);
   OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
   if (manifest.key != entry.key) {
     return Error::corrupt("bundle holds key " + manifest.key + ", not " + entry.key);
@@ -73,6 +74,30 @@ Status decode_entry(base::ByteSource& source, const BundleLimits& limits, const 
     return Error::corrupt("bundle digest " + digest + " differs from the index (" + entry.digest + ")");
   }
   return {};
+}
+
+// Objects up to this size are read whole, in one call, instead of in the
+// reader's pieces (header, manifest, frame magic, payload, end check).
+constexpr off_t k_read_whole_bytes = 1 << 20;
+
+// The whole object in `buffer` when it is small (one fstat and one read),
+// else nothing (the caller streams it).
+Result<std::optional<std::string_view>> read_small_object(int fd, const std::filesystem::path& path,
+                                                          std::string& buffer) {
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || info.st_size > k_read_whole_bytes) {
+    return std::optional<std::string_view>();
+  }
+  buffer.resize(static_cast<std::size_t>(info.st_size));
+  std::size_t have = 0;
+  while (have < buffer.size()) {
+    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(fd, buffer.data() + have, buffer.size() - have, path));
+    if (n == 0) {
+      break;
+    }
+    have += n;
+  }
+  return std::optional<std::string_view>(std::string_view(buffer.data(), have));
 }
 
 std::uint64_t source_bytes(int fd) {
@@ -127,21 +152,6 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
     }
   }
   return {};
-}
-
-Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
-  if (digests.empty()) {
-    return {};
-  }
-  std::lock_guard lock(m_index_mutex);
-  // A write transaction only to serialize with publish(): a put that links
-  // one of these objects again either commits its row first (and we keep the
-  // object) or finds it gone inside its own transaction and relinks it.
-  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  for (const auto& digest : digests) {
-    OPCACHE_TRY(unlink_if_unreferenced(digest));
-  }
-  return transaction.commit();
 }
 
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
@@ -348,7 +358,16 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
     if (!fd) {
       return fd.error();
     }
-    base::FdSource source(fd->get(), object);
+    // Objects never change once published, and the digest check covers
+    // every byte read: reading a small one whole is as safe as streaming it.
+    static thread_local std::string object_bytes;
+    OPCACHE_TRY_ASSIGN(auto small, read_small_object(fd->get(), object, object_bytes));
+    base::FdSource file_source(fd->get(), object);
+    std::optional<base::MemorySource> memory_source;
+    if (small) {
+      memory_source.emplace(*small);
+    }
+    base::ByteSource& source = memory_source ? static_cast<base::ByteSource&>(*memory_source) : file_source;
     DirectorySink sink(out_dir);
     auto decoded = decode_entry(source, m_options.limits, *entry, sink, KeyCheck::trust_digest);
     if (!decoded && decoded.error().code() == ErrorCode::corrupt) {

@@ -3,6 +3,7 @@
 // the store as before or after an operation) and shared by many processes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -40,6 +41,10 @@ struct StoreOptions {
   int compression_level = 3;
   int busy_timeout_ms = 60000;
   AgingPolicy aging;               ///< access times are updated and gc runs only when enabled
+  /// The aging that follows one write removes at most this many entries (-1:
+  /// no bound); a store still above its target is aged further by the next
+  /// writes of this process, so no write pays for aging a whole store.
+  std::int64_t evictions_per_write = k_evictions_per_write;
   Clock clock;                     ///< default: system clock
   WarningSink warn;                ///< default: "opcache: warning: …" on stderr
 };
@@ -130,7 +135,11 @@ class LocalStore {
   Result<bool> set_pinned(const std::string& key, bool pinned);
 
   /// Ages the store (least recently used first, skipping pinned entries, stopping at
-  /// the first entry used within min_idle) until it is at most limit × ratio.
+  /// the first entry used within min_idle) until it is at most limit × ratio,
+  /// with no bound on the entries removed (writes age with a bound, see
+  /// StoreOptions::evictions_per_write). Rows are removed in transactions of
+  /// up to 256, each re-checked under the write lock; their objects are
+  /// unlinked after each commit.
   /// Concurrent calls in other processes are skipped (`stopped_because` says so).
   /// Implemented in store/aging.cpp.
   /// `keep_key`, when not empty, is never removed (the entry a put just wrote).
@@ -158,16 +167,28 @@ class LocalStore {
   bool object_exists(const std::string& digest) const;
   // Unlinks the object unless a row references it; call inside a transaction.
   Status unlink_if_unreferenced(const std::string& digest);
-  // Unlinks the objects no row references any more, in its own transaction.
+  // Unlinks the objects no row references any more, in one write transaction
+  // (a batch: renamed out of objects/ in it, then unlinked outside the lock,
+  // several at once).
   // Call only after the transaction that removed their rows has committed, so
   // a kill in between leaves orphan objects, never a row without its object.
   Status retire_objects(const std::vector<std::string>& digests);
+  // Renames the object to a temp name in tmp/ unless a row references it;
+  // call inside a transaction. The new path, or nothing when kept or absent.
+  Result<std::optional<std::filesystem::path>> move_out_if_unreferenced(const std::string& digest);
   void verify_entries(bool repair, VerifyReport& report);
   void verify_objects(bool repair, VerifyReport& report);
   void verify_temps(bool repair, VerifyReport& report);
   // Runs aging after a write when the store grew past the limit (store/aging.cpp).
   void age_after_write(const std::string& written_key);
-  Result<bool> evict(const IndexEntry& candidate, std::int64_t idle_cutoff_ms);
+  // collect_garbage with a bound on the entries removed (-1: none); when
+  // `continuing`, a store above its target (not only its limit) is aged.
+  Result<GcReport> age(const AgingPolicy& policy, GcMode mode, const std::string& keep_key, std::int64_t max_entries,
+                       bool continuing);
+  // Removes the rows of `candidates` still idle since `idle_cutoff_ms`, unpinned
+  // and pointing at the same object, in one transaction, then their objects.
+  // Returns the entries removed (store/aging.cpp).
+  Result<std::vector<IndexEntry>> evict(const std::vector<IndexEntry>& candidates, std::int64_t idle_cutoff_ms);
 
   struct PendingHits {
     std::map<std::string, std::pair<std::int64_t, std::int64_t>> keys;  // key -> (hits, last access ms)
@@ -183,6 +204,8 @@ class LocalStore {
   Index m_index;
   std::mutex m_hits_mutex;
   PendingHits m_pending_hits;
+  // A write's aging stopped at its bound above the target: the next write goes on.
+  std::atomic<bool> m_aging_continues{false};
 };
 
 }  // namespace opcache::store

@@ -186,6 +186,16 @@ Status check_member_name(std::string_view name) {
   return {};
 }
 
+bool check_member_entries(const std::vector<MemberEntry>& members, const BundleLimits& limits) {
+  for (const auto& member : members) {
+    if (!check_member_name(member.name) || member.size > limits.max_member_bytes ||
+        !base::is_sha256_hex(member.sha256) || k_roles.count(member.role) == 0) {
+      return false;
+    }
+  }
+  return static_cast<bool>(check_members(members, limits));
+}
+
 std::string role_for_member_name(std::string_view name) {
   auto ends_with = [&](std::string_view suffix) {
     return name.size() >= suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;

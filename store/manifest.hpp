@@ -61,6 +61,11 @@ struct Manifest {
 /// not "." (so it can never leave the directory it is written to).
 Status check_member_name(std::string_view name);
 
+/// Whether `members` pass manifest_from_json's member checks: safe unique
+/// names, sizes within `limits` (each and in total), well-formed SHA-256,
+/// known roles, 1..max_members of them.
+bool check_member_entries(const std::vector<MemberEntry>& members, const BundleLimits& limits);
+
 /// The role implied by a file name's extension (.o → object, .json →
 /// metadata, .info → info, .run → package, else other).
 std::string role_for_member_name(std::string_view name);

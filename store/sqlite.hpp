@@ -72,9 +72,10 @@ class Database {
 
   /// Switches to WAL (retrying while another process holds a lock, up to the
   /// busy timeout: SQLite does not apply the busy handler to this switch),
-  /// sets synchronous=FULL and foreign keys, and keeps the WAL short: a commit
-  /// that leaves k_wal_truncate_frames or more frames in it checkpoints and
-  /// truncates it, so several short-lived processes can share the file cheaply.
+  /// sets synchronous=FULL and foreign keys, reads through a memory map of up
+  /// to 1 GiB, and keeps the WAL short: a commit that leaves
+  /// k_wal_truncate_frames or more frames in it checkpoints and truncates it,
+  /// so several short-lived processes can share the file cheaply.
   Status configure();
 
   /// WAL length (frames of one page) at which a commit truncates the WAL.

@@ -433,4 +433,18 @@ Corpus load_or_generate_corpus(const fs::path& directory, std::size_t count, con
   return corpus;
 }
 
+opcache::Entry corpus_shaped_entry(std::size_t index, std::string key, std::string digest,
+                                   const std::string& scenario_json) {
+  opcache::Entry entry;
+  entry.key = std::move(key);
+  entry.digest = std::move(digest);
+  entry.op_type = std::string(corpus_op_type(index));
+  entry.device_mode = "single";
+  entry.phase = "train";
+  entry.toolchain = "8.0.RC2";
+  entry.soc = "Ascend910B1";
+  entry.scenario = scenario_json;
+  return entry;
+}
+
 }  // namespace opcache::bench

@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "opcache/types.hpp"
+
 namespace opcache::bench {
 
 /// The scenario every corpus kernel is compiled for (and recorded in the
@@ -35,6 +37,12 @@ inline constexpr std::size_t k_corpus_dtypes = 3;
 /// The op type of kernel `index` ("Add", "Axpy", ..., "MatMul"), for
 /// benchmarks that make synthetic rows shaped like the corpus.
 std::string_view corpus_op_type(std::size_t index);
+
+/// An index row shaped like corpus kernel `index`'s (its op type, the corpus
+/// scenario's fields, `scenario_json`), under `key` and `digest`; sizes,
+/// times and counts are left for the caller.
+opcache::Entry corpus_shaped_entry(std::size_t index, std::string key, std::string digest,
+                                   const std::string& scenario_json);
 
 /// One kernel of the corpus: its three files on disk and what describes it.
 struct Kernel {
