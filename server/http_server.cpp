@@ -22,7 +22,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
       : m_state(std::move(state)), m_acceptor(std::move(acceptor)), m_retry(m_state->ioc) {}
 
   void accept() {
-    m_acceptor->async_accept(net::make_strand(m_state->ioc),
+    m_acceptor->async_accept(m_state->context_for_connection(),
                              [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
                                self->on_accept(ec, std::move(socket));
                              });
@@ -122,8 +122,8 @@ Result<std::vector<std::string>> HttpServer::start() {
 
 void HttpServer::run() {
   std::vector<std::thread> threads;
-  for (int i = 1; i < m_state->config.threads; ++i) {
-    threads.emplace_back([state = m_state] { state->ioc.run(); });
+  for (auto& context : m_state->extra_contexts) {
+    threads.emplace_back([state = m_state, context = context.get()] { context->run(); });
   }
   m_state->ioc.run();
   for (auto& thread : threads) {
