@@ -3,20 +3,30 @@
 // Bounded by bytes; the least recently used bundle goes first.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <list>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace opcache::server {
 
-/// A whole bundle in memory. Immutable once made, so responses being sent
-/// may share it with the cache (and keep it alive after it is evicted).
+/// A whole bundle in memory. Its bytes are immutable once made, so responses
+/// being sent may share it with the cache (and keep it alive after it is
+/// evicted).
 struct CachedBundle {
-  std::string digest;  ///< SHA-256 of `bytes` (the object's name and the ETag)
-  std::string bytes;   ///< the bundle, exactly as stored
+  CachedBundle(std::string digest_in, std::string bytes_in, std::int64_t checked_at)
+      : digest(std::move(digest_in)), bytes(std::move(bytes_in)), checked_ns(checked_at) {}
+
+  const std::string digest;  ///< SHA-256 of `bytes` (the object's name and the ETag)
+  const std::string bytes;   ///< the bundle, exactly as stored
+  /// When its owner last confirmed the bundle is still the stored one
+  /// (steady clock, ns); the one mutable field, for the owner's use.
+  mutable std::atomic<std::int64_t> checked_ns;
 };
 
 /// Key → bundle, least recently used evicted first. A bundle counts its

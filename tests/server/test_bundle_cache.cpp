@@ -17,7 +17,7 @@ using opcache::server::CachedBundle;
 constexpr std::size_t k_overhead = BundleCache::k_entry_overhead;
 
 std::shared_ptr<const CachedBundle> bundle_of(std::size_t size, char fill) {
-  return std::make_shared<const CachedBundle>(CachedBundle{std::string(64, fill), std::string(size, fill)});
+  return std::make_shared<const CachedBundle>(std::string(64, fill), std::string(size, fill), 0);
 }
 
 std::string key_of(int i) { return "key-" + std::to_string(i); }
