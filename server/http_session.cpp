@@ -622,14 +622,18 @@ void start_session(const std::shared_ptr<State>& state, tcp::socket socket) {
   socket.set_option(tcp::no_delay(true), ignored);
   auto remote = socket.remote_endpoint(ignored);
   std::string client = remote.address().to_string() + ":" + std::to_string(remote.port());
+  // The socket belongs to the I/O thread it was handed to (not necessarily
+  // the acceptor's): the session starts there, so only that thread ever
+  // touches it.
+  auto executor = socket.get_executor();
   if (state->config.tls()) {
     auto session = std::make_shared<TlsSession>(state, std::move(socket), state->current_tls(), client);
     state->add_session(session);
-    session->start();
+    net::dispatch(executor, [session] { session->start(); });
   } else {
     auto session = std::make_shared<PlainSession>(state, std::move(socket), client);
     state->add_session(session);
-    session->start();
+    net::dispatch(executor, [session] { session->start(); });
   }
 }
 
