@@ -392,11 +392,14 @@ class Session : public SessionBase {
       respond(too_many_requests());
       return;
     }
-    net::post(m_state->workers, [self = self_pointer(), handler = std::move(handler)]() mutable {
+    // `home` counts as work of this connection's I/O context until the
+    // answer is posted back: during a graceful stop, a context whose only
+    // work is on the pool would otherwise return from run() and never send it.
+    auto home = net::prefer(derived().stream().get_executor(), net::execution::outstanding_work.tracked);
+    net::post(m_state->workers, [self = self_pointer(), handler = std::move(handler), home]() mutable {
       auto response = std::make_shared<ApiResponse>(handler());
       self->m_state->release_inflight();
-      net::post(self->derived().stream().get_executor(),
-                [self, response] { self->respond(std::move(*response)); });
+      net::post(home, [self, response] { self->respond(std::move(*response)); });
     });
   }
 

@@ -1562,6 +1562,33 @@ TEST_CASE("server::SIGTERM finishes an upload in flight, refuses new connections
         opcache::test::read_text(bundle.kernel.object));
 }
 
+TEST_CASE("server::SIGTERM with two I/O threads answers an upload in flight on each of them") {
+  // Connections are handed to the I/O threads in turn, so two consecutive
+  // ones land on different threads; the answer of each comes back from the
+  // worker pool to a thread that must still be running.
+  Served served({"--threads", "2"});
+  TempDir work;
+  std::vector<TestBundle> bundles = {make_bundle(work.path(), "abs", 90), make_bundle(work.path(), "neg", 91)};
+  std::vector<std::unique_ptr<RawConnection>> uploads;
+  for (const auto& bundle : bundles) {
+    uploads.push_back(std::make_unique<RawConnection>(served.port()));
+    REQUIRE(uploads.back()->send(upload_head(bundle.key, bundle.bytes.size())));
+    REQUIRE(uploads.back()->send(bundle.bytes.substr(0, bundle.bytes.size() / 2)));
+  }
+  REQUIRE(eventually([&] { return files_under(served.storage / "tmp").size() >= 2; }));
+  served.server->signal(SIGTERM);
+  CHECK(eventually([&] { return !RawConnection::can_connect(served.port()); }, 3s));
+  for (std::size_t i = 0; i < bundles.size(); ++i) {
+    REQUIRE(uploads[i]->send(bundles[i].bytes.substr(bundles[i].bytes.size() / 2)));
+    const std::string response = uploads[i]->receive_response(5s);
+    INFO("upload " << i << ": " << response);
+    CHECK(opcache::test::raw_status(response) == 201);
+  }
+  const auto exit_code = served.server->wait_exit(10s);
+  REQUIRE_MESSAGE(exit_code.has_value(), served.server->log_text());
+  CHECK(*exit_code == 0);
+}
+
 TEST_CASE("server::200 concurrent keep-alive connections get byte-exact bundles with a bounded thread count") {
   constexpr int k_connections = 200;
   constexpr int k_io_threads = 2;
