@@ -95,11 +95,14 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
     return tls;
   }
 
-  /// The context of the next new connection (each in turn).
+  /// The context for the next new connection; connection_accepted() moves
+  /// on to the next one, so contexts take connections in turn. Called by the
+  /// listeners (on `ioc`'s thread).
   net::io_context& context_for_connection() {
-    const std::size_t i = next_context.fetch_add(1, std::memory_order_relaxed) % (extra_contexts.size() + 1);
+    const std::size_t i = next_context.load(std::memory_order_relaxed) % (extra_contexts.size() + 1);
     return i == 0 ? ioc : *extra_contexts[i - 1];
   }
+  void connection_accepted() { next_context.fetch_add(1, std::memory_order_relaxed); }
 
   /// Stops every I/O context at once (the grace period is over).
   void stop_contexts() {
