@@ -1,6 +1,11 @@
 #include "server/access_log.hpp"
 
+#include <fcntl.h>
+#include <limits.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <charconv>
 #include <cstring>
 #include <ctime>
 
@@ -10,31 +15,69 @@
 
 namespace opcache::server {
 
-Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat format) {
-  if (path.empty() || path == "-") {
-    return AccessLog(stderr, false, format);
-  }
-  std::FILE* file = std::fopen(path.c_str(), "a");
-  if (file == nullptr) {
-    return Error::io("cannot open access log " + path.string() + ": " + std::strerror(errno));
-  }
-  return AccessLog(file, true, format);
+namespace {
+
+void append_number(std::string& out, std::uint64_t value) {
+  char digits[24];
+  auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
+  out.append(digits, end);
 }
 
-AccessLog::AccessLog(AccessLog&& other) noexcept
-    : m_file(other.m_file), m_owned(other.m_owned), m_format(other.m_format) {
+// The current second as RFC 3339 UTC text, formatted once per second per thread.
+const std::string& now_text() {
+  thread_local std::time_t second = 0;
+  thread_local std::string text;
+  const std::time_t now = std::time(nullptr);
+  if (now != second || text.empty()) {
+    second = now;
+    text = store::rfc3339_now();
+  }
+  return text;
+}
+
+}  // namespace
+
+Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat format) {
+  if (path.empty() || path == "-") {
+    return AccessLog(STDERR_FILENO, false, format);
+  }
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    return Error::io("cannot open access log " + path.string() + ": " + std::strerror(errno));
+  }
+  return AccessLog(fd, true, format);
+}
+
+AccessLog::AccessLog(AccessLog&& other) noexcept : m_fd(other.m_fd), m_owned(other.m_owned), m_format(other.m_format) {
   other.m_owned = false;
 }
 
 AccessLog::~AccessLog() {
   if (m_owned) {
-    std::fclose(m_file);
+    ::close(m_fd);
+  }
+}
+
+void AccessLog::emit(std::string_view line) {
+  std::unique_lock lock(m_mutex, std::defer_lock);
+  if (line.size() > PIPE_BUF) {
+    lock.lock();  // a pipe may split a longer write; keep our own lines whole at least
+  }
+  while (!line.empty()) {
+    const ssize_t wrote = ::write(m_fd, line.data(), line.size());
+    if (wrote < 0 && errno == EINTR) {
+      continue;
+    }
+    if (wrote <= 0) {
+      return;  // nowhere to report a failing log
+    }
+    line.remove_prefix(static_cast<std::size_t>(wrote));
   }
 }
 
 void AccessLog::write(const AccessRecord& record) {
   std::string line;
-  const std::string time = store::rfc3339_now();
+  const std::string& time = now_text();
   if (m_format == LogFormat::json) {
     nlohmann::json object = {{"time", time},
                              {"client", record.client},
@@ -48,14 +91,20 @@ void AccessLog::write(const AccessRecord& record) {
     line = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
     char duration[32];
-    std::snprintf(duration, sizeof duration, "%.3f", record.seconds * 1000.0);
-    line = time + " " + record.client + " " + record.method + " " + record.target + " " +
-           std::to_string(record.status) + " in=" + std::to_string(record.bytes_in) +
-           " out=" + std::to_string(record.bytes_out) + " " + duration + "ms token=" + record.token_name + "\n";
+    const int duration_length = std::snprintf(duration, sizeof duration, "%.3f", record.seconds * 1000.0);
+    line.reserve(time.size() + record.client.size() + record.method.size() + record.target.size() +
+                 record.token_name.size() + duration_length + 64);
+    line.append(time).append(" ").append(record.client).append(" ").append(record.method).append(" ");
+    line.append(record.target).append(" ");
+    append_number(line, static_cast<std::uint64_t>(record.status));
+    line.append(" in=");
+    append_number(line, record.bytes_in);
+    line.append(" out=");
+    append_number(line, record.bytes_out);
+    line.append(" ").append(duration, static_cast<std::size_t>(duration_length)).append("ms token=");
+    line.append(record.token_name).append("\n");
   }
-  std::lock_guard lock(m_mutex);
-  std::fwrite(line.data(), 1, line.size(), m_file);
-  std::fflush(m_file);
+  emit(line);
 }
 
 void AccessLog::event(const std::string& message) {
@@ -65,9 +114,7 @@ void AccessLog::event(const std::string& message) {
   } else {
     line = store::rfc3339_now() + " opcache serve: " + message + "\n";
   }
-  std::lock_guard lock(m_mutex);
-  std::fwrite(line.data(), 1, line.size(), m_file);
-  std::fflush(m_file);
+  emit(line);
 }
 
 }  // namespace opcache::server

@@ -7,26 +7,30 @@
 #include <filesystem>
 #include <mutex>
 #include <string>
+#include <string_view>
 
 #include "opcache/result.hpp"
 #include "server/server_config.hpp"
 
 namespace opcache::server {
 
-/// What is logged about one request.
+/// What is logged about one request. Views into the caller's strings,
+/// valid for the write() call.
 struct AccessRecord {
-  std::string client;  ///< "ip:port"
-  std::string method;
-  std::string target;
+  std::string_view client;  ///< "ip:port"
+  std::string_view method;
+  std::string_view target;
   int status = 0;
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
   double seconds = 0;
-  std::string token_name = "-";
+  std::string_view token_name = "-";
 };
 
-/// Writes access records to a file or standard error. Thread-safe; each
-/// record is one write, so lines never interleave.
+/// Writes access records to a file or standard error. Thread-safe without a
+/// lock around the I/O: each line is one write(2) on a descriptor opened
+/// with O_APPEND (or standard error), so lines never interleave (lines
+/// longer than PIPE_BUF to a pipe are written under a lock).
 class AccessLog {
  public:
   /// `path` empty or "-" means standard error.
@@ -40,12 +44,15 @@ class AccessLog {
   void event(const std::string& message);
 
  private:
-  AccessLog(std::FILE* file, bool owned, LogFormat format) : m_file(file), m_owned(owned), m_format(format) {}
+  AccessLog(int fd, bool owned, LogFormat format) : m_fd(fd), m_owned(owned), m_format(format) {}
 
-  std::FILE* m_file;
+  // Writes `line` with one write(2) when it can.
+  void emit(std::string_view line);
+
+  int m_fd;
   bool m_owned;
   LogFormat m_format;
-  std::mutex m_mutex;
+  std::mutex m_mutex;  // lines longer than PIPE_BUF
 };
 
 }  // namespace opcache::server

@@ -19,10 +19,14 @@ using State = HttpServer::State;
 class Listener : public std::enable_shared_from_this<Listener> {
  public:
   Listener(std::shared_ptr<State> state, std::shared_ptr<tcp::acceptor> acceptor)
-      : m_state(std::move(state)), m_acceptor(std::move(acceptor)), m_retry(m_state->ioc) {}
+      : m_state(std::move(state)), m_acceptor(std::move(acceptor)), m_retry(m_state->ioc) {
+    // Synchronous accepts (accept_waiting) must not block.
+    beast::error_code ignored;
+    m_acceptor->non_blocking(true, ignored);
+  }
 
   void accept() {
-    m_acceptor->async_accept(net::make_strand(m_state->ioc),
+    m_acceptor->async_accept(m_state->context_for_connection(),
                              [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
                                self->on_accept(ec, std::move(socket));
                              });
@@ -40,9 +44,28 @@ class Listener : public std::enable_shared_from_this<Listener> {
       m_retry.async_wait([self = shared_from_this()](beast::error_code) { self->accept(); });
       return;
     }
+    m_state->connection_accepted();
     start_session(m_state, std::move(socket));
+    accept_waiting();
     accept();
   }
+
+  // Takes the connections already waiting (up to k_accept_burst) at once. One
+  // accept per turn of the event loop left a burst of new connections (wrk
+  // opening 512) waiting hundreds of milliseconds for their first answer.
+  void accept_waiting() {
+    for (int i = 0; i < k_accept_burst; ++i) {
+      beast::error_code ec;
+      tcp::socket socket = m_acceptor->accept(m_state->context_for_connection(), ec);
+      if (ec) {
+        return;  // would_block: none waiting; other errors: the next async_accept reports them
+      }
+      m_state->connection_accepted();
+      start_session(m_state, std::move(socket));
+    }
+  }
+
+  static constexpr int k_accept_burst = 64;
 
   std::shared_ptr<State> m_state;
   std::shared_ptr<tcp::acceptor> m_acceptor;
@@ -122,8 +145,8 @@ Result<std::vector<std::string>> HttpServer::start() {
 
 void HttpServer::run() {
   std::vector<std::thread> threads;
-  for (int i = 1; i < m_state->config.threads; ++i) {
-    threads.emplace_back([state = m_state] { state->ioc.run(); });
+  for (auto& context : m_state->extra_contexts) {
+    threads.emplace_back([state = m_state, context = context.get()] { context->run(); });
   }
   m_state->ioc.run();
   for (auto& thread : threads) {

@@ -1,6 +1,8 @@
 // The HTTP/1.1 server of `opcache serve` on Boost.Asio/Beast: asynchronous,
-// a fixed number of I/O threads for any number of keep-alive connections,
-// storage work on a separate worker pool, optional TLS (OpenSSL), timeouts,
+// a fixed number of I/O threads (each with its own io_context and its share
+// of the connections) for any number of keep-alive connections, reads of a
+// local store answered on the I/O thread, other storage work (uploads,
+// queries, listings, S3) on a separate worker pool, optional TLS (OpenSSL), timeouts,
 // limits, access log, metrics, graceful shutdown. The listeners are
 // http_server.cpp, one connection http_session.cpp, the shared state and
 // shutdown server_state.cpp; the API itself is api.cpp.

@@ -353,6 +353,11 @@ class Session : public SessionBase {
     auto self = self_pointer();
     if (name == "entry" && m_method == "DELETE") {
       run_on_worker([self] { return self->m_state->api.delete_entry(self->m_route.key); });
+    } else if (name == "entry" && m_state->storage->reads_are_local()) {
+      // A local read is an index lookup and a file open: answering it here
+      // costs less than the hop to a worker and back, and needs no in-flight
+      // slot (those bound the worker queue).
+      respond(m_state->api.get_entry(m_route.key, m_method == "HEAD", m_header->get()[http::field::if_none_match]));
     } else if (name == "entry") {
       std::string if_none_match(m_header->get()[http::field::if_none_match]);
       run_on_worker([self, if_none_match] {
@@ -387,11 +392,14 @@ class Session : public SessionBase {
       respond(too_many_requests());
       return;
     }
-    net::post(m_state->workers, [self = self_pointer(), handler = std::move(handler)]() mutable {
+    // `home` counts as work of this connection's I/O context until the
+    // answer is posted back: during a graceful stop, a context whose only
+    // work is on the pool would otherwise return from run() and never send it.
+    auto home = net::prefer(derived().stream().get_executor(), net::execution::outstanding_work.tracked);
+    net::post(m_state->workers, [self = self_pointer(), handler = std::move(handler), home]() mutable {
       auto response = std::make_shared<ApiResponse>(handler());
       self->m_state->release_inflight();
-      net::post(self->derived().stream().get_executor(),
-                [self, response] { self->respond(std::move(*response)); });
+      net::post(home, [self, response] { self->respond(std::move(*response)); });
     });
   }
 
@@ -442,10 +450,32 @@ class Session : public SessionBase {
     write(message, response.status, static_cast<std::uint64_t>(response.bundle->size), close);
   }
 
+  // Sends a bundle held in memory as the body, without copying it: the
+  // message owns a reference to the bytes until it is written.
+  void send_bundle_memory(ApiResponse response, http::status status, bool close) {
+    struct Holder {
+      std::shared_ptr<const std::string> bytes;
+      http::response<http::span_body<const char>> message;
+    };
+    auto holder = std::make_shared<Holder>();
+    holder->bytes = std::move(response.bundle->memory);
+    holder->message = http::response<http::span_body<const char>>(status, 11);
+    finish_headers(holder->message, response, close);
+    holder->message.body() = beast::span<const char>(holder->bytes->data(), holder->bytes->size());
+    holder->message.prepare_payload();
+    const auto bytes_out = static_cast<std::uint64_t>(holder->bytes->size());
+    write(std::shared_ptr<http::response<http::span_body<const char>>>(holder, &holder->message), response.status,
+          bytes_out, close);
+  }
+
   void respond(ApiResponse response) {
     const bool close = m_close_after || !m_keep_alive || m_state->stopping;
     const bool head = m_method == "HEAD" || response.head_only;
     const auto status = static_cast<http::status>(response.status);
+    if (response.bundle && !head && response.status == 200 && response.bundle->memory) {
+      send_bundle_memory(std::move(response), status, close);
+      return;
+    }
     if (response.bundle && !head && response.status == 200) {
       if (auto bytes = read_small_bundle(*response.bundle)) {
         // One write instead of file_body's 4 KiB pieces.
@@ -595,14 +625,18 @@ void start_session(const std::shared_ptr<State>& state, tcp::socket socket) {
   socket.set_option(tcp::no_delay(true), ignored);
   auto remote = socket.remote_endpoint(ignored);
   std::string client = remote.address().to_string() + ":" + std::to_string(remote.port());
+  // The socket belongs to the I/O thread it was handed to (not necessarily
+  // the acceptor's): the session starts there, so only that thread ever
+  // touches it.
+  auto executor = socket.get_executor();
   if (state->config.tls()) {
     auto session = std::make_shared<TlsSession>(state, std::move(socket), state->current_tls(), client);
     state->add_session(session);
-    session->start();
+    net::dispatch(executor, [session] { session->start(); });
   } else {
     auto session = std::make_shared<PlainSession>(state, std::move(socket), client);
     state->add_session(session);
-    session->start();
+    net::dispatch(executor, [session] { session->start(); });
   }
 }
 

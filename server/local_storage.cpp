@@ -1,20 +1,75 @@
 #include "server/local_storage.hpp"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
 
 #include "base/try.hpp"
+#include "server/bundle_cache.hpp"
 
 namespace opcache::server {
 
 namespace {
 
+// The whole file behind `fd` (`size` bytes, read with pread: the offset is
+// left at the start), or std::nullopt when it cannot be read completely.
+std::optional<std::string> read_whole(int fd, std::int64_t size) {
+  std::string bytes(static_cast<std::size_t>(size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return std::nullopt;
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  return bytes;
+}
+
+// A kept bundle is trusted this long after its object was last seen;
+// stat()ing the object on every hit cost 12% of the server's CPU (perf).
+constexpr std::int64_t k_recheck_ns = 1'000'000'000;
+
+std::int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+StoredBundle from_memory(std::shared_ptr<const CachedBundle> kept) {
+  StoredBundle bundle;
+  bundle.size = static_cast<std::int64_t>(kept->bytes.size());
+  bundle.digest = kept->digest;
+  bundle.memory = std::shared_ptr<const std::string>(kept, &kept->bytes);
+  return bundle;
+}
+
 class LocalStorage final : public Storage {
  public:
-  explicit LocalStorage(std::unique_ptr<store::LocalStore> store) : m_store(std::move(store)) {}
+  LocalStorage(std::unique_ptr<store::LocalStore> store, base::FileDescriptor objects, std::size_t cache_bytes)
+      : m_store(std::move(store)), m_objects(std::move(objects)), m_cache(cache_bytes, k_cached_bundle_limit) {}
 
   std::string describe() const override { return "local " + m_store->layout().root().string(); }
+  bool reads_are_local() const override { return true; }
 
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
+    if (auto kept = m_cache.find(key)) {
+      const std::int64_t now = steady_ns();
+      const bool recent = now - kept->checked_ns.load(std::memory_order_relaxed) < k_recheck_ns;
+      if (recent || object_present(kept->digest)) {
+        if (!recent) {
+          kept->checked_ns.store(now, std::memory_order_relaxed);
+        }
+        return std::optional<StoredBundle>(from_memory(std::move(kept)));
+      }
+      m_cache.erase(key);  // deleted, replaced or evicted since it was read
+    }
     OPCACHE_TRY_ASSIGN(auto found, m_store->open_bundle(key));
     if (!found) {
       return std::optional<StoredBundle>();
@@ -22,6 +77,14 @@ class LocalStorage final : public Storage {
     struct stat info {};
     if (::fstat(found->second.get(), &info) != 0) {
       return Error::io("cannot stat the bundle of " + key);
+    }
+    if (info.st_size <= static_cast<std::int64_t>(k_cached_bundle_limit)) {
+      if (auto bytes = read_whole(found->second.get(), info.st_size)) {
+        auto kept = std::make_shared<const CachedBundle>(found->first.digest, std::move(*bytes), steady_ns());
+        m_cache.insert(key, kept);
+        return std::optional<StoredBundle>(from_memory(std::move(kept)));
+      }
+      // Unreadable: stream the file instead, which reports the error.
     }
     StoredBundle bundle;
     bundle.fd = std::move(found->second);
@@ -36,10 +99,15 @@ class LocalStorage final : public Storage {
                                        const std::string& digest, std::int64_t bytes) override {
     OPCACHE_TRY_ASSIGN(auto outcome, m_store->adopt_verified(std::move(upload), manifest, digest, bytes,
                                                              ReplacePolicy::keep_existing));
+    m_cache.erase(manifest.key);
     return UploadOutcome{outcome.stored, outcome.digest, outcome.bundle_bytes};
   }
 
-  Result<bool> remove(const std::string& key) override { return m_store->remove(key); }
+  Result<bool> remove(const std::string& key) override {
+    auto removed = m_store->remove(key);
+    m_cache.erase(key);
+    return removed;
+  }
 
   Result<std::vector<bool>> present(const std::vector<std::string>& keys) override {
     std::vector<bool> found;
@@ -86,14 +154,30 @@ class LocalStorage final : public Storage {
   }
 
  private:
+  // Whether objects/<d0d1>/<digest> is still a regular file: relative to
+  // the objects directory, so the check walks two path components.
+  bool object_present(const std::string& digest) const {
+    const std::string relative = digest.substr(0, 2) + "/" + digest;
+    struct stat info {};
+    return ::fstatat(m_objects.get(), relative.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(info.st_mode);
+  }
+
   std::unique_ptr<store::LocalStore> m_store;
+  base::FileDescriptor m_objects;  // the store's objects/ directory (O_PATH)
+  BundleCache m_cache;
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options) {
+Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options, std::size_t cache_bytes) {
   OPCACHE_TRY_ASSIGN(auto local, store::LocalStore::open(std::move(options)));
-  return std::unique_ptr<Storage>(new LocalStorage(std::move(local)));
+  const auto objects_path = local->layout().objects();
+  base::FileDescriptor objects(::open(objects_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
+  if (!objects.valid()) {
+    return Error::io("cannot open the store's objects directory " + objects_path.string() + ": " +
+                     std::strerror(errno));
+  }
+  return std::unique_ptr<Storage>(new LocalStorage(std::move(local), std::move(objects), cache_bytes));
 }
 
 }  // namespace opcache::server

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <cstddef>
 #include <memory>
 
 #include "server/storage.hpp"
@@ -12,6 +13,17 @@ namespace opcache::server {
 
 /// Opens (creating) a local store at `root` for serving. Aging follows
 /// `options.aging` exactly as on a client.
-Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options);
+///
+/// Bundles up to k_cached_bundle_limit (1 MiB) are read whole and kept in
+/// memory, up to `cache_bytes` in all (0: none kept; they are still read
+/// whole). A delete or an upload through this storage drops the key from
+/// memory at once. A kept bundle is served while its object file exists,
+/// checked (one fstatat) on a hit at most once a second: a delete, a
+/// replacement or an eviction by another process sharing the store, or by
+/// aging, is seen within a second.
+Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options, std::size_t cache_bytes);
+
+/// Largest bundle kept in memory by the local storage.
+inline constexpr std::size_t k_cached_bundle_limit = 1u << 20;
 
 }  // namespace opcache::server

@@ -41,6 +41,7 @@ class S3Storage final : public Storage {
     return "s3 " + location.bucket + (location.prefix.empty() ? "" : "/" + location.prefix) + " at " +
            location.endpoint;
   }
+  bool reads_are_local() const override { return false; }
 
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
     // Download to an unlinked temp file, then stream it to the client.

@@ -79,6 +79,9 @@ Status apply(ServerConfig& config, const std::string& where, const std::string& 
   } else if (key == "max_inflight") {
     OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 1 << 20));
     config.max_inflight = static_cast<int>(n);
+  } else if (key == "bundle_cache") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 0, 1ll << 40));
+    config.bundle_cache_bytes = static_cast<std::size_t>(n);
   } else if (key == "log_format") {
     if (value != "text" && value != "json") {
       return Error::usage(at + " = \"" + value + "\" must be text or json");

@@ -2,6 +2,7 @@
 // section), and defaults. Documented in docs/operations.md.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -40,6 +41,7 @@ struct ServerConfig {
   int idle_timeout_s = 30;                ///< keep-alive connections idle longer are closed
   int shutdown_grace_s = 30;              ///< SIGTERM: in-flight requests get this long
   int max_inflight = 256;                 ///< concurrent storage operations before 429
+  std::size_t bundle_cache_bytes = 64u << 20;  ///< small bundles of a local store kept in memory (0: none)
   LogFormat log_format = LogFormat::text;
   std::filesystem::path access_log;       ///< empty or "-": standard error
   std::filesystem::path port_file;        ///< if set, bound ports are written here (one per line) when ready

@@ -63,6 +63,7 @@ void HttpServer::State::begin_stop() {
   log->event("stopping: finishing requests in flight (up to " + std::to_string(config.shutdown_grace_s) + " s)");
   boost::system::error_code ignored;
   signals.cancel(ignored);
+  extra_guards.clear();  // the other I/O threads end once their connections have
   for (auto& acceptor : acceptors) {
     acceptor->close(ignored);
   }
@@ -85,7 +86,7 @@ void HttpServer::State::begin_stop() {
   shutdown_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (!ec) {
       self->log->event("grace period over: closing the remaining connections");
-      self->ioc.stop();
+      self->stop_contexts();
     }
   });
 }

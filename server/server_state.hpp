@@ -39,6 +39,12 @@ class SessionBase : public std::enable_shared_from_this<SessionBase> {
 Result<std::shared_ptr<ssl::context>> load_tls_context(const ServerConfig& config);
 
 // Everything the listeners and sessions share. Lives as long as any of them.
+//
+// Each I/O thread runs its own io_context (`ioc` on the thread that calls
+// run(), one of `extra_contexts` on each other one), and each connection
+// lives on one of them, handed out in turn: a connection's handlers never
+// run on two threads, so sessions need no strand, and the threads share no
+// queue (one shared context made every request wake the other thread).
 struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   State(ServerConfig config_in, std::unique_ptr<Storage> storage_in, TokenTable tokens_in)
       : config(std::move(config_in)),
@@ -47,7 +53,12 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
         tokens(std::make_shared<const TokenTable>(std::move(tokens_in))),
         workers(static_cast<std::size_t>(config.workers)),
         signals(ioc, SIGTERM, SIGINT, SIGHUP),
-        shutdown_timer(ioc) {}
+        shutdown_timer(ioc) {
+    for (int i = 1; i < config.threads; ++i) {
+      extra_contexts.push_back(std::make_unique<net::io_context>(1));
+      extra_guards.push_back(net::make_work_guard(*extra_contexts.back()));
+    }
+  }
 
   ServerConfig config;
   std::unique_ptr<Storage> storage;
@@ -59,7 +70,11 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::shared_ptr<const TokenTable> tokens;
   std::shared_ptr<ssl::context> tls;
 
-  net::io_context ioc;
+  net::io_context ioc{1};  // signals, listeners, the shutdown timer, and its share of the connections
+  std::vector<std::unique_ptr<net::io_context>> extra_contexts;  // one per further I/O thread
+  // Keep the extra contexts running while they have no connection; dropped by begin_stop.
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> extra_guards;
+  std::atomic<std::size_t> next_context{0};
   net::thread_pool workers;
   net::signal_set signals;
   net::steady_timer shutdown_timer;
@@ -78,6 +93,23 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::shared_ptr<ssl::context> current_tls() {
     std::lock_guard lock(auth_mutex);
     return tls;
+  }
+
+  /// The context for the next new connection; connection_accepted() moves
+  /// on to the next one, so contexts take connections in turn. Called by the
+  /// listeners (on `ioc`'s thread).
+  net::io_context& context_for_connection() {
+    const std::size_t i = next_context.load(std::memory_order_relaxed) % (extra_contexts.size() + 1);
+    return i == 0 ? ioc : *extra_contexts[i - 1];
+  }
+  void connection_accepted() { next_context.fetch_add(1, std::memory_order_relaxed); }
+
+  /// Stops every I/O context at once (the grace period is over).
+  void stop_contexts() {
+    ioc.stop();
+    for (auto& context : extra_contexts) {
+      context->stop();
+    }
   }
 
   bool acquire_inflight() {

@@ -17,9 +17,10 @@
 
 namespace opcache::server {
 
-/// An open bundle, ready to stream.
+/// An open bundle, ready to stream: a file, or the whole bundle in memory.
 struct StoredBundle {
-  base::FileDescriptor fd;  ///< positioned at the start
+  base::FileDescriptor fd;  ///< positioned at the start; not valid when `memory` holds the bundle
+  std::shared_ptr<const std::string> memory;  ///< the whole bundle (small bundles of a local store), or null
   std::int64_t size = 0;
   std::string digest;        ///< SHA-256 of the bundle (the ETag)
 };
@@ -53,13 +54,17 @@ struct ListPage {
 };
 
 /// A storage backend. Implementations are thread-safe: handlers call them
-/// concurrently from the worker pool.
+/// concurrently from the worker pool and the I/O threads.
 class Storage {
  public:
   virtual ~Storage() = default;
 
   /// "local /path" or "s3 bucket/prefix at endpoint", for logs.
   virtual std::string describe() const = 0;
+  /// True when open() only reads local files (an index lookup and a file
+  /// open), cheap enough to run on an I/O thread; false when it may wait on
+  /// the network (then reads go to the worker pool).
+  virtual bool reads_are_local() const = 0;
   /// The bundle of `key`, or std::nullopt.
   virtual Result<std::optional<StoredBundle>> open(const std::string& key) = 0;
   /// A fresh temp file for an upload; discarded unless handed to store_verified.

@@ -21,7 +21,7 @@ Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const ba
   options.root = config.storage;
   options.aging = settings.aging();
   options.warn = warn;
-  return make_local_storage(std::move(options));
+  return make_local_storage(std::move(options), config.bundle_cache_bytes);
 }
 
 }  // namespace
