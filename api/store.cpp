@@ -19,11 +19,7 @@ Result<bool> Store::Impl::fetch_from_remotes(const std::string& key, const Scena
   if (scenario == nullptr) {
     return remotes->fetch_into_local(key);
   }
-  ListFilter filter;
-  filter.device_mode = to_string(scenario->device_mode);
-  filter.phase = to_string(scenario->phase);
-  filter.toolchain = scenario->toolchain;
-  filter.soc = scenario->soc;
+  const ListFilter filter = scenario_filter(*scenario);
   return remotes->fetch_into_local(key, &filter);
 }
 

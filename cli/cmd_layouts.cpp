@@ -110,17 +110,14 @@ int run_export(const Context& context, const ExportArgs& args) {
     options.layout = *layout;
     options.dir = args.dir;
   }
-  options.filter.op_type = args.op_type;
   if (!args.scenario.empty()) {
     auto parsed = parse_scenario(args.scenario);
     if (!parsed) {
       return context.fail(parsed.error());
     }
-    options.filter.device_mode = to_string(parsed->device_mode);
-    options.filter.phase = to_string(parsed->phase);
-    options.filter.toolchain = parsed->toolchain;
-    options.filter.soc = parsed->soc;
+    options.filter = scenario_filter(*parsed);
   }
+  options.filter.op_type = args.op_type;
   auto store = context.open_store();
   if (!store) {
     return context.fail(store.error());

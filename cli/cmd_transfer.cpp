@@ -169,17 +169,14 @@ Result<std::vector<std::string>> keys_from_file(const Store& store, const std::s
 
 Result<ListFilter> filter_from(const TransferArgs& args) {
   ListFilter filter;
-  filter.op_type = args.op_type;
   if (!args.scenario.empty()) {
     auto parsed = parse_scenario(args.scenario);
     if (!parsed) {
       return parsed.error();
     }
-    filter.device_mode = to_string(parsed->device_mode);
-    filter.phase = to_string(parsed->phase);
-    filter.toolchain = parsed->toolchain;
-    filter.soc = parsed->soc;
+    filter = scenario_filter(*parsed);
   }
+  filter.op_type = args.op_type;
   return filter;
 }
 

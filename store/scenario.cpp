@@ -116,6 +116,15 @@ Status assign_once(std::optional<std::string>& slot, const std::string& field, s
 const char* to_string(DeviceMode mode) noexcept { return mode == DeviceMode::multi ? "multi" : "single"; }
 const char* to_string(Phase phase) noexcept { return phase == Phase::train ? "train" : "infer"; }
 
+ListFilter scenario_filter(const Scenario& scenario) {
+  ListFilter filter;
+  filter.device_mode = to_string(scenario.device_mode);
+  filter.phase = to_string(scenario.phase);
+  filter.toolchain = scenario.toolchain;
+  filter.soc = scenario.soc;
+  return filter;
+}
+
 namespace store {
 
 Result<DeviceMode> device_mode_from_environment(const EnvLookup& env) {

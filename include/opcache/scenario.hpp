@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "opcache/result.hpp"
+#include "opcache/types.hpp"
 
 namespace opcache {
 
@@ -51,5 +52,9 @@ std::string scenario_canonical_json(const Scenario& scenario);
 
 /// A short human form, "multi/train/8.0.RC2/Ascend910B1[+extra]".
 std::string scenario_summary(const Scenario& scenario);
+
+/// A listing filter matching the entries of `scenario` (device mode, phase,
+/// toolchain, soc; `extra` is not a listing field), any op type.
+ListFilter scenario_filter(const Scenario& scenario);
 
 }  // namespace opcache
