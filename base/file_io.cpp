@@ -62,6 +62,19 @@ Result<std::size_t> read_some(int fd, void* buffer, std::size_t size, const fs::
   }
 }
 
+Result<std::size_t> read_up_to(int fd, void* buffer, std::size_t size, const fs::path& path_for_errors) {
+  auto* bytes = static_cast<char*>(buffer);
+  std::size_t have = 0;
+  while (have < size) {
+    OPCACHE_TRY_ASSIGN(std::size_t n, read_some(fd, bytes + have, size - have, path_for_errors));
+    if (n == 0) {
+      break;
+    }
+    have += n;
+  }
+  return have;
+}
+
 Status write_all(int fd, const void* data, std::size_t size, const fs::path& path_for_errors) {
   const auto* bytes = static_cast<const char*>(data);
   while (size > 0) {

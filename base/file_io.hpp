@@ -43,6 +43,11 @@ Result<FileDescriptor> open_for_reading(const fs::path& path, bool follow_symlin
 /// Reads up to `size` bytes; 0 means end of file. Retries on EINTR.
 Result<std::size_t> read_some(int fd, void* buffer, std::size_t size, const fs::path& path_for_errors);
 
+/// Reads until `size` bytes are in `buffer` or the file ends; returns how
+/// many were read (fewer than `size` only at end of file). Retries on EINTR
+/// and short reads.
+Result<std::size_t> read_up_to(int fd, void* buffer, std::size_t size, const fs::path& path_for_errors);
+
 /// Writes all `size` bytes or fails. Retries on EINTR and short writes.
 Status write_all(int fd, const void* data, std::size_t size, const fs::path& path_for_errors);
 

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/file_io.hpp"
 #include "base/try.hpp"
 #include "server/bundle_cache.hpp"
 
@@ -15,20 +16,14 @@ namespace opcache::server {
 
 namespace {
 
-// The whole file behind `fd` (`size` bytes, read with pread: the offset is
-// left at the start), or std::nullopt when it cannot be read completely.
+// The whole file behind `fd` (`size` bytes), or std::nullopt when it cannot
+// be read completely; the offset is then back at the start, for streaming.
 std::optional<std::string> read_whole(int fd, std::int64_t size) {
   std::string bytes(static_cast<std::size_t>(size), '\0');
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t got = ::pread(fd, bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-    if (got < 0 && errno == EINTR) {
-      continue;
-    }
-    if (got <= 0) {
-      return std::nullopt;
-    }
-    done += static_cast<std::size_t>(got);
+  auto got = base::read_up_to(fd, bytes.data(), bytes.size(), "bundle");
+  if (!got || *got != bytes.size()) {
+    ::lseek(fd, 0, SEEK_SET);
+    return std::nullopt;
   }
   return bytes;
 }

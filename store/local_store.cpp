@@ -89,14 +89,7 @@ Result<std::optional<std::string_view>> read_small_object(int fd, const std::fil
     return std::optional<std::string_view>();
   }
   buffer.resize(static_cast<std::size_t>(info.st_size));
-  std::size_t have = 0;
-  while (have < buffer.size()) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(fd, buffer.data() + have, buffer.size() - have, path));
-    if (n == 0) {
-      break;
-    }
-    have += n;
-  }
+  OPCACHE_TRY_ASSIGN(std::size_t have, base::read_up_to(fd, buffer.data(), buffer.size(), path));
   return std::optional<std::string_view>(std::string_view(buffer.data(), have));
 }
 
