@@ -70,8 +70,12 @@ Status load_once() {
   return {};
 }
 
-/// load_curl() for the forwarding functions: true when the functions are there.
-bool loaded() noexcept { return static_cast<bool>(load_curl()); }
+/// load_curl() for the forwarding functions: true when the functions are
+/// there. Decided once, so a forwarded call costs one check, not a Status copy.
+bool loaded() noexcept {
+  static const bool ok = static_cast<bool>(load_curl());
+  return ok;
+}
 
 }  // namespace
 

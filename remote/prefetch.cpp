@@ -51,7 +51,7 @@ Status prefetch_locked(store::LocalStore& local, const Remote& remote, ListFilte
 }  // namespace
 
 void prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario) {
-  if (remote.options.prefetch <= 0 || !remote.store->lists_by_scenario() || !remote.breaker->allows()) {
+  if (remote.options.prefetch <= 0 || !remote.store->lists_by_scenario()) {
     return;
   }
   const fs::path marker = marker_path(local, remote, scenario);

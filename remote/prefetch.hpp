@@ -28,6 +28,7 @@ inline constexpr std::chrono::minutes k_prefetch_interval{10};
 /// it, or this cache prefetched the scenario from it within
 /// k_prefetch_interval. Never fails the lookup that asked: problems go to
 /// the store's warning sink and the caller fetches the one key as usual.
+/// The caller has checked that the remote's circuit breaker allows it.
 /// Thread-safe; blocks while another process prefetches the same scenario.
 void prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario);
 

@@ -161,33 +161,34 @@ Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms
 }
 
 Status Index::prepare_statements() {
-  OPCACHE_TRY_ASSIGN(m_lookup, m_db.prepare_deferred(std::string("SELECT ") + k_columns + " FROM entries WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_lookup,
+                     m_db.prepare_deferred(std::string("SELECT ") + k_columns + " FROM entries WHERE key = ?1"));
   // An upsert (not INSERT OR REPLACE) so the size triggers see an UPDATE.
-  OPCACHE_TRY_ASSIGN(m_upsert,
-                     m_db.prepare_deferred(std::string("INSERT INTO entries (") + k_columns +
-                                  ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) "
-                                  "ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, "
-                                  "bundle_size = excluded.bundle_size, raw_size = excluded.raw_size, "
-                                  "op_type = excluded.op_type, device_mode = excluded.device_mode, "
-                                  "phase = excluded.phase, toolchain = excluded.toolchain, soc = excluded.soc, "
-                                  "scenario = excluded.scenario, created_ms = excluded.created_ms, "
-                                  "last_access_ms = excluded.last_access_ms, build_ms = excluded.build_ms, "
-                                  "hits = excluded.hits, pinned = excluded.pinned, signature = NULL"));
+  OPCACHE_TRY_ASSIGN(
+      m_upsert, m_db.prepare_deferred(std::string("INSERT INTO entries (") + k_columns +
+                                      ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) "
+                                      "ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, "
+                                      "bundle_size = excluded.bundle_size, raw_size = excluded.raw_size, "
+                                      "op_type = excluded.op_type, device_mode = excluded.device_mode, "
+                                      "phase = excluded.phase, toolchain = excluded.toolchain, soc = excluded.soc, "
+                                      "scenario = excluded.scenario, created_ms = excluded.created_ms, "
+                                      "last_access_ms = excluded.last_access_ms, build_ms = excluded.build_ms, "
+                                      "hits = excluded.hits, pinned = excluded.pinned, signature = NULL"));
   OPCACHE_TRY_ASSIGN(m_remove, m_db.prepare_deferred("DELETE FROM entries WHERE key = ?1"));
   OPCACHE_TRY_ASSIGN(m_remove_if_digest, m_db.prepare_deferred("DELETE FROM entries WHERE key = ?1 AND digest = ?2"));
   OPCACHE_TRY_ASSIGN(m_digest_referenced, m_db.prepare_deferred("SELECT 1 FROM entries WHERE digest = ?1 LIMIT 1"));
-  OPCACHE_TRY_ASSIGN(m_record_hit,
-                     m_db.prepare_deferred("UPDATE entries SET hits = hits + ?3, last_access_ms = max(last_access_ms, ?2) "
-                                  "WHERE key = ?1"));
+  OPCACHE_TRY_ASSIGN(m_record_hit, m_db.prepare_deferred(
+                                       "UPDATE entries SET hits = hits + ?3, last_access_ms = max(last_access_ms, ?2) "
+                                       "WHERE key = ?1"));
   OPCACHE_TRY_ASSIGN(m_record_hit_no_access,
                      m_db.prepare_deferred("UPDATE entries SET hits = hits + ?3 WHERE key = ?1"));
   OPCACHE_TRY_ASSIGN(m_add_counter,
                      m_db.prepare_deferred("INSERT INTO counters (name, value) VALUES (?1, ?2) "
-                                  "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
+                                           "ON CONFLICT(name) DO UPDATE SET value = value + excluded.value"));
   OPCACHE_TRY_ASSIGN(m_least_recently_used,
                      m_db.prepare_deferred(std::string("SELECT ") + k_columns +
-                                  " FROM entries WHERE pinned = 0 AND (last_access_ms, key) > (?1, ?2) "
-                                  "ORDER BY last_access_ms, key LIMIT ?3"));
+                                           " FROM entries WHERE pinned = 0 AND (last_access_ms, key) > (?1, ?2) "
+                                           "ORDER BY last_access_ms, key LIMIT ?3"));
   return {};
 }
 

@@ -82,8 +82,8 @@ class Index {
   Result<std::int64_t> counter_value(const std::string& name);
   /// Unpinned entries in least-recently-used order, starting strictly after
   /// (after_access_ms, after_key), at most `limit`. The statement is prepared
-  /// once with the connection, so paging through a large store costs one
-  /// index range scan per page.
+  /// once per connection (at its first use), so paging through a large store
+  /// costs one index range scan per page.
   Result<std::vector<IndexEntry>> least_recently_used(std::int64_t after_access_ms, const std::string& after_key,
                                                       std::int64_t limit);
 
