@@ -166,7 +166,7 @@ const SettingSpec k_specs[] = {
       "OPCACHE_SIGNING_KEY", "signing_key", ""},
      &StoreConfig::signing_key, nullptr,
      [](Settings& s, Setting<std::string> value) { s.signing_key = std::move(value); },
-     [](const Settings& s) { return text_or(s.signing_key, "(none: entries are written unsigned)"); }},
+     [](const Settings& s) { return text_or(s.signing_key, "(none)"); }},
     {{"trusted_keys", "trusted_keys", SettingType::path, true, "--trusted-keys",
       "File of trusted signers' public keys, one NAME:BASE64 a line; setting it makes require_signature "
       "default to remote",

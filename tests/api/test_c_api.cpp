@@ -62,6 +62,7 @@ TEST_CASE("C API opcache_status_name names every status and unknown values") {
   CHECK(std::string(opcache_status_name(OPCACHE_TIMEOUT)) == "timeout");
   CHECK(std::string(opcache_status_name(OPCACHE_BUILD_FAILED)) == "build_failed");
   CHECK(std::string(opcache_status_name(OPCACHE_INTERNAL)) == "internal");
+  CHECK(std::string(opcache_status_name(OPCACHE_UNTRUSTED)) == "untrusted");
   CHECK(std::string(opcache_status_name(static_cast<opcache_status>(42))) == "unknown");
   CHECK(std::string(opcache_status_name(static_cast<opcache_status>(-1))) == "unknown");
   // The values are part of the ABI and mirror opcache::ErrorCode.
@@ -70,6 +71,7 @@ TEST_CASE("C API opcache_status_name names every status and unknown values") {
   CHECK(OPCACHE_CORRUPT == static_cast<int>(opcache::ErrorCode::corrupt));
   CHECK(OPCACHE_IO == static_cast<int>(opcache::ErrorCode::io));
   CHECK(OPCACHE_INTERNAL == static_cast<int>(opcache::ErrorCode::internal));
+  CHECK(OPCACHE_UNTRUSTED == static_cast<int>(opcache::ErrorCode::untrusted));
 }
 
 TEST_CASE("C API opcache_open creates the store, opcache_close releases it and ignores NULL") {
