@@ -46,6 +46,7 @@ struct Settings {
   Setting<std::vector<std::string>> op_debug_list;
   Setting<std::string> volatile_fields;  ///< "" means the built-in list
   Setting<std::int64_t> wait_timeout_s;
+  Setting<bool> shared_group;            ///< see store/cache_root.hpp Sharing
   std::vector<std::string> warnings;     ///< problems found in the environment and files
 
   AgingPolicy aging() const;

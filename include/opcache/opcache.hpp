@@ -92,6 +92,10 @@ struct StoreConfig {
   std::filesystem::path token_file;
   /// zstd level for new bundles, 1..19.
   int compression_level = 3;
+  /// Accept a cache root that another user owns and the group may write, and
+  /// make what opcache creates there group-writable (a team sharing one
+  /// directory); unset means OPCACHE_SHARED_GROUP, else the config file.
+  bool shared_group = false;
   /// Sets the setting `name` (a settable row of setting_descriptors()) from
   /// its text form, as the CLI and the C ABI do: integers in decimal, flags
   /// "true"/"false", a `repeated` setting appends one value. The value is

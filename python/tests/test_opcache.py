@@ -212,7 +212,7 @@ class ErrorTest(TempDirTestCase):
         self.assertEqual(
             set(opcache.SETTINGS),
             {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
-             "wait_timeout_s", "remotes", "no_remote", "token_file", "compression_level"},
+             "wait_timeout_s", "remotes", "no_remote", "token_file", "shared_group", "compression_level"},
         )
 
     def test_unknown_keyword_is_type_error(self) -> None:
