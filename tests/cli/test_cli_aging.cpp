@@ -192,7 +192,8 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                                     config_line("op_debug_level", "0", "default") + "\n" +
                                     config_line("op_debug_list", "(empty)", "default") + "\n" +
                                     config_line("volatile_fields", "(built-in list)", "default") + "\n" +
-                                    config_line("wait_timeout", "3600 s", "default") + "\n";
+                                    config_line("wait_timeout", "3600 s", "default") + "\n" +
+                                    config_line("shared_group", "false", "default") + "\n";
   CHECK(result.out == expected_text);
 
   json expected = {{"cache_dir", setting(cli.cache().string(), "--cache-dir")},
@@ -205,6 +206,7 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"op_debug_list", setting("(empty)", "default")},
                    {"volatile_fields", setting("(built-in list)", "default")},
                    {"wait_timeout", setting("3600 s", "default")},
+                   {"shared_group", setting("false", "default")},
                    {"remotes", json::array()}};
   CHECK(cli.config() == expected);
 
