@@ -196,7 +196,17 @@ class ErrorTest(TempDirTestCase):
         samples = {"integer": None, "text": None, "comma_list": ["MatMul", "Conv2D"], "flag": True}
         for name, row in opcache.SETTINGS.items():
             with self.subTest(setting=name):
-                if row["type"] == "path":
+                if name == "signing_key":
+                    value = self.tmp / "signing.pem"
+                    if not value.exists():
+                        made = subprocess.run([str(CLI), "trust", "keygen", "k", "--out", str(value)], capture_output=True)
+                        self.assertEqual(made.returncode, 0, made.stderr)
+                elif name == "trusted_keys":
+                    value = self.tmp / "trusted.keys"
+                    value.write_text("# no keys\n")
+                elif name == "require_signature":
+                    value = "remote"
+                elif row["type"] == "path":
                     value = self.tmp / name
                     if name != "cache_dir":
                         value.write_text("[cache]\n")  # reads as a config file and as a token
@@ -212,7 +222,8 @@ class ErrorTest(TempDirTestCase):
         self.assertEqual(
             set(opcache.SETTINGS),
             {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
-             "wait_timeout_s", "remotes", "no_remote", "token_file", "compression_level"},
+             "wait_timeout_s", "signing_key", "trusted_keys", "require_signature", "remotes", "no_remote", "token_file",
+             "shared_group", "compression_level"},
         )
 
     def test_unknown_keyword_is_type_error(self) -> None:
