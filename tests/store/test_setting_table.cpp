@@ -13,6 +13,7 @@
 
 #include "opcache/opcache.h"
 #include "opcache/opcache.hpp"
+#include "base/ed25519.hpp"
 #include "store/setting_table.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -27,6 +28,19 @@ namespace {
 
 // A valid value of `row` in its text form, with any file it needs created under `dir`.
 std::string sample_value(const SettingDescriptor& row, const fs::path& dir) {
+  if (row.name == "signing_key") {
+    auto key = opcache::base::Ed25519PrivateKey::generate();
+    REQUIRE(key.ok());
+    REQUIRE(key->save_pem_file(dir / "signing.pem").ok());
+    return (dir / "signing.pem").string();
+  }
+  if (row.name == "trusted_keys") {
+    opcache::test::write_text(dir / "trusted.keys", "# nobody yet\n");
+    return (dir / "trusted.keys").string();
+  }
+  if (row.name == "require_signature") {
+    return "remote";
+  }
   if (row.type == SettingType::path && row.name != "cache_dir") {
     // A file that exists and reads as an (empty) config file and as a token.
     opcache::test::write_text(dir / std::string(row.name), "[cache]\n");
