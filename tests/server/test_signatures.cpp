@@ -4,6 +4,8 @@
 // write token alone would have stored, counted by reason in /metrics.
 #include <doctest/doctest.h>
 
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -16,9 +18,11 @@
 #include "base/sha256.hpp"
 #include "server/api.hpp"
 #include "store/signature.hpp"
+#include "tests/support/moto.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
+#include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace opcache::test;
@@ -53,7 +57,7 @@ struct SigningServer {
   TempDir dir;
   std::unique_ptr<ServerProcess> process;
 
-  SigningServer(const Ed25519PrivateKey* trusted, bool require) {
+  SigningServer(const Ed25519PrivateKey* trusted, bool require, const std::string& storage = {}) {
     opcache::test::write_text(dir / "tokens", opcache::base::sha256_hex(k_write_token) + " ci read,write\n");
     std::vector<std::string> args = {"--tokens", (dir / "tokens").string()};
     if (trusted != nullptr) {
@@ -64,7 +68,7 @@ struct SigningServer {
     if (require) {
       args.push_back("--require-signature");
     }
-    process = std::make_unique<ServerProcess>(dir / "storage", args);
+    process = std::make_unique<ServerProcess>(storage.empty() ? (dir / "storage").string() : storage, args);
   }
 
   std::string entry_url(const std::string& key) const { return process->base_url() + "/v1/entries/" + key; }
@@ -83,6 +87,13 @@ struct SigningServer {
   }
 
   std::string metrics() { return request("GET", process->base_url() + "/metrics").body; }
+
+  // Trusts `key` too (appended to the trusted-keys file), after SIGHUP.
+  void trust_also(const Ed25519PrivateKey& key) {
+    std::string text = read_text(dir / "trusted");
+    write_text(dir / "trusted", text + "second:" + opcache::base::base64_encode(key.public_key()) + "\n");
+    process->signal(SIGHUP);
+  }
 };
 
 std::string error_code(const HttpResponse& response) {
@@ -227,4 +238,46 @@ TEST_CASE("server::match_route routes POST /v1/entries/{key}/signatures (write s
   CHECK(bad_key.error_status == 400);
   CHECK(bad_key.error_code == "invalid_key");
   CHECK(match_route("PUT", "/v1/entries/" + key).name == "entry");
+}
+
+TEST_CASE("server::SIGHUP reloads --trusted-keys: a key added to the file is trusted without a restart") {
+  TempDir temp;
+  const auto first = new_key();
+  const auto second = new_key();
+  SigningServer server(&first, /*require=*/true);
+  const auto kernel = make_cheap_kernel(temp / "k", 7);
+  const auto header = signature_header(sign(second, kernel.key, kernel.bundle));
+  CHECK(error_code(server.put(kernel, {header})) == "untrusted_signature");
+  server.trust_also(second);
+  CHECK(eventually([&] { return server.put(kernel, {header}).status == 201; }));
+  CHECK(server.process->log_text().find("reloaded 2 trusted keys") != std::string::npos);
+}
+
+TEST_CASE("server::serve --storage s3:// stores, serves and adds signatures (v1/signatures/<key>) through moto") {
+  OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDOPCACHETEST", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "opcache/test+secret", 1);
+  ::unsetenv("AWS_SESSION_TOKEN");
+  ::unsetenv("AWS_PROFILE");
+  TempDir temp;
+  const auto trusted = new_key();
+  const auto other = new_key();
+  SigningServer server(&trusted, /*require=*/true,
+                       "s3://opcache-serve-signatures/p?endpoint=" + MotoServer::shared().endpoint());
+  const auto kernel = make_cheap_kernel(temp / "k", 8);
+  CHECK(error_code(server.put(kernel, {})) == "signature_required");
+  CHECK(server.request("GET", server.entry_url(kernel.key)).status == 404);
+  const auto good = sign(trusted, kernel.key, kernel.bundle);
+  auto stored = server.put(kernel, {signature_header(good)});
+  CHECK_MESSAGE(stored.status == 201, stored.body);
+  CHECK(server.request("GET", server.entry_url(kernel.key)).header("x-opcache-signature") ==
+        opcache::store::format_signature(good));
+  const auto added_signature = sign(other, kernel.key, kernel.bundle);
+  auto added = server.request("POST", server.entry_url(kernel.key) + "/signatures", signatures_body({added_signature}));
+  CHECK_MESSAGE(added.status == 200, added.body);
+  CHECK(server.request("GET", server.entry_url(kernel.key)).header("x-opcache-signature") ==
+        opcache::store::format_signature(added_signature));
+  auto bad = server.request("POST", server.entry_url(kernel.key) + "/signatures",
+                            signatures_body({sign(other, kernel.key, "another bundle")}));
+  CHECK(error_code(bad) == "bad_signature");
 }
