@@ -159,3 +159,43 @@ TEST_CASE("remote::signatures travel through an s3 remote, in v1/signatures/<key
   REQUIRE(page.ok());
   CHECK(page->objects.size() == 2);
 }
+
+TEST_CASE("remote::push to a server with --require-signature: the signed entry is stored, the unsigned one refused "
+          "as untrusted with the server's code") {
+  TempDir dir;
+  auto keygen = run_cli({"trust", "keygen", "ci", "--out", (dir / "ci.pem").string()}, hermetic_cli());
+  REQUIRE_MESSAGE(keygen.exit_code == 0, keygen.err);
+  write_text(dir / "trusted", keygen.out);
+  write_text(dir / "tokens", opcache::base::sha256_hex(k_token) + " ci read,write\n");
+  write_text(dir / "client.token", std::string(k_token) + "\n");
+  ServerProcess server(dir / "storage", {"--tokens", (dir / "tokens").string(), "--trusted-keys",
+                                         (dir / "trusted").string(), "--require-signature"});
+  const RemoteUnderTest remote{server.base_url(), dir / "client.token"};
+  const auto signed_kernel = make_cheap_kernel(dir / "k1", 21);
+  const auto unsigned_kernel = make_cheap_kernel(dir / "k2", 22);
+  {
+    auto store = open_remote_store(dir / "source", {});
+    put_kernel(store, signed_kernel);
+    put_kernel(store, unsigned_kernel);
+  }
+  auto signed_run = run_cli({"-C", (dir / "source").string(), "--signing-key", (dir / "ci.pem").string(), "sign",
+                             signed_kernel.key},
+                            hermetic_cli());
+  REQUIRE_MESSAGE(signed_run.exit_code == 0, signed_run.err);
+  auto pushed = cli(dir / "source", remote, {"--json", "push"});
+  // The server's 403 is `untrusted` on the client: refused (exit 3), not failed.
+  CHECK_MESSAGE(pushed.exit_code == 3, pushed.out << pushed.err);
+  auto summary = json::parse(pushed.out, nullptr, false);
+  REQUIRE_MESSAGE(summary.is_object(), pushed.out << pushed.err);
+  CHECK(summary["transferred"] == 1);
+  CHECK(summary["refused"] == 1);
+  CHECK(summary["failed"] == 0);
+  CHECK(summary["failures"].dump().find("signature_required") != std::string::npos);
+  auto query = http_request("GET", server.base_url() + "/v1/entries/" + unsigned_kernel.key,
+                            {"Authorization: Bearer " + std::string(k_token)});
+  CHECK(query.status == 404);
+  auto served = http_request("GET", server.base_url() + "/v1/entries/" + signed_kernel.key,
+                             {"Authorization: Bearer " + std::string(k_token)});
+  CHECK(served.status == 200);
+  CHECK_FALSE(served.header("x-opcache-signature").empty());
+}
