@@ -27,6 +27,8 @@ struct ServeArgs {
   std::optional<std::string> log_format;
   std::optional<std::string> access_log;
   std::optional<std::string> port_file;
+  std::optional<std::string> trusted_keys;
+  bool require_signature = false;
   bool hash_token = false;
   std::string token_name = "NAME";
   std::string token_scopes = "read";
@@ -74,6 +76,10 @@ Status apply_flags(const ServeArgs& args, server::ServerConfig& config) {
   if (args.port_file) {
     config.port_file = *args.port_file;
   }
+  if (args.trusted_keys) {
+    config.trusted_keys_file = *args.trusted_keys;
+  }
+  config.require_signature = config.require_signature || args.require_signature;
   return server::validate_server_config(config);
 }
 
@@ -118,7 +124,7 @@ std::vector<Command> register_serve_command(CLI::App& app, Context& context) {
   auto* command = app.add_subcommand("serve", "Run the team cache server (HTTP API v1, docs/protocol.md)");
   command->footer(
       "Settings come from flags, else the [serve] section of the --config file, else defaults.\n"
-      "SIGTERM/SIGINT finish requests in flight and stop; SIGHUP reloads --tokens and the TLS certificate.\n\n"
+      "SIGTERM/SIGINT finish requests in flight and stop; SIGHUP reloads --tokens, --trusted-keys and the TLS certificate.\n\n"
       "Examples:\n"
       "  opcache serve --storage /srv/opcache --listen 0.0.0.0:8080 --tokens /etc/opcache/tokens\n"
       "  opcache serve --storage 's3://kernels/team?endpoint=https://minio.local:9000' --tls-cert c.pem --tls-key k.pem\n"
@@ -142,6 +148,10 @@ std::vector<Command> register_serve_command(CLI::App& app, Context& context) {
       ->check(CLI::IsMember({"text", "json"}));
   command->add_option("--access-log", args->access_log, "Access log file (default: standard error)");
   command->add_option("--port-file", args->port_file, "Write the bound addresses here once listening");
+  command->add_option("--trusted-keys", args->trusted_keys,
+                      "Trusted signers' public keys, NAME:BASE64 per line (reloaded on SIGHUP)");
+  command->add_flag("--require-signature", args->require_signature,
+                    "Refuse uploads without a valid signature by a trusted key (needs --trusted-keys)");
   command->add_flag("--hash-token", args->hash_token,
                     "Print a tokens-file line for the token read from standard input, and exit");
   command->add_option("--token-name", args->token_name, "Name for --hash-token (shown in the access log)");

@@ -1,7 +1,10 @@
 // The file:// remote: a shared directory (NFS, a mounted volume). No SQLite
 // there (shared file systems break its locking): one file per key,
 // <root>/v1/bundles/<first two hex>/<key>, written through <root>/tmp with
-// fsync + link, so a reader sees a whole bundle or none.
+// fsync + link, so a reader sees a whole bundle or none. The entry's
+// signatures live beside it in <key>.sig (one "<public key base64>:<signature
+// base64>" a line), written before the bundle and replaced atomically
+// (rename) when signatures are added; no .sig file: unsigned.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -10,6 +13,7 @@
 #include "remote/remote_store.hpp"
 #include "base/file_io.hpp"
 #include "base/sha256.hpp"
+#include "store/signature.hpp"
 #include "base/try.hpp"
 
 namespace opcache::remote {
@@ -26,7 +30,7 @@ class FileRemote final : public RemoteStore {
 
   Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
     if (signatures != nullptr) {
-      signatures->clear();  // signature transport: next commit
+      OPCACHE_TRY_ASSIGN(*signatures, read_signatures(key));
     }
     auto input = base::open_for_reading(path_of(key), /*follow_symlinks=*/false);
     if (!input) {
@@ -48,13 +52,25 @@ class FileRemote final : public RemoteStore {
     }
   }
 
+  // Read, merge, replace: two concurrent additions may lose one of them;
+  // the next `push --add-signatures` adds it again.
   Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
-    (void)signatures;
-    return Error::not_found("signatures are not stored yet: " + key);
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    struct stat info {};
+    if (::stat(path_of(key).c_str(), &info) != 0) {
+      return Error::not_found("remote " + name() + " has no entry " + key);
+    }
+    OPCACHE_TRY_ASSIGN(auto merged, read_signatures(key));
+    bool changed = false;
+    for (const auto& signature : signatures) {
+      changed = store::add_signature(merged, signature) || changed;
+    }
+    return changed ? as_remote_error(write_signatures(key, merged)) : Status{};
   }
 
   Status upload(const std::string& key, const fs::path& bundle, const store::Signatures& signatures) override {
-    (void)signatures;
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
@@ -63,11 +79,11 @@ class FileRemote final : public RemoteStore {
     if (::stat(target.c_str(), &info) == 0) {
       return {};  // idempotent: keep what is there
     }
-    auto status = write_bundle(bundle, target);
-    if (!status && status.error().code() != ErrorCode::usage) {
-      return Error::remote("remote " + name() + ": " + status.error().message());
+    // The signatures first: the bundle never shows without them.
+    if (!signatures.empty()) {
+      OPCACHE_TRY(as_remote_error(write_signatures(key, signatures)));
     }
-    return status;
+    return as_remote_error(write_bundle(bundle, target));
   }
 
   Result<std::vector<bool>> query(const std::vector<std::string>& keys) override {
@@ -102,6 +118,44 @@ class FileRemote final : public RemoteStore {
 
  private:
   fs::path path_of(const std::string& key) const { return m_root / "v1" / "bundles" / key.substr(0, 2) / key; }
+  fs::path signatures_path_of(const std::string& key) const {
+    return m_root / "v1" / "bundles" / key.substr(0, 2) / (key + ".sig");
+  }
+
+  // A failure of our own writes is the remote's (a usage error stays one).
+  Status as_remote_error(Status status) const {
+    if (!status && status.error().code() != ErrorCode::usage) {
+      return Error::remote("remote " + name() + ": " + status.error().message());
+    }
+    return status;
+  }
+
+  // The signatures beside the bundle; none when there is no .sig file.
+  Result<store::Signatures> read_signatures(const std::string& key) const {
+    const auto path = signatures_path_of(key);
+    auto text = base::read_file(path);
+    if (!text) {
+      if (text.error().code() == ErrorCode::not_found) {
+        return store::Signatures{};
+      }
+      return Error::remote("remote " + name() + ": " + text.error().message());
+    }
+    auto parsed = store::parse_signatures(*text);
+    if (!parsed) {
+      return Error::remote("remote " + name() + ": " + path.string() + " is malformed: " + parsed.error().message());
+    }
+    return parsed;
+  }
+
+  Status write_signatures(const std::string& key, const store::Signatures& signatures) {
+    const auto target = signatures_path_of(key);
+    OPCACHE_TRY(base::ensure_directory(m_root / "tmp"));
+    OPCACHE_TRY(base::ensure_directory(target.parent_path()));
+    OPCACHE_TRY_ASSIGN(auto file, base::AtomicFile::create(m_root / "tmp"));
+    const auto text = store::format_signatures(signatures) + "\n";
+    OPCACHE_TRY(file.write(text.data(), text.size()));
+    return file.commit(target);
+  }
 
   Status write_bundle(const fs::path& bundle, const fs::path& target) {
     OPCACHE_TRY(base::ensure_directory(m_root / "tmp"));

@@ -9,6 +9,8 @@
 
 #include "remote/request_engine.hpp"
 #include "remote/remote_store.hpp"
+#include "remote/signature_header.hpp"
+#include "base/base64.hpp"
 #include "base/file_io.hpp"
 #include "base/percent_coding.hpp"
 #include "base/try.hpp"
@@ -36,6 +38,8 @@ class HttpTransfer final : public Transfer {
   const std::string& method() const noexcept { return m_method; }
   const std::string& url() const noexcept { return m_url; }
 
+  /// Adds a request header line ("Name: value").
+  void add_header(std::string line) { m_extra_headers.push_back(std::move(line)); }
   /// Sends `body` as JSON (POST).
   void set_json_body(std::string body) { m_body = std::move(body); }
   /// Uploads the file (PUT); it must outlive the transfer.
@@ -45,6 +49,8 @@ class HttpTransfer final : public Transfer {
 
   /// The response body kept in memory (JSON, or an error's explanation).
   std::string& text() noexcept { return m_text; }
+  /// The headers of the last response.
+  const ResponseHeaders& response_headers() const noexcept { return m_response_headers; }
 
   Status configure(CURL* handle) override {
     m_handle = handle;
@@ -52,6 +58,10 @@ class HttpTransfer final : public Transfer {
     if (!m_token.empty()) {
       OPCACHE_TRY(append_header(m_headers, "Authorization: Bearer " + m_token));
     }
+    for (const auto& line : m_extra_headers) {
+      OPCACHE_TRY(append_header(m_headers, line));
+    }
+    m_response_headers.install(handle);
     curl_easy_setopt(handle, CURLOPT_URL, m_url.c_str());
     set_write_callback<&HttpTransfer::on_data>(handle, *this);
     if (m_upload != nullptr) {
@@ -67,6 +77,7 @@ class HttpTransfer final : public Transfer {
 
   Status rewind() override {
     m_text.clear();
+    m_response_headers.clear();
     m_written = 0;
     // Start the body again from the beginning.
     if (m_download_fd >= 0 && (::ftruncate(m_download_fd, 0) != 0 || ::lseek(m_download_fd, 0, SEEK_SET) != 0)) {
@@ -137,6 +148,8 @@ class HttpTransfer final : public Transfer {
   int m_download_fd = -1;
   CURL* m_handle = nullptr;
   HeaderList m_headers;
+  std::vector<std::string> m_extra_headers;
+  ResponseHeaders m_response_headers;
   std::string m_text;
   curl_off_t m_written = 0;
   std::optional<Error> m_local_error;
@@ -146,6 +159,40 @@ struct Response {
   long status = 0;
   std::string text;
 };
+
+// The signatures of a response's X-Opcache-Signature headers (one per
+// signature, or comma-joined by a proxy).
+Result<store::Signatures> signatures_of(const ResponseHeaders& headers) {
+  store::Signatures signatures;
+  for (const auto& [name, value] : headers.all()) {
+    if (name == "x-opcache-signature") {
+      OPCACHE_TRY(add_signature_header(value, signatures));
+    }
+  }
+  return signatures;
+}
+
+// The body of POST /v1/entries/{key}/signatures (schemas/api/signatures-request.schema.json).
+std::string signatures_body(const store::Signatures& signatures) {
+  json list = json::array();
+  for (const auto& signature : signatures) {
+    list.push_back({{"public_key", base::base64_encode(signature.public_key)},
+                    {"signature", base::base64_encode(signature.signature)}});
+  }
+  return json{{"signatures", list}}.dump();
+}
+
+// The server's JSON error code ("" when the body is not a JSON error).
+std::string error_code_of(const std::string& body) {
+  auto parsed = json::parse(body, nullptr, false);
+  return parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()
+             ? parsed["error"].get<std::string>()
+             : std::string();
+}
+
+bool is_signature_refusal(const std::string& code) {
+  return code == "signature_required" || code == "untrusted_signature" || code == "bad_signature";
+}
 
 class HttpRemote final : public RemoteStore {
  public:
@@ -160,9 +207,6 @@ class HttpRemote final : public RemoteStore {
   std::string name() const override { return display_url(m_options.url); }
 
   Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
-    if (signatures != nullptr) {
-      signatures->clear();  // signature transport: next commit
-    }
     HttpTransfer request("GET", m_base + "/v1/entries/" + key, m_options.token);
     request.set_download(fd);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
@@ -172,22 +216,42 @@ class HttpRemote final : public RemoteStore {
     if (response.status != 200) {
       return status_error("GET", request.url(), response);
     }
+    if (signatures != nullptr) {
+      auto received = signatures_of(request.response_headers());
+      if (!received) {
+        return Error::remote(name() + ": GET " + request.url() + ": " + received.error().message());
+      }
+      *signatures = std::move(*received);
+    }
     return true;
   }
 
   Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
-    (void)signatures;
-    return Error::not_found("signatures are not stored yet: " + key);
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    HttpTransfer request("POST", m_base + "/v1/entries/" + key + "/signatures", m_options.token);
+    request.set_json_body(signatures_body(signatures));
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404) {
+      return Error::not_found("remote " + name() + " has no entry " + key);
+    }
+    if (response.status != 200) {
+      return status_error("POST", request.url(), response);
+    }
+    return {};
   }
 
   Status upload(const std::string& key, const std::filesystem::path& bundle,
                 const store::Signatures& signatures) override {
-    (void)signatures;
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
     HttpTransfer request("PUT", m_base + "/v1/entries/" + key, m_options.token);
     request.set_upload(bundle);
+    for (const auto& signature : signatures) {
+      request.add_header(std::string(k_signature_header) + ": " + store::format_signature(signature));
+    }
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status != 200 && response.status != 201) {
       return status_error("PUT", request.url(), response);
@@ -273,9 +337,15 @@ class HttpRemote final : public RemoteStore {
   static std::string escape(const std::string& text) { return base::percent_encode(text); }
 
   // The error for an unexpected status, with the server's explanation and,
-  // for 401 and 403, what to do about the token.
+  // for 401 and 403, what to do about the token. A 403 refusing the
+  // signatures is `untrusted`, with the server's code and message.
   Error status_error(const char* method, const std::string& url, const Response& response) const {
     std::string detail = error_detail(response.text);
+    if (response.status == 403) {
+      if (const auto code = error_code_of(response.text); is_signature_refusal(code)) {
+        return Error::untrusted(name() + ": " + method + " " + display_url(url) + " refused (" + code + "): " + detail);
+      }
+    }
     std::string hint;
     if (response.status == 401) {
       hint = m_options.token.empty() ? "no token was sent: give one with --token-file FILE or OPCACHE_TOKEN"

@@ -21,20 +21,36 @@ class S3Remote final : public RemoteStore {
   std::string name() const override { return display_url(m_options.url); }
 
   Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
-    if (signatures != nullptr) {
-      signatures->clear();  // signature transport: next commit
+    OPCACHE_TRY_ASSIGN(bool found, m_bucket.get_bundle(key, fd, k_max_bundle_bytes));
+    if (found && signatures != nullptr) {
+      // Read after the bundle: signatures added meanwhile are a bonus; the
+      // caller verifies them against the bytes it got.
+      OPCACHE_TRY_ASSIGN(*signatures, m_bucket.get_signatures(key, std::filesystem::temp_directory_path()));
     }
-    return m_bucket.get_bundle(key, fd, k_max_bundle_bytes);
+    return found;
   }
 
+  // Read, merge, write: two concurrent additions may lose one of them (S3
+  // has no compare-and-swap here); the next `push --add-signatures` adds it again.
   Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
-    (void)signatures;
-    return Error::not_found("signatures are not stored yet: " + key);
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(key));
+    if (!existing) {
+      return Error::not_found("remote " + name() + " has no entry " + key);
+    }
+    const auto temp_dir = std::filesystem::temp_directory_path();
+    OPCACHE_TRY_ASSIGN(auto merged, m_bucket.get_signatures(key, temp_dir));
+    bool changed = false;
+    for (const auto& signature : signatures) {
+      changed = store::add_signature(merged, signature) || changed;
+    }
+    return changed ? m_bucket.put_signatures(key, merged, temp_dir) : Status{};
   }
 
   Status upload(const std::string& key, const std::filesystem::path& bundle,
                 const store::Signatures& signatures) override {
-    (void)signatures;
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
@@ -50,7 +66,7 @@ class S3Remote final : public RemoteStore {
     if (manifest.key != key) {
       return Error::corrupt(bundle.string() + " holds key " + manifest.key + ", not " + key);
     }
-    return m_bucket.put_entry(key, bundle, index_fields_of(manifest), digest);
+    return m_bucket.put_entry(key, bundle, index_fields_of(manifest), digest, signatures);
   }
 
   Result<std::vector<bool>> query(const std::vector<std::string>& keys) override { return m_bucket.present(keys); }

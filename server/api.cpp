@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 
 #include "opcache/version.hpp"
+#include "remote/signature_header.hpp"
 #include "store/bundle_reader.hpp"
 #include "base/byte_stream.hpp"
 #include "base/json_parse.hpp"
@@ -17,6 +18,7 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view k_entries_prefix = "/v1/entries/";
+constexpr std::string_view k_signatures_suffix = "/signatures";
 
 // Decodes one part of a request target; `what` names it in the error.
 Result<std::string> decode_part(std::string_view text, base::PlusSign plus, const std::string& what) {
@@ -27,12 +29,21 @@ Result<std::string> decode_part(std::string_view text, base::PlusSign plus, cons
   return std::move(*decoded);
 }
 
+}  // namespace
+
 ApiResponse json_response(int status, const json& body) {
   ApiResponse response;
   response.status = status;
   response.body = body.dump() + "\n";
   return response;
 }
+
+ApiResponse storage_failure(const Error& error) {
+  int status = error.code() == ErrorCode::remote || error.code() == ErrorCode::timeout ? 503 : 500;
+  return error_response(status, status == 503 ? "unavailable" : "internal", error.message());
+}
+
+namespace {
 
 std::uint64_t source_size(int fd) {
   struct stat info {};
@@ -67,11 +78,6 @@ Status apply_scenario_filter(const std::string& spec, ListQuery& query) {
   return {};
 }
 
-ApiResponse storage_failure(const Error& error) {
-  int status = error.code() == ErrorCode::remote || error.code() == ErrorCode::timeout ? 503 : 500;
-  return error_response(status, status == 503 ? "unavailable" : "internal", error.message());
-}
-
 }  // namespace
 
 Route match_route(std::string_view method, std::string_view path) {
@@ -88,16 +94,31 @@ Route match_route(std::string_view method, std::string_view path) {
     route.allow = allow;
     return false;
   };
-  if (path.substr(0, k_entries_prefix.size()) == k_entries_prefix && path != "/v1/entries/query") {
-    route.name = "entry";
-    route.key = std::string(path.substr(k_entries_prefix.size()));
-    if (!only({"GET", "HEAD", "PUT", "DELETE"}, "GET, HEAD, PUT, DELETE")) {
-      return route;
-    }
-    if (auto valid = store::check_key(route.key); !valid) {
+  auto valid_key = [&route] {
+    auto valid = store::check_key(route.key);
+    if (!valid) {
       route.error_status = 400;
       route.error_code = "invalid_key";
       route.error_message = valid.error().message();
+    }
+    return static_cast<bool>(valid);
+  };
+  const bool under_entries = path.substr(0, k_entries_prefix.size()) == k_entries_prefix;
+  if (under_entries && path.size() > k_signatures_suffix.size() &&
+      path.substr(path.size() - k_signatures_suffix.size()) == k_signatures_suffix) {
+    route.name = "signatures";
+    route.key = std::string(path.substr(k_entries_prefix.size(),
+                                        path.size() - k_entries_prefix.size() - k_signatures_suffix.size()));
+    if (only({"POST"}, "POST") && valid_key()) {
+      route.scope = Scope::write;
+      route.body = BodyKind::small;
+    }
+    return route;
+  }
+  if (under_entries && path != "/v1/entries/query") {
+    route.name = "entry";
+    route.key = std::string(path.substr(k_entries_prefix.size()));
+    if (!only({"GET", "HEAD", "PUT", "DELETE"}, "GET, HEAD, PUT, DELETE") || !valid_key()) {
       return route;
     }
     route.scope = method == "PUT" ? Scope::write : method == "DELETE" ? Scope::admin : Scope::read;
@@ -195,6 +216,9 @@ ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_v
   ApiResponse response;
   response.content_type = "application/vnd.opcache.bundle";
   response.headers.push_back({"ETag", quoted_etag((*found)->digest)});
+  for (const auto& signature : (*found)->signatures) {
+    response.headers.push_back({remote::k_signature_header, store::format_signature(signature)});
+  }
   if (if_none_match == quoted_etag((*found)->digest)) {
     response.status = 304;
     return response;
@@ -204,7 +228,7 @@ ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_v
   return response;
 }
 
-ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload) {
+ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload, const store::Signatures& signatures) {
   if (auto finished = upload.finish_writing(); !finished) {
     return storage_failure(finished.error());
   }
@@ -227,9 +251,12 @@ ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload) {
     return error_response(409, "key_mismatch",
                           "the bundle is for key " + manifest->key + ", not for the URL's key " + key);
   }
+  if (auto refused = refuse_signatures(key, digest, signatures)) {
+    return std::move(*refused);  // `upload` goes away with this scope: nothing stored
+  }
   const auto bytes = static_cast<std::int64_t>(source_size(fd->get()));
   fd->reset();
-  auto stored = m_storage.store_verified(std::move(upload), *manifest, digest, bytes);
+  auto stored = m_storage.store_verified(std::move(upload), *manifest, digest, bytes, signatures);
   if (!stored) {
     return storage_failure(stored.error());
   }

@@ -6,6 +6,8 @@
 
 #include <chrono>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +18,8 @@
 #include "server/metrics.hpp"
 #include "server/server_config.hpp"
 #include "server/storage.hpp"
+#include "store/signature.hpp"
+#include "store/trust.hpp"
 
 namespace opcache::server {
 
@@ -31,8 +35,8 @@ inline constexpr std::size_t k_small_body_limit = 2u << 20;
 
 /// What a request's method and path resolve to.
 struct Route {
-  std::string name = "unknown";  ///< metric label: entry, query, list, status, metrics, healthz, unknown
-  std::string key;               ///< for /v1/entries/{key}
+  std::string name = "unknown";  ///< metric label: entry, signatures, query, list, status, metrics, healthz, unknown
+  std::string key;               ///< for /v1/entries/{key} and /v1/entries/{key}/signatures
   Scope scope = Scope::none;
   BodyKind body = BodyKind::none;
   int error_status = 0;          ///< 404 / 405 / 400 when the route itself is wrong
@@ -57,6 +61,13 @@ struct ApiResponse {
 /// A JSON error body {"error": code, "message": message} with `status`.
 ApiResponse error_response(int status, const std::string& code, const std::string& message);
 
+/// A JSON response `body` with `status`.
+ApiResponse json_response(int status, const nlohmann::json& body);
+
+/// The response for a failed storage call: 503 "unavailable" for `remote`
+/// and `timeout` errors, else 500 "internal"; the error's message.
+ApiResponse storage_failure(const Error& error);
+
 /// A request target ("path?query") split and percent-decoded.
 struct Target {
   std::string path;                               ///< decoded; '+' stays '+' (RFC 3986)
@@ -79,14 +90,35 @@ struct RoutedTarget {
 /// "bad_request" error. Pure; thread-safe.
 RoutedTarget route_target(std::string_view method, std::string_view target);
 
+/// The signatures of a PUT's X-Opcache-Signature header values (each one
+/// or more comma-separated "<public key base64>:<signature base64>"); a
+/// signer given twice counts once. A malformed value is a `usage` error
+/// naming the header. Pure; thread-safe.
+Result<store::Signatures> parse_signature_headers(const std::vector<std::string>& values);
+
 /// The handlers. Thread-safe (the storage and metrics are).
 class Api {
  public:
   Api(Storage& storage, Metrics& metrics, const ServerConfig& config);
 
   ApiResponse get_entry(const std::string& key, bool head_only, std::string_view if_none_match);
-  /// Verifies `upload` (a complete body) against `key` and stores it.
-  ApiResponse put_entry(const std::string& key, base::AtomicFile upload);
+  /// Verifies `upload` (a complete body) against `key`, checks `signatures`
+  /// (each must verify for the key and bundle digest: else 403
+  /// bad_signature; with config.require_signature one must be by a trusted
+  /// key: else 403 signature_required / untrusted_signature) and stores it
+  /// with them. A refused upload stores nothing and is counted by reason.
+  ApiResponse put_entry(const std::string& key, base::AtomicFile upload, const store::Signatures& signatures = {});
+  /// POST /v1/entries/{key}/signatures: adds the signatures of the JSON
+  /// `body` ({"signatures": [{"public_key", "signature"}]}) to the stored
+  /// entry: 200 with the count added, 404 when absent, 400 for a malformed
+  /// body, 403 bad_signature when one does not verify (nothing added).
+  ApiResponse add_signatures(const std::string& key, const std::string& body);
+  /// Reads config.trusted_keys_file (when set) and judges later uploads by
+  /// it; on failure keeps the keys it had and returns the error, prefixed
+  /// "--trusted-keys". Called at start-up and on SIGHUP. Thread-safe.
+  Status load_trusted_keys();
+  /// How many keys the server trusts now.
+  std::size_t trusted_key_count() const;
   ApiResponse delete_entry(const std::string& key);
   ApiResponse query(const std::string& body);
   ApiResponse list(const std::map<std::string, std::string>& parameters);
@@ -98,9 +130,17 @@ class Api {
   Result<base::AtomicFile> create_upload() { return m_storage.create_upload(); }
 
  private:
+  std::shared_ptr<const store::TrustedKeys> trusted_keys() const;
+  // The 403 refusing `signatures` for the entry (key, digest), counted; or
+  // std::nullopt when the upload may be stored.
+  std::optional<ApiResponse> refuse_signatures(const std::string& key, const std::string& digest,
+                                               const store::Signatures& signatures);
+
   Storage& m_storage;
   Metrics& m_metrics;
   const ServerConfig& m_config;
+  mutable std::mutex m_trust_mutex;
+  std::shared_ptr<const store::TrustedKeys> m_trusted = std::make_shared<const store::TrustedKeys>();
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
 };
 

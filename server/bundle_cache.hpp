@@ -13,17 +13,24 @@
 #include <unordered_map>
 #include <utility>
 
+#include "store/signature.hpp"
+
 namespace opcache::server {
 
 /// A whole bundle in memory. Its bytes are immutable once made, so responses
 /// being sent may share it with the cache (and keep it alive after it is
 /// evicted).
 struct CachedBundle {
-  CachedBundle(std::string digest_in, std::string bytes_in, std::int64_t checked_at)
-      : digest(std::move(digest_in)), bytes(std::move(bytes_in)), checked_ns(checked_at) {}
+  CachedBundle(std::string digest_in, std::string bytes_in, std::int64_t checked_at,
+               store::Signatures signatures_in = {})
+      : digest(std::move(digest_in)), bytes(std::move(bytes_in)), signatures(std::move(signatures_in)),
+        checked_ns(checked_at) {}
 
   const std::string digest;  ///< SHA-256 of `bytes` (the object's name and the ETag)
   const std::string bytes;   ///< the bundle, exactly as stored
+  /// The entry's signatures when it was read; the owner erases the entry
+  /// whenever it adds signatures, so a kept bundle never serves stale ones.
+  const store::Signatures signatures;
   /// When its owner last confirmed the bundle is still the stored one
   /// (steady clock, ns); the one mutable field, for the owner's use.
   mutable std::atomic<std::int64_t> checked_ns;

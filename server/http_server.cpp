@@ -103,6 +103,14 @@ Result<std::vector<std::string>> HttpServer::start() {
     return log.error();
   }
   state.log.emplace(std::move(*log));
+  if (auto trusted = state.api.load_trusted_keys(); !trusted) {
+    return trusted.error();
+  }
+  if (!state.config.trusted_keys_file.empty()) {
+    state.log->event("trusting " + std::to_string(state.api.trusted_key_count()) + " signing keys from " +
+                     state.config.trusted_keys_file.string() +
+                     (state.config.require_signature ? "; uploads must be signed by one" : ""));
+  }
   if (state.config.tls()) {
     auto tls = load_tls_context(state.config);
     if (!tls) {

@@ -193,6 +193,9 @@ class Session : public SessionBase {
       respond(std::move(response));
       return;
     }
+    if (m_route.body == BodyKind::upload && !read_signature_headers(request)) {
+      return;
+    }
     switch (m_route.body) {
       case BodyKind::none:
         if (has_body) {
@@ -209,6 +212,25 @@ class Session : public SessionBase {
         read_upload();
         return;
     }
+  }
+
+  // The X-Opcache-Signature headers of an upload, into m_signatures; false
+  // (after answering 400, before the body is read) when one is malformed.
+  template <class Request>
+  bool read_signature_headers(const Request& request) {
+    std::vector<std::string> values;
+    for (auto [it, end] = request.equal_range("X-Opcache-Signature"); it != end; ++it) {
+      values.emplace_back(it->value());
+    }
+    auto parsed = parse_signature_headers(values);
+    if (!parsed) {
+      m_close_after = true;
+      m_state->metrics.record_rejected_upload("malformed_signature");
+      respond(error_response(400, "malformed_signature", parsed.error().message()));
+      return false;
+    }
+    m_signatures = std::move(*parsed);
+    return true;
   }
 
   // Answers "Expect: 100-continue" before reading a body we accept.
@@ -340,7 +362,9 @@ class Session : public SessionBase {
     m_bytes_in = m_expected_length;
     auto upload = std::make_shared<base::AtomicFile>(std::move(*m_upload));
     m_upload.reset();
-    run_on_worker([self = self_pointer(), upload] { return self->m_state->api.put_entry(self->m_route.key, std::move(*upload)); },
+    run_on_worker([self = self_pointer(), upload] {
+                    return self->m_state->api.put_entry(self->m_route.key, std::move(*upload), self->m_signatures);
+                  },
                   /*holding_inflight=*/true);
   }
 
@@ -363,6 +387,8 @@ class Session : public SessionBase {
       run_on_worker([self, if_none_match] {
         return self->m_state->api.get_entry(self->m_route.key, self->m_method == "HEAD", if_none_match);
       });
+    } else if (name == "signatures") {
+      run_on_worker([self] { return self->m_state->api.add_signatures(self->m_route.key, self->m_body); });
     } else if (name == "query") {
       run_on_worker([self] { return self->m_state->api.query(self->m_body); });
     } else if (name == "list") {
@@ -550,6 +576,7 @@ class Session : public SessionBase {
   std::string m_target;
   std::map<std::string, std::string> m_query;
   std::string m_body;
+  store::Signatures m_signatures;  // of the current upload (X-Opcache-Signature)
   Clock::time_point m_started = Clock::now();
   std::uint64_t m_bytes_in = 0;
   std::uint64_t m_expected_length = 0;

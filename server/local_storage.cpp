@@ -41,6 +41,7 @@ StoredBundle from_memory(std::shared_ptr<const CachedBundle> kept) {
   StoredBundle bundle;
   bundle.size = static_cast<std::int64_t>(kept->bytes.size());
   bundle.digest = kept->digest;
+  bundle.signatures = kept->signatures;
   bundle.memory = std::shared_ptr<const std::string>(kept, &kept->bytes);
   return bundle;
 }
@@ -75,7 +76,8 @@ class LocalStorage final : public Storage {
     }
     if (info.st_size <= static_cast<std::int64_t>(k_cached_bundle_limit)) {
       if (auto bytes = read_whole(found->second.get(), info.st_size)) {
-        auto kept = std::make_shared<const CachedBundle>(found->first.digest, std::move(*bytes), steady_ns());
+        auto kept = std::make_shared<const CachedBundle>(found->first.digest, std::move(*bytes), steady_ns(),
+                                                         found->first.signatures);
         m_cache.insert(key, kept);
         return std::optional<StoredBundle>(from_memory(std::move(kept)));
       }
@@ -85,17 +87,35 @@ class LocalStorage final : public Storage {
     bundle.fd = std::move(found->second);
     bundle.size = info.st_size;
     bundle.digest = found->first.digest;
+    bundle.signatures = std::move(found->first.signatures);
     return std::optional<StoredBundle>(std::move(bundle));
   }
 
   Result<base::AtomicFile> create_upload() override { return m_store->create_temp(); }
 
   Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,
-                                       const std::string& digest, std::int64_t bytes) override {
+                                       const std::string& digest, std::int64_t bytes,
+                                       const store::Signatures& signatures) override {
+    // Not from_remote: the server judged the signatures itself (api.cpp);
+    // the store keeps those that verify (all of them, the caller checked).
+    const store::Provenance provenance{false, "upload", signatures};
     OPCACHE_TRY_ASSIGN(auto outcome, m_store->adopt_verified(std::move(upload), manifest, digest, bytes,
-                                                             ReplacePolicy::keep_existing));
+                                                             ReplacePolicy::keep_existing, base::Durability::synced,
+                                                             provenance));
     m_cache.erase(manifest.key);
     return UploadOutcome{outcome.stored, outcome.digest, outcome.bundle_bytes};
+  }
+
+  Result<std::optional<int>> add_signatures(const std::string& key, const store::Signatures& signatures) override {
+    auto update = m_store->add_signatures(key, signatures);
+    m_cache.erase(key);  // the kept copy carries the old signatures
+    if (!update) {
+      if (update.error().code() == ErrorCode::not_found) {
+        return std::optional<int>();
+      }
+      return update.error();
+    }
+    return std::optional<int>(update->added);
   }
 
   Result<bool> remove(const std::string& key) override {

@@ -5,6 +5,7 @@
 
 #include "remote/s3/bucket.hpp"
 #include "base/byte_stream.hpp"
+#include "base/base64.hpp"
 #include "base/canonical_json.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
@@ -57,6 +58,9 @@ class S3Storage final : public Storage {
     ::fstat(fd.get(), &info);
     bundle.size = info.st_size;
     OPCACHE_TRY_ASSIGN(bundle.digest, digest_of(fd.get(), temp.temp_path()));
+    // Read after the bundle, so signatures added meanwhile are included;
+    // the client verifies each against the bytes it gets anyway.
+    OPCACHE_TRY_ASSIGN(bundle.signatures, m_bucket.get_signatures(key, m_temp_dir));
     bundle.fd = std::move(fd);
     return std::optional<StoredBundle>(std::move(bundle));
   }
@@ -64,7 +68,8 @@ class S3Storage final : public Storage {
   Result<base::AtomicFile> create_upload() override { return base::AtomicFile::create(m_temp_dir); }
 
   Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,
-                                       const std::string& digest, std::int64_t bytes) override {
+                                       const std::string& digest, std::int64_t bytes,
+                                       const store::Signatures& signatures) override {
     OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(manifest.key));
     if (existing) {
       auto stored_digest = existing->metadata.find(remote::k_s3_meta_digest);
@@ -72,8 +77,35 @@ class S3Storage final : public Storage {
                            existing->size};
     }
     OPCACHE_TRY(upload.finish_writing());
-    OPCACHE_TRY(m_bucket.put_entry(manifest.key, upload.temp_path(), remote::index_fields_of(manifest), digest));
+    OPCACHE_TRY(m_bucket.put_entry(manifest.key, upload.temp_path(), remote::index_fields_of(manifest), digest,
+                                   signatures));
     return UploadOutcome{true, digest, bytes};
+  }
+
+  // Read, merge, write: of two concurrent additions one may be lost (S3 has
+  // no compare-and-swap here); adding it again is harmless.
+  Result<std::optional<int>> add_signatures(const std::string& key, const store::Signatures& signatures) override {
+    OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(key));
+    if (!existing) {
+      return std::optional<int>();
+    }
+    const auto digest = existing->metadata.find(remote::k_s3_meta_digest);
+    if (digest == existing->metadata.end()) {
+      return Error::corrupt("the bundle object of " + key + " has no " + remote::k_s3_meta_digest + " metadata");
+    }
+    OPCACHE_TRY_ASSIGN(auto merged, m_bucket.get_signatures(key, m_temp_dir));
+    int added = 0;
+    for (const auto& signature : signatures) {
+      if (!store::signature_verifies(signature, key, digest->second)) {
+        return Error::untrusted("the signature by " + base::base64_encode(signature.public_key) +
+                                " does not verify for entry " + key + " (bundle digest " + digest->second + ")");
+      }
+      added += store::add_signature(merged, signature) ? 1 : 0;
+    }
+    if (added > 0) {
+      OPCACHE_TRY(m_bucket.put_signatures(key, merged, m_temp_dir));
+    }
+    return std::optional<int>(added);
   }
 
   Result<bool> remove(const std::string& key) override { return m_bucket.remove_entry(key); }

@@ -91,6 +91,10 @@ Status apply(ServerConfig& config, const std::string& where, const std::string& 
     config.access_log = value;
   } else if (key == "temp_dir") {
     config.temp_dir = value;
+  } else if (key == "trusted_keys") {
+    config.trusted_keys_file = value;
+  } else if (key == "require_signature") {
+    OPCACHE_TRY_ASSIGN(config.require_signature, parse_bool(at, value));
   } else {
     return Error::usage(at + " is not a known setting (see docs/operations.md)");
   }
@@ -140,6 +144,9 @@ Status validate_server_config(const ServerConfig& config) {
   }
   if (config.tls_cert.empty() != config.tls_key.empty()) {
     return Error::usage("TLS needs both --tls-cert and --tls-key");
+  }
+  if (config.require_signature && config.trusted_keys_file.empty()) {
+    return Error::usage("--require-signature needs --trusted-keys FILE (the keys whose signatures are accepted)");
   }
   return {};
 }

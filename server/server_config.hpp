@@ -46,6 +46,8 @@ struct ServerConfig {
   std::filesystem::path access_log;       ///< empty or "-": standard error
   std::filesystem::path port_file;        ///< if set, bound ports are written here (one per line) when ready
   std::filesystem::path temp_dir;         ///< uploads to S3 are spooled here (default: system temp)
+  std::filesystem::path trusted_keys_file;  ///< NAME:BASE64 per line (store/trust.hpp); reloaded on SIGHUP
+  bool require_signature = false;         ///< refuse uploads without a valid signature by a trusted key
 
   bool tls() const { return !tls_cert.empty(); }
 };
@@ -55,7 +57,8 @@ struct ServerConfig {
 /// tls_cert, tls_key, max_body, ...). Unknown keys are errors.
 Status load_server_config_file(const std::filesystem::path& path, ServerConfig& config);
 
-/// Checks the combination (storage set, TLS cert and key together, ranges).
+/// Checks the combination (storage set, TLS cert and key together,
+/// require_signature only with trusted keys, ranges).
 Status validate_server_config(const ServerConfig& config);
 
 }  // namespace opcache::server

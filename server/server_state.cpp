@@ -44,6 +44,14 @@ void HttpServer::State::reload() {
       log->event("tokens not reloaded, keeping the old ones: " + loaded.error().message());
     }
   }
+  if (!config.trusted_keys_file.empty()) {
+    if (auto loaded = api.load_trusted_keys(); loaded) {
+      log->event("reloaded " + std::to_string(api.trusted_key_count()) + " trusted keys from " +
+                 config.trusted_keys_file.string());
+    } else {
+      log->event("trusted keys not reloaded, keeping the old ones: " + loaded.error().message());
+    }
+  }
   if (config.tls()) {
     auto loaded = load_tls_context(config);
     if (loaded) {

@@ -129,7 +129,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   /// Forgets a session; the last one to go during a stop ends the grace period early.
   void remove_session(SessionBase* session);
 
-  /// SIGHUP: reloads the tokens file and the TLS certificate, keeping the old ones on failure.
+  /// SIGHUP: reloads the tokens file, the trusted keys and the TLS certificate, keeping the old ones on failure.
   void reload();
 
   /// Stops accepting, closes idle sessions and gives the others shutdown_grace_s. Idempotent.

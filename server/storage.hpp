@@ -14,6 +14,7 @@
 #include "server/metrics.hpp"
 #include "base/file_io.hpp"
 #include "store/manifest.hpp"
+#include "store/signature.hpp"
 
 namespace opcache::server {
 
@@ -23,6 +24,7 @@ struct StoredBundle {
   std::shared_ptr<const std::string> memory;  ///< the whole bundle (small bundles of a local store), or null
   std::int64_t size = 0;
   std::string digest;        ///< SHA-256 of the bundle (the ETag)
+  store::Signatures signatures;  ///< as stored with the entry (each verified when it was stored); may be empty
 };
 
 /// The outcome of storing an upload.
@@ -69,10 +71,20 @@ class Storage {
   virtual Result<std::optional<StoredBundle>> open(const std::string& key) = 0;
   /// A fresh temp file for an upload; discarded unless handed to store_verified.
   virtual Result<base::AtomicFile> create_upload() = 0;
-  /// Makes a bundle visible under its key. The caller verified it completely
-  /// (verify_bundle) and checked the key; `bytes` is the file's size.
+  /// Makes a bundle visible under its key with `signatures`. The caller
+  /// verified the bundle completely (verify_bundle), checked the key and
+  /// checked that every signature verifies for the key and `digest`;
+  /// `bytes` is the file's size. The signatures are stored before the entry
+  /// becomes visible. An existing entry is kept as it is (signatures too).
   virtual Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,
-                                               const std::string& digest, std::int64_t bytes) = 0;
+                                               const std::string& digest, std::int64_t bytes,
+                                               const store::Signatures& signatures) = 0;
+  /// Adds `signatures` to the stored entry of `key`, skipping signers that
+  /// already signed it. Every one must verify for the key and the stored
+  /// bundle's digest, else an `untrusted` error naming the signer and
+  /// nothing is added. std::nullopt when the key is absent; else how many
+  /// were new. Later open() calls return the new signatures.
+  virtual Result<std::optional<int>> add_signatures(const std::string& key, const store::Signatures& signatures) = 0;
   /// Deletes an entry; false when absent.
   virtual Result<bool> remove(const std::string& key) = 0;
   /// For each key, whether it is present (same order).

@@ -14,6 +14,8 @@ namespace {
 constexpr std::size_t k_head_query_limit = 32;
 constexpr int k_page_keys = 1000;
 constexpr const char* k_bundle_content_type = "application/vnd.opcache.bundle";
+// A signatures object is ~134 bytes per signer; anything near this is not ours.
+constexpr std::int64_t k_max_signatures_bytes = 1 << 20;
 
 }  // namespace
 
@@ -46,9 +48,12 @@ Result<bool> S3Bucket::get_bundle(const std::string& key, int fd, std::int64_t m
 }
 
 Status S3Bucket::put_entry(const std::string& key, const std::filesystem::path& bundle, const S3IndexFields& fields,
-                           const std::string& digest) {
+                           const std::string& digest, const store::Signatures& signatures) {
   const auto bundle_name = s3_bundle_name(key);
   const auto marker = s3_index_name(fields, key);
+  if (!signatures.empty()) {
+    OPCACHE_TRY(put_signatures(key, signatures, bundle.parent_path()));
+  }
   OPCACHE_TRY(m_client.put_from_file(bundle_name, bundle, {{k_s3_meta_digest, digest}, {k_s3_meta_index, marker}},
                                      k_bundle_content_type));
   Status marked = [&]() -> Status {
@@ -76,7 +81,33 @@ Result<bool> S3Bucket::remove_entry(const std::string& key) {
   if (auto marker = existing->metadata.find(k_s3_meta_index); marker != existing->metadata.end()) {
     OPCACHE_TRY(m_client.remove(marker->second));
   }
+  OPCACHE_TRY(m_client.remove(s3_signatures_name(key)));
   return true;
+}
+
+Result<store::Signatures> S3Bucket::get_signatures(const std::string& key, const std::filesystem::path& temp_dir) {
+  OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(temp_dir));
+  const auto name = s3_signatures_name(key);
+  OPCACHE_TRY_ASSIGN(bool found, m_client.get_to_fd(name, temp.fd(), k_max_signatures_bytes));
+  if (!found) {
+    return store::Signatures{};
+  }
+  OPCACHE_TRY(temp.finish_writing(base::Durability::deferred));
+  OPCACHE_TRY_ASSIGN(auto text, base::read_file(temp.temp_path()));
+  auto parsed = store::parse_signatures(text);
+  if (!parsed) {
+    return Error::remote("signatures object " + name + " is malformed: " + parsed.error().message());
+  }
+  return parsed;
+}
+
+Status S3Bucket::put_signatures(const std::string& key, const store::Signatures& signatures,
+                                const std::filesystem::path& temp_dir) {
+  OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(temp_dir));
+  const auto text = store::format_signatures(signatures) + "\n";
+  OPCACHE_TRY(temp.write(text.data(), text.size()));
+  OPCACHE_TRY(temp.finish_writing(base::Durability::deferred));
+  return m_client.put_from_file(s3_signatures_name(key), temp.temp_path(), {}, "text/plain");
 }
 
 Result<std::vector<bool>> S3Bucket::present(const std::vector<std::string>& keys) {

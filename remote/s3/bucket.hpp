@@ -3,7 +3,8 @@
 // storage (server/s3_storage.cpp), so both write, find, list and delete
 // entries the same way.
 //
-// Writes put the bundle first and its listing marker second. When the marker
+// Writes put the signatures object first (when there are signatures), the
+// bundle second and its listing marker last. When the marker
 // upload fails, the bundle is deleted again and the write fails: a bucket
 // never holds a listed entry without its bundle (the marker comes last), nor
 // a bundle that no listing will ever show (an existing bundle makes later
@@ -21,6 +22,7 @@
 #include "remote/s3/client.hpp"
 #include "remote/s3/layout.hpp"
 #include "store/manifest.hpp"
+#include "store/signature.hpp"
 
 namespace opcache::remote {
 
@@ -57,17 +59,30 @@ class S3Bucket {
   /// Streams the bundle of `key` to `fd` (S3Client::get_to_fd); false when absent.
   Result<bool> get_bundle(const std::string& key, int fd, std::int64_t max_bytes);
 
-  /// Stores the verified bundle file of `key` with its `digest` (metadata) and
-  /// its listing marker for `fields`: the bundle first, the marker second; a
+  /// Stores the verified bundle file of `key` with its `digest` (metadata),
+  /// its `signatures` (the signatures object, written first and only when
+  /// there are any, so the entry is never visible without them) and its
+  /// listing marker for `fields`: the bundle next, the marker last; a
   /// failed marker upload deletes the bundle again and returns the marker's
   /// error (with a note when the deletion failed too). The empty marker file
-  /// is made next to `bundle`, in its directory. Does not check whether
-  /// the key exists: callers HEAD first (head_bundle).
+  /// and the signatures file are made next to `bundle`, in its directory.
+  /// Does not check whether the key exists: callers HEAD first (head_bundle).
   Status put_entry(const std::string& key, const std::filesystem::path& bundle, const S3IndexFields& fields,
-                   const std::string& digest);
+                   const std::string& digest, const store::Signatures& signatures = {});
 
-  /// Deletes the bundle of `key` and then its marker (named in the bundle's
-  /// metadata); false when there was no bundle.
+  /// The signatures stored with `key` (parsed from its signatures object);
+  /// empty when there is no such object (an unsigned or older entry). The
+  /// object is downloaded through a temp file in `temp_dir`. A malformed
+  /// object is a `remote` error naming it. Signatures are not verified here.
+  Result<store::Signatures> get_signatures(const std::string& key, const std::filesystem::path& temp_dir);
+
+  /// Replaces the signatures object of `key` with `signatures` (written
+  /// through a temp file in `temp_dir`); the caller merged and verified them.
+  Status put_signatures(const std::string& key, const store::Signatures& signatures,
+                        const std::filesystem::path& temp_dir);
+
+  /// Deletes the bundle of `key`, then its marker (named in the bundle's
+  /// metadata) and its signatures object; false when there was no bundle.
   Result<bool> remove_entry(const std::string& key);
 
   /// For each key, whether its bundle exists (same order): a HEAD per key for

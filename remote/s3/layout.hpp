@@ -3,6 +3,7 @@
 // the same objects:
 //   <prefix>/v1/bundles/<key>                                        the bundle bytes
 //   <prefix>/v1/index/<device>/<phase>/<toolchain>/<soc>/<op_type>/<key>  an empty marker, for listing
+//   <prefix>/v1/signatures/<key>                                     the entry's signatures (text form), if any
 // Path components are percent-encoded (only A-Z a-z 0-9 - . _ stay).
 #pragma once
 
@@ -23,6 +24,11 @@ struct S3IndexFields {
 
 /// "v1/bundles/<key>".
 std::string s3_bundle_name(const std::string& key);
+
+/// "v1/signatures/<key>": the entry's signatures, one "<public key
+/// base64>:<signature base64>" a line (store/signature.hpp). Absent for an
+/// unsigned entry (and for every entry written before layout version 2).
+std::string s3_signatures_name(const std::string& key);
 
 /// "v1/index/" — every marker starts with it.
 inline constexpr const char* k_s3_index_root = "v1/index/";
