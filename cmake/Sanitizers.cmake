@@ -30,7 +30,10 @@ endif()
 
 # A program that is not instrumented itself (python3, a consumer compiled by
 # tests/install) but loads the instrumented libopcache.so needs the ASan
-# runtime loaded first: the given tests run with LD_PRELOAD of it. Leak
+# runtime loaded first: the given tests run with LD_PRELOAD of it, and of
+# libstdc++ right after it (python3 does not link libstdc++, so the ASan
+# runtime would find no __cxa_throw to forward to and abort at the library's
+# first C++ exception: "CHECK failed ... real___cxa_throw"). Leak
 # checking is off in them, as it would report the interpreter's and the
 # compiler's own allocations; the library's code is leak-checked by the
 # doctest suite, which runs the same code paths in-process.
@@ -38,11 +41,16 @@ function(opcache_sanitizer_preload_tests)
   if(NOT OPCACHE_SANITIZE MATCHES "address")
     return()
   endif()
-  execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=libasan.so
-    OUTPUT_VARIABLE _runtime OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(NOT IS_ABSOLUTE "${_runtime}" OR NOT EXISTS "${_runtime}")
-    message(FATAL_ERROR "opcache: ${CMAKE_CXX_COMPILER} does not know where libasan.so is (said '${_runtime}')")
-  endif()
+  set(_preload)
+  foreach(_library libasan.so libstdc++.so)
+    execute_process(COMMAND ${CMAKE_CXX_COMPILER} -print-file-name=${_library}
+      OUTPUT_VARIABLE _path OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(NOT IS_ABSOLUTE "${_path}" OR NOT EXISTS "${_path}")
+      message(FATAL_ERROR "opcache: ${CMAKE_CXX_COMPILER} does not know where ${_library} is (said '${_path}')")
+    endif()
+    string(APPEND _preload "${_preload_separator}${_path}")
+    set(_preload_separator ":")
+  endforeach()
   set_property(TEST ${ARGN} APPEND PROPERTY ENVIRONMENT_MODIFICATION
-    "LD_PRELOAD=set:${_runtime}" "ASAN_OPTIONS=string_append::detect_leaks=0")
+    "LD_PRELOAD=set:${_preload}" "ASAN_OPTIONS=string_append::detect_leaks=0")
 endfunction()
