@@ -6,7 +6,7 @@ set -euo pipefail
 
 usage() {
   cat <<'EOF'
-usage: scripts/fuzz.sh [--minutes N] [--target NAME]... [--build-only] [--list]
+usage: scripts/fuzz.sh [--minutes N] [--target NAME]... [--build-only|--no-build] [--list]
 
 Configures and builds build-fuzz/ (clang-14, -DOPCACHE_FUZZ=ON: the code under
 -fsanitize=fuzzer-no-link,address,undefined), then runs every target (or each
@@ -16,10 +16,12 @@ the seconds run, the executions and the findings.
   --minutes N     minutes per target (a decimal such as 0.5 is fine)
   --target NAME   run only NAME (repeatable); --list shows the names
   --build-only    build, do not run
+  --no-build      run what build-fuzz/ holds (e.g. while it is being rebuilt)
   --list          print the target names and exit
 
 Each target starts from its seeds (tests/fuzz/corpus/NAME) and saved crashes
-(tests/fuzz/regressions/NAME); what it learns goes to build-fuzz/corpus/NAME
+(tests/fuzz/regressions/NAME), with tests/fuzz/dict/NAME.dict when there is one;
+what it learns goes to build-fuzz/corpus/NAME
 (not committed). A crash, leak, timeout or undefined behaviour stops that
 target and leaves its input in build-fuzz/artifacts/NAME/; the script then
 exits 1. Fix the bug, minimize the input (fuzz_NAME -minimize_crash=1 ...),
@@ -28,6 +30,7 @@ build-fuzz/fuzz-log.tsv. Environment: OPCACHE_FUZZ_ARGS adds libFuzzer flags.
 EOF
 }
 
+main() {
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build="$repo/build-fuzz"
 fuzz_dir="$repo/tests/fuzz"
@@ -46,11 +49,13 @@ all_targets=(bundle_reader json_key layouts config tokens server_request)
 minutes=1
 targets=()
 build_only=0
+no_build=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --minutes) minutes=${2:?--minutes needs a number}; shift 2 ;;
     --target) targets+=("${2:?--target needs a name}"); shift 2 ;;
     --build-only) build_only=1; shift ;;
+    --no-build) no_build=1; shift ;;
     --list) printf '%s\n' "${all_targets[@]}"; exit 0 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "fuzz.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
@@ -74,20 +79,28 @@ if ! command -v clang++-14 >/dev/null || ! compgen -G "/usr/lib/llvm-14/lib/clan
   exit 1
 fi
 
-launcher=()
-if command -v ccache >/dev/null; then
-  launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+if [ "$no_build" -eq 0 ]; then
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_C_COMPILER_LAUNCHER=ccache -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
+    -DCMAKE_CXX_COMPILER=clang++-14 -DOPCACHE_FUZZ=ON -DOPCACHE_BUILD_TESTS=OFF -DOPCACHE_BUILD_BENCH=OFF \
+    "${launcher[@]}" >/dev/null
+  cmake --build "$build" -j"${OPCACHE_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
 fi
-cmake -S "$repo" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_C_COMPILER=clang-14 \
-  -DCMAKE_CXX_COMPILER=clang++-14 -DOPCACHE_FUZZ=ON -DOPCACHE_BUILD_TESTS=OFF -DOPCACHE_BUILD_BENCH=OFF \
-  "${launcher[@]}" >/dev/null
-cmake --build "$build" -j"${OPCACHE_JOBS:-2}" --target "${targets[@]/#/fuzz_}"
 [ "$build_only" -eq 0 ] || exit 0
 
 # Inputs libFuzzer left in an artifacts directory (crashes, leaks, timeouts, out-of-memory).
 count_artifacts() {
   find "$1" -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l
 }
+
+# Scratch trees (layouts, config, the server's store) on tmpfs when there is one:
+# a disk's fsync would be most of a run.
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ]; then
+  export TMPDIR=/dev/shm
+fi
 
 seconds=$(awk -v m="$minutes" 'BEGIN { s = int(m * 60 + 0.5); print (s < 1 ? 1 : s) }')
 summary=()
@@ -101,12 +114,14 @@ for target in "${targets[@]}"; do
   start=$(date +%s)
   before=$(count_artifacts "$artifacts")
   status=0
+  dict=()
+  [ ! -f "$fuzz_dir/dict/$target.dict" ] || dict=(-dict="$fuzz_dir/dict/$target.dict")
   # shellcheck disable=SC2086  # OPCACHE_FUZZ_ARGS is a list of flags
   "$build/tests/fuzz/fuzz_$target" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=30 \
-    -max_len="${max_len[$target]}" -print_final_stats=1 -artifact_prefix="$artifacts/" ${OPCACHE_FUZZ_ARGS:-} \
-    "$corpus" "$fuzz_dir/corpus/$target" "$fuzz_dir/regressions/$target" >"$log" 2>&1 || status=$?
+    -max_len="${max_len[$target]}" -print_final_stats=1 -artifact_prefix="$artifacts/" "${dict[@]}" \
+    ${OPCACHE_FUZZ_ARGS:-} "$corpus" "$fuzz_dir/corpus/$target" "$fuzz_dir/regressions/$target" >"$log" 2>&1 || status=$?
   elapsed=$(( $(date +%s) - start ))
-  execs=$(awk -F': *' '/stat::number_of_executed_units/ { n = $2 } END { print n + 0 }' "$log")
+  execs=$(awk '/stat::number_of_executed_units/ { n = $NF } END { print n + 0 }' "$log")
   findings=$(( $(count_artifacts "$artifacts") - before ))
   if [ "$status" -ne 0 ]; then
     failed=1
@@ -121,3 +136,6 @@ echo
 echo "target            seconds   executions  findings"
 printf '%s\n' "${summary[@]}"
 exit "$failed"
+}
+
+main "$@"
