@@ -161,7 +161,7 @@ const char* opcache_status_name(opcache_status status) {
   if (status == OPCACHE_OK) {
     return "ok";
   }
-  if (status < OPCACHE_NOT_FOUND || status > OPCACHE_INTERNAL) {
+  if (status < OPCACHE_NOT_FOUND || status > OPCACHE_UNTRUSTED) {
     return "unknown";
   }
   return opcache::error_code_name(static_cast<opcache::ErrorCode>(status));

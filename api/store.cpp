@@ -33,6 +33,39 @@ Store::Store(Store&&) noexcept = default;
 Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
+namespace {
+
+// A signing-key or trusted-keys problem names the setting and its source;
+// a missing file is a configuration mistake (`usage`), not a miss.
+Error setting_error(const Error& error, const store::Setting<std::string>& setting, const char* name) {
+  const auto code = error.code() == ErrorCode::not_found ? ErrorCode::usage : error.code();
+  return Error(code, std::string(name) + " (from " + setting.source + "): " + error.message());
+}
+
+// The signing key and trust policy that the settings name, loaded.
+Status load_signature_settings(const store::Settings& settings, store::StoreOptions& options) {
+  if (!settings.signing_key.value.empty()) {
+    auto key = base::Ed25519PrivateKey::load_pem_file(settings.signing_key.value);
+    if (!key) {
+      return setting_error(key.error(), settings.signing_key, "signing_key");
+    }
+    options.signing_key = std::make_shared<const base::Ed25519PrivateKey>(std::move(*key));
+  }
+  auto policy = std::make_shared<store::TrustPolicy>();
+  policy->requirement = settings.require_signature.value;
+  if (!settings.trusted_keys.value.empty()) {
+    auto trusted = store::TrustedKeys::load(settings.trusted_keys.value);
+    if (!trusted) {
+      return setting_error(trusted.error(), settings.trusted_keys, "trusted_keys");
+    }
+    policy->trusted = std::move(*trusted);
+  }
+  options.trust = std::move(policy);
+  return {};
+}
+
+}  // namespace
+
 Result<Store> Store::open(const StoreConfig& config) {
   OPCACHE_TRY_ASSIGN(auto settings, store::resolve_settings(config, base::process_environment()));
   OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(settings.volatile_fields.value));
@@ -48,6 +81,7 @@ Result<Store> Store::open(const StoreConfig& config) {
   options.compression_level = config.compression_level;
   options.aging = settings.aging();
   options.warn = warn;
+  OPCACHE_TRY(load_signature_settings(settings, options));
   OPCACHE_TRY_ASSIGN(auto local, store::LocalStore::open(std::move(options)));
   auto impl = std::make_unique<Impl>();
   impl->opened_at_ms = local->options().clock();
@@ -183,6 +217,7 @@ remote::TransferRequest transfer_request(const Store::TransferOptions& options) 
   request.parallelism = options.parallelism;
   request.progress = options.progress;
   request.cancel = options.cancel;
+  request.add_signatures = options.add_signatures;
   return request;
 }
 
@@ -246,6 +281,46 @@ Status StoreConfig::set(std::string_view name, std::string_view value) {
     return Error::usage("unknown setting \"" + std::string(name) + "\" (allowed: " + store::settable_names() + ")");
   }
   return store::assign_setting(*this, *spec, std::string(value));
+}
+
+}  // namespace opcache
+
+namespace opcache {
+
+Status check_signer_name(std::string_view name) {
+  if (!store::valid_signer_name(name)) {
+    return Error::usage("key name \"" + std::string(name.substr(0, 128)) +
+                        "\" must be 1-128 of A-Z a-z 0-9 . _ @ + -");
+  }
+  return {};
+}
+
+Result<SignReport> Store::sign(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    OPCACHE_TRY(store::check_key(key));
+  }
+  return m_impl->local->sign_entries(keys);
+}
+
+Result<std::vector<UntrustedEntry>> Store::untrusted_entries() {
+  OPCACHE_TRY_ASSIGN(auto findings, m_impl->local->find_untrusted_entries());
+  std::vector<UntrustedEntry> entries;
+  entries.reserve(findings.size());
+  for (const auto& finding : findings) {
+    entries.push_back({finding.key, finding.op_type, finding.refusal.describe(), finding.refusal.error_code()});
+  }
+  return entries;
+}
+
+std::string Store::signature_requirement() const {
+  const auto& trust = m_impl->local->options().trust;
+  return store::to_string(trust ? trust->requirement : store::SignatureRequirement::off);
+}
+
+std::string Store::trusted_name(std::string_view public_key) const {
+  const auto& trust = m_impl->local->options().trust;
+  const auto* key = trust ? trust->trusted.find(public_key) : nullptr;
+  return key != nullptr ? key->name : std::string();
 }
 
 }  // namespace opcache

@@ -12,6 +12,7 @@ const char* error_code_name(ErrorCode code) noexcept {
     case ErrorCode::timeout: return "timeout";
     case ErrorCode::build_failed: return "build_failed";
     case ErrorCode::internal: return "internal";
+    case ErrorCode::untrusted: return "untrusted";
   }
   return "unknown";
 }

@@ -1,6 +1,7 @@
 // opcache ls / rm: browse and remove entries.
 #include <ctime>
 
+#include "base/base64.hpp"
 #include "cli/context.hpp"
 
 namespace opcache::cli {
@@ -66,6 +67,21 @@ std::string format_age(std::int64_t then_ms) {
   return std::to_string(seconds / 86400) + "d";
 }
 
+// An entry's signatures for `ls --json`: public key and signature in base64,
+// and the name of the key when it is trusted.
+nlohmann::json signatures_to_json(const Entry& entry, const Store& store) {
+  nlohmann::json signatures = nlohmann::json::array();
+  for (const auto& signature : entry.signatures) {
+    nlohmann::json item = {{"public_key", base::base64_encode(signature.public_key)},
+                           {"signature", base::base64_encode(signature.signature)}};
+    if (auto name = store.trusted_name(signature.public_key); !name.empty()) {
+      item["name"] = name;
+    }
+    signatures.push_back(std::move(item));
+  }
+  return signatures;
+}
+
 int run_list(const Context& context, const ListArgs& args) {
   ListFilter filter;
   filter.op_type = args.op_type;
@@ -85,7 +101,9 @@ int run_list(const Context& context, const ListArgs& args) {
   if (context.options.json) {
     nlohmann::json list = nlohmann::json::array();
     for (const auto& entry : *entries) {
-      list.push_back(entry_to_json(entry));
+      auto item = entry_to_json(entry);
+      item["signatures"] = signatures_to_json(entry, *store);
+      list.push_back(std::move(item));
     }
     context.print_json({{"entries", list}, {"count", entries->size()}});
     return k_exit_ok;

@@ -66,6 +66,8 @@ int run_stats(const Context& context) {
                                    format_bytes(counter_value(*stats, "bytes_served")));
   row("corrupt / missing", std::to_string(counter_value(*stats, "corrupt_entries")) + " / " +
                                std::to_string(counter_value(*stats, "missing_objects")) + " (dropped on read)");
+  row("refused (untrusted)", std::to_string(counter_value(*stats, "refused_untrusted")) +
+                                 " (require_signature=" + store->signature_requirement() + ")");
   row("compile time saved", format_duration_ms(counter_value(*stats, "compile_ms_saved")));
   return k_exit_ok;
 }
@@ -106,16 +108,59 @@ int run_verify(const Context& context, bool repair) {
   return unrepaired ? k_exit_integrity : k_exit_ok;
 }
 
+// verify --signatures: every entry no trusted key vouches for.
+int run_verify_signatures(const Context& context) {
+  auto store = context.open_store();
+  if (!store) {
+    return context.fail(store.error());
+  }
+  auto untrusted = store->untrusted_entries();
+  if (!untrusted) {
+    return context.fail(untrusted.error());
+  }
+  auto stats = store->stats();
+  const std::int64_t entries = stats ? stats->totals.entries : 0;
+  const std::string requirement = store->signature_requirement();
+  const bool refused = requirement != "off" && !untrusted->empty();
+  nlohmann::json findings = nlohmann::json::array();
+  for (const auto& entry : *untrusted) {
+    findings.push_back(
+        {{"key", entry.key}, {"op_type", entry.op_type}, {"reason", entry.reason}, {"code", entry.error_code}});
+    context.print_text(entry.key + " (" + entry.op_type + "): " + entry.reason);
+  }
+  if (context.options.json) {
+    context.print_json({{"entries_checked", entries},
+                        {"untrusted", findings},
+                        {"require_signature", requirement},
+                        {"ok", !refused}});
+  } else {
+    context.print_text("checked " + std::to_string(entries) + " entries: " + std::to_string(untrusted->size()) +
+                       " not signed by a trusted key (require_signature=" + requirement + ")" +
+                       (refused ? "; the policy refuses them from remotes" +
+                                      std::string(requirement == "all" ? " and locally" : "") +
+                                      " (sign them with `opcache sign`)"
+                                : ""));
+  }
+  return refused ? k_exit_integrity : k_exit_ok;
+}
+
 }  // namespace
 
 std::vector<Command> register_maintenance_commands(CLI::App& app, Context& context) {
   auto* stats = app.add_subcommand("stats", "Show entries, sizes, hit rate and compile time saved");
   auto repair = std::make_shared<bool>(false);
   auto* verify = app.add_subcommand("verify", "Check every entry against its object; find orphans and leftovers");
-  verify->footer("Exit status 3 when a problem was found and not repaired.");
+  auto signatures = std::make_shared<bool>(false);
+  verify->footer(
+      "Exit status 3 when a problem was found and not repaired. With --signatures, checks signatures instead: "
+      "lists every entry that is unsigned or not signed by a trusted key (--trusted-keys), and exits 3 when "
+      "require_signature is not off and any was found.");
   verify->add_flag("--repair", *repair, "Remove corrupt entries, orphan objects and stale temp files");
+  verify->add_flag("--signatures", *signatures, "Check that a trusted key signed every entry")->excludes("--repair");
   return {{stats, [&context] { return run_stats(context); }},
-          {verify, [&context, repair] { return run_verify(context, *repair); }}};
+          {verify, [&context, repair, signatures] {
+             return *signatures ? run_verify_signatures(context) : run_verify(context, *repair);
+           }}};
 }
 
 }  // namespace opcache::cli

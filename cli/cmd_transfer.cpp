@@ -30,6 +30,7 @@ struct TransferArgs {
   std::string keys_file;
   std::vector<std::string> keys;
   int parallelism = 0;
+  bool add_signatures = false;
 };
 
 // A progress line on a terminal (items, bytes, rate, ETA), nothing on a pipe.
@@ -189,6 +190,7 @@ int run_transfer(const Context& context, const TransferArgs& args, bool pushing)
   options.remote = args.remote;
   options.parallelism = args.parallelism;
   options.keys = args.keys;
+  options.add_signatures = args.add_signatures;
   if (!args.keys_file.empty()) {
     auto keys = keys_from_file(*store, args.keys_file, args.scenario);
     if (!keys) {
@@ -225,6 +227,8 @@ int run_transfer(const Context& context, const TransferArgs& args, bool pushing)
                         {"transferred", summary->transferred},
                         {"skipped", summary->skipped},
                         {"failed", summary->failed},
+                        {"refused", summary->refused},
+                        {"signatures_sent", summary->signatures_sent},
                         {"bytes", summary->bytes},
                         {"seconds", summary->seconds},
                         {"interrupted", summary->interrupted},
@@ -237,9 +241,14 @@ int run_transfer(const Context& context, const TransferArgs& args, bool pushing)
     std::snprintf(rate, sizeof rate, "%.2f s", summary->seconds);
     context.print_text(std::string(pushing ? "pushed " : "pulled ") + std::to_string(summary->transferred) + " of " +
                        std::to_string(summary->requested) + " (" + std::to_string(summary->skipped) +
-                       " skipped, " + std::to_string(summary->failed) + " failed), " + format_bytes(summary->bytes) +
+                       " skipped, " + std::to_string(summary->failed) + " failed" +
+                       (summary->refused > 0 ? ", " + std::to_string(summary->refused) + " refused as untrusted" : "") +
+                       "), " + format_bytes(summary->bytes) +
                        " in " + rate + (pushing ? " to " : " from ") + summary->remote +
                        (summary->interrupted ? " — interrupted" : ""));
+  }
+  if (summary->refused > 0) {
+    return k_exit_integrity;  // the signature requirement refused entries: an integrity failure
   }
   if (summary->failed > 0) {
     return k_exit_remote;
@@ -268,13 +277,16 @@ std::vector<Command> register_transfer_commands(CLI::App& app, Context& context)
       "Example:\n  opcache --remote https://cache.example:8443 --token-file ci.token push --scenario "
       "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1");
   add_common(*push, *push_args);
+  push->add_flag("--add-signatures", push_args->add_signatures,
+                 "Also send the signatures of entries the remote already has (after opcache sign)");
 
   auto pull_args = std::make_shared<TransferArgs>();
   auto* pull = app.add_subcommand("pull", "Download entries the local store lacks (prefetch before a run)");
   pull->footer(
       "Every downloaded bundle is verified before it is stored. --keys FILE takes keys (one per line) or\n"
       "descriptors (a JSON object per line, a JSON array, or a model op list {\"ops\":[...]}) keyed with\n"
-      "--scenario. Exit status 4 if any download failed.\n\n"
+      "--scenario. Exit status 3 if the signature requirement refused any entry (see opcache help trust), "
+      "else 4 if any download failed.\n\n"
       "Example:\n  opcache --remote https://cache.example:8443 pull --keys model.ops.json "
       "--scenario phase=train,toolchain=8.0.RC2,soc=Ascend910B1");
   add_common(*pull, *pull_args);

@@ -16,6 +16,7 @@ const std::vector<CommandFamily>& command_families() {
       {{"exec"}, register_exec_command},
       {{"import", "export"}, register_layout_commands},
       {{"push", "pull"}, register_transfer_commands},
+      {{"trust", "sign"}, register_trust_commands},
       {{"serve"}, register_serve_command},
       {{"config"}, register_config_command},
       {{"version"}, register_version_command},

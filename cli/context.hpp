@@ -27,6 +27,7 @@ enum ExitCode : int {
   k_exit_timeout = 6,
   k_exit_build_failed = 7,
   k_exit_internal = 8,
+  k_exit_untrusted = 9,
 };
 
 /// The exit code for an error.
@@ -122,5 +123,6 @@ std::vector<Command> register_exec_command(CLI::App& app, Context& context);
 std::vector<Command> register_serve_command(CLI::App& app, Context& context);
 std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
 std::vector<Command> register_transfer_commands(CLI::App& app, Context& context);
+std::vector<Command> register_trust_commands(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli

@@ -24,7 +24,10 @@ class FileRemote final : public RemoteStore {
 
   std::string name() const override { return m_options.url; }
 
-  Result<bool> fetch(const std::string& key, int fd) override {
+  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
+    if (signatures != nullptr) {
+      signatures->clear();  // signature transport: next commit
+    }
     auto input = base::open_for_reading(path_of(key), /*follow_symlinks=*/false);
     if (!input) {
       if (input.error().code() == ErrorCode::not_found) {
@@ -45,7 +48,13 @@ class FileRemote final : public RemoteStore {
     }
   }
 
-  Status upload(const std::string& key, const fs::path& bundle) override {
+  Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
+    (void)signatures;
+    return Error::not_found("signatures are not stored yet: " + key);
+  }
+
+  Status upload(const std::string& key, const fs::path& bundle, const store::Signatures& signatures) override {
+    (void)signatures;
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }

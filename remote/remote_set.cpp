@@ -27,6 +27,31 @@ fs::path outbox_of(const store::StoreLayout& layout, const Remote& remote) {
   return layout.root() / "outbox" / remote_id(remote.store->name());
 }
 
+// An outbox marker: the object's path on the first line, then the entry's
+// signatures (store/signature.hpp), one per line.
+struct QueuedUpload {
+  fs::path object;
+  store::Signatures signatures;
+};
+
+std::string marker_text(const fs::path& object, const store::Signatures& signatures) {
+  return signatures.empty() ? object.string() : object.string() + "\n" + store::format_signatures(signatures);
+}
+
+// A marker that cannot be read names no object: it is dropped.
+QueuedUpload parse_marker(const std::string& text) {
+  const auto end = text.find('\n');
+  QueuedUpload queued{text.substr(0, end), {}};
+  if (end != std::string::npos) {
+    auto signatures = store::parse_signatures(std::string_view(text).substr(end + 1));
+    if (!signatures) {
+      return {};
+    }
+    queued.signatures = std::move(*signatures);
+  }
+  return queued;
+}
+
 }  // namespace
 
 // The background upload loop. Shared with its thread, so a thread still
@@ -92,12 +117,13 @@ struct RemoteSet::Uploader {
       if (!remote.breaker->allows()) {
         return;
       }
-      auto object = base::read_file(marker.path());
-      if (!object || object->empty() || !fs::exists(*object, ec)) {
+      auto text = base::read_file(marker.path());
+      const auto queued = text ? parse_marker(*text) : QueuedUpload{};
+      if (queued.object.empty() || !fs::exists(queued.object, ec)) {
         ::unlink(marker.path().c_str());  // the entry is gone locally: nothing to upload
         continue;
       }
-      auto uploaded = remote.store->upload(key, *object);
+      auto uploaded = remote.store->upload(key, queued.object, queued.signatures);
       if (!uploaded) {
         if (uploaded.error().code() == ErrorCode::remote || uploaded.error().code() == ErrorCode::timeout) {
           remote.breaker->record_failure(uploaded.error().message());
@@ -183,7 +209,8 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilte
       }
     }
     OPCACHE_TRY_ASSIGN(auto file, m_local.create_temp());
-    auto fetched = remote.store->fetch(key, file.fd());
+    store::Provenance provenance{true, remote.store->name(), {}};
+    auto fetched = remote.store->fetch(key, file.fd(), &provenance.signatures);
     if (!fetched) {
       if (fetched.error().code() == ErrorCode::io) {
         return fetched.error();  // our own disk, not the remote
@@ -198,8 +225,12 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilte
     if (!*fetched) {
       continue;
     }
-    auto adopted = m_local.adopt(std::move(file), key, ReplacePolicy::keep_existing);
+    auto adopted = m_local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::synced,
+                                 provenance);
     if (!adopted) {
+      if (adopted.error().code() == ErrorCode::untrusted) {
+        continue;  // reported and counted by adopt: a miss for this remote
+      }
       if (adopted.error().code() != ErrorCode::corrupt) {
         return adopted.error();
       }
@@ -222,7 +253,7 @@ void RemoteSet::enqueue_upload(const std::string& key) {
   if (!entry || !*entry) {
     return;
   }
-  const auto object = m_local.layout().object_path((*entry)->digest).string();
+  const auto marker = marker_text(m_local.layout().object_path((*entry)->digest), (*entry)->signatures);
   for (const auto& outbox : m_uploader->outboxes) {
     std::error_code ec;
     std::size_t queued = 0;
@@ -233,7 +264,7 @@ void RemoteSet::enqueue_upload(const std::string& key) {
       m_local.options().warn("upload queue " + outbox.string() + " is full; " + key + " not queued (run opcache push)");
       continue;
     }
-    (void)base::write_file_atomic(outbox / key, object);
+    (void)base::write_file_atomic(outbox / key, marker);
   }
   {
     std::lock_guard lock(m_uploader->mutex);

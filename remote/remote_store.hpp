@@ -12,6 +12,7 @@
 #include "opcache/types.hpp"
 #include "remote/remote_config.hpp"
 #include "store/scenario.hpp"
+#include "store/signature.hpp"
 
 namespace opcache::remote {
 
@@ -26,12 +27,21 @@ class RemoteStore {
   virtual std::string name() const = 0;
 
   /// Writes the bundle of `key` to `fd` (an empty regular file, written from
-  /// its start); false on a miss. The bytes are NOT trusted: verify them.
-  virtual Result<bool> fetch(const std::string& key, int fd) = 0;
+  /// its start) and, when `signatures` is not null, replaces its contents
+  /// with the signatures stored with the entry (docs/formats.md
+  /// "Signatures"); false on a miss. Neither the bytes nor the signatures
+  /// are trusted: the caller verifies both (LocalStore::adopt).
+  virtual Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) = 0;
 
-  /// Uploads the bundle file of `key` (verified locally). Idempotent: an
-  /// existing entry is kept.
-  virtual Status upload(const std::string& key, const std::filesystem::path& bundle) = 0;
+  /// Uploads the bundle file of `key` (verified locally) with its
+  /// signatures. Idempotent: an existing entry is kept.
+  virtual Status upload(const std::string& key, const std::filesystem::path& bundle,
+                        const store::Signatures& signatures) = 0;
+
+  /// Adds `signatures` to the stored entry of `key` (an entry that was
+  /// uploaded before it was signed). `not_found` when the remote lacks the
+  /// key; a server that refuses a signature answers `untrusted`.
+  virtual Status add_signatures(const std::string& key, const store::Signatures& signatures) = 0;
 
   /// Whether each key is present, in order, in as few round trips as the
   /// backend allows.

@@ -20,11 +20,21 @@ class S3Remote final : public RemoteStore {
 
   std::string name() const override { return display_url(m_options.url); }
 
-  Result<bool> fetch(const std::string& key, int fd) override {
+  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
+    if (signatures != nullptr) {
+      signatures->clear();  // signature transport: next commit
+    }
     return m_bucket.get_bundle(key, fd, k_max_bundle_bytes);
   }
 
-  Status upload(const std::string& key, const std::filesystem::path& bundle) override {
+  Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
+    (void)signatures;
+    return Error::not_found("signatures are not stored yet: " + key);
+  }
+
+  Status upload(const std::string& key, const std::filesystem::path& bundle,
+                const store::Signatures& signatures) override {
+    (void)signatures;
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }

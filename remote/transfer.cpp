@@ -59,19 +59,27 @@ class TransferRun {
       if (bytes) {
         ++m_summary.transferred;
         m_summary.bytes += *bytes;
+      } else if (bytes.error().code() == ErrorCode::untrusted) {
+        ++m_summary.refused;  // reported by LocalStore::adopt
+        record_failure(key, bytes.error());
       } else {
         ++m_summary.failed;
-        if (m_summary.failures.size() < 100) {
-          m_summary.failures.push_back({key, bytes.error().message()});
-        }
+        record_failure(key, bytes.error());
       }
       progress.total = m_total;
-      progress.done = m_summary.transferred + m_summary.failed;
+      progress.done = m_summary.transferred + m_summary.failed + m_summary.refused;
       progress.bytes = m_summary.bytes;
       progress.seconds = seconds();
     }
     if (m_request.progress) {
       m_request.progress(progress);
+    }
+  }
+
+  // Keeps the first 100 failures' reasons; call with m_mutex held.
+  void record_failure(const std::string& key, const Error& error) {
+    if (m_summary.failures.size() < 100) {
+      m_summary.failures.push_back({key, error.message()});
     }
   }
 
@@ -109,6 +117,28 @@ Result<std::vector<std::string>> unique_keys(const std::vector<std::string>& key
   return unique;
 }
 
+// push --add-signatures: the signatures of local entries that the remote
+// already has. A failure is counted and reported like a failed upload.
+Status send_signatures(store::LocalStore& local, const Remote& remote, const std::vector<std::string>& keys,
+                       TransferSummary& summary) {
+  for (const auto& key : keys) {
+    OPCACHE_TRY_ASSIGN(auto entry, local.find(key));
+    if (!entry || entry->signatures.empty()) {
+      continue;
+    }
+    auto sent = remote.store->add_signatures(key, entry->signatures);
+    if (sent) {
+      ++summary.signatures_sent;
+      continue;
+    }
+    ++summary.failed;
+    if (summary.failures.size() < 100) {
+      summary.failures.push_back({key, "signatures not added: " + sent.error().message()});
+    }
+  }
+  return {};
+}
+
 int parallelism_of(const Remote& remote, const TransferRequest& request) {
   return request.parallelism > 0 ? request.parallelism : remote.options.parallelism;
 }
@@ -127,12 +157,17 @@ Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, con
   summary.requested = static_cast<std::int64_t>(keys.size());
   OPCACHE_TRY_ASSIGN(auto present, remote.store->query(keys));
   std::vector<std::string> missing;
+  std::vector<std::string> present_keys;
   for (std::size_t i = 0; i < keys.size(); ++i) {
     if (present[i]) {
       ++summary.skipped;
+      present_keys.push_back(keys[i]);
     } else {
       missing.push_back(keys[i]);
     }
+  }
+  if (request.add_signatures) {
+    OPCACHE_TRY(send_signatures(local, remote, present_keys, summary));
   }
   TransferRun run(summary, request, static_cast<std::int64_t>(missing.size()));
   run.run(missing, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
@@ -140,7 +175,7 @@ Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, con
     if (!entry) {
       return Error::not_found("no local entry for " + key);
     }
-    OPCACHE_TRY(remote.store->upload(key, local.layout().object_path(entry->digest)));
+    OPCACHE_TRY(remote.store->upload(key, local.layout().object_path(entry->digest), entry->signatures));
     return entry->bundle_size;
   });
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
@@ -182,12 +217,14 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   TransferRun run(summary, request, static_cast<std::int64_t>(fetchable.size()));
   run.run(fetchable, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
     OPCACHE_TRY_ASSIGN(auto file, local.create_temp());
-    OPCACHE_TRY_ASSIGN(bool found, remote.store->fetch(key, file.fd()));
+    store::Provenance provenance{true, remote.store->name(), {}};
+    OPCACHE_TRY_ASSIGN(bool found, remote.store->fetch(key, file.fd(), &provenance.signatures));
     if (!found) {
       return Error::not_found("the remote no longer has " + key);
     }
     // Not fsynced: a pulled entry is a copy of the remote's (docs/remotes.md).
-    auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred);
+    auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred,
+                               provenance);
     if (!adopted) {
       if (adopted.error().code() == ErrorCode::corrupt) {
         (void)local.record_counter("remote_corrupt", 1);

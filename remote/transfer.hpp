@@ -21,6 +21,7 @@ struct TransferRequest {
   int parallelism = 0;            ///< 0: the remote's `parallelism` attribute
   std::function<void(const TransferProgress&)> progress;  ///< called from worker threads
   const std::atomic<bool>* cancel = nullptr;               ///< set to stop starting new transfers
+  bool add_signatures = false;  ///< push: send the signatures of signed entries the remote already has
 };
 
 /// Uploads local entries the remote lacks. A read-only remote is a `usage` error.

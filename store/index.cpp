@@ -60,7 +60,18 @@ static_assert(sizeof(k_migrations) / sizeof(k_migrations[0]) == k_index_schema_v
 
 constexpr const char* k_columns =
     "key, digest, bundle_size, raw_size, op_type, device_mode, phase, toolchain, soc, scenario, created_ms, "
-    "last_access_ms, build_ms, hits, pinned";
+    "last_access_ms, build_ms, hits, pinned, signature";
+
+// The signature column: "" / NULL for none. A value that does not parse
+// (written by something else) reads as no signatures: the entry is then
+// unsigned, which a signature requirement refuses.
+Signatures read_signatures(const Statement& row, int column) {
+  if (row.column_is_null(column)) {
+    return {};
+  }
+  auto parsed = parse_signatures(row.column_text(column));
+  return parsed ? std::move(*parsed) : Signatures{};
+}
 
 IndexEntry read_entry(const Statement& row) {
   IndexEntry entry;
@@ -79,6 +90,7 @@ IndexEntry read_entry(const Statement& row) {
   entry.build_ms = row.column_int64(12);
   entry.hits = row.column_int64(13);
   entry.pinned = row.column_int64(14) != 0;
+  entry.signatures = read_signatures(row, 15);
   return entry;
 }
 
@@ -91,6 +103,14 @@ Result<std::vector<IndexEntry>> read_entries(Statement& statement) {
       return entries;
     }
     entries.push_back(read_entry(statement));
+  }
+}
+
+void bind_signatures(Statement& statement, int index, const Signatures& signatures) {
+  if (signatures.empty()) {
+    statement.bind_null(index);
+  } else {
+    statement.bind(index, format_signatures(signatures));
   }
 }
 
@@ -166,14 +186,16 @@ Status Index::prepare_statements() {
   // An upsert (not INSERT OR REPLACE) so the size triggers see an UPDATE.
   OPCACHE_TRY_ASSIGN(
       m_upsert, m_db.prepare_deferred(std::string("INSERT INTO entries (") + k_columns +
-                                      ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15) "
+                                      ") VALUES (?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16) "
                                       "ON CONFLICT(key) DO UPDATE SET digest = excluded.digest, "
                                       "bundle_size = excluded.bundle_size, raw_size = excluded.raw_size, "
                                       "op_type = excluded.op_type, device_mode = excluded.device_mode, "
                                       "phase = excluded.phase, toolchain = excluded.toolchain, soc = excluded.soc, "
                                       "scenario = excluded.scenario, created_ms = excluded.created_ms, "
                                       "last_access_ms = excluded.last_access_ms, build_ms = excluded.build_ms, "
-                                      "hits = excluded.hits, pinned = excluded.pinned, signature = NULL"));
+                                      "hits = excluded.hits, pinned = excluded.pinned, signature = excluded.signature"));
+  OPCACHE_TRY_ASSIGN(m_set_signatures,
+                     m_db.prepare_deferred("UPDATE entries SET signature = ?3 WHERE key = ?1 AND digest = ?2"));
   OPCACHE_TRY_ASSIGN(m_remove, m_db.prepare_deferred("DELETE FROM entries WHERE key = ?1"));
   OPCACHE_TRY_ASSIGN(m_remove_if_digest, m_db.prepare_deferred("DELETE FROM entries WHERE key = ?1 AND digest = ?2"));
   OPCACHE_TRY_ASSIGN(m_digest_referenced, m_db.prepare_deferred("SELECT 1 FROM entries WHERE digest = ?1 LIMIT 1"));
@@ -209,6 +231,7 @@ Status Index::upsert(const IndexEntry& entry) {
   m_upsert.bind_all(entry.key, entry.digest, entry.bundle_size, entry.raw_size, entry.op_type, entry.device_mode,
                     entry.phase, entry.toolchain, entry.soc, entry.scenario, entry.created_ms, entry.last_access_ms,
                     entry.build_ms, entry.hits, std::int64_t{entry.pinned ? 1 : 0});
+  bind_signatures(m_upsert, 16, entry.signatures);
   auto status = m_upsert.run();
   m_upsert.reset();
   return status;
@@ -223,6 +246,17 @@ Result<bool> Index::remove(const std::string& key, const std::optional<std::stri
   }
   auto status = statement.run();
   statement.reset();
+  OPCACHE_TRY(status);
+  return m_db.changes() > 0;
+}
+
+Result<bool> Index::set_signatures(const std::string& key, const std::string& digest,
+                                   const Signatures& signatures) {
+  m_set_signatures.reset();
+  m_set_signatures.bind(1, key).bind(2, digest);
+  bind_signatures(m_set_signatures, 3, signatures);
+  auto status = m_set_signatures.run();
+  m_set_signatures.reset();
   OPCACHE_TRY(status);
   return m_db.changes() > 0;
 }

@@ -13,6 +13,7 @@
 
 #include "opcache/result.hpp"
 #include "opcache/types.hpp"
+#include "store/signature.hpp"
 #include "store/sqlite.hpp"
 
 namespace opcache::store {
@@ -36,6 +37,7 @@ inline constexpr const char* bytes_stored = "bytes_stored";
 inline constexpr const char* bytes_served = "bytes_served";
 inline constexpr const char* corrupt_entries = "corrupt_entries";
 inline constexpr const char* missing_objects = "missing_objects";
+inline constexpr const char* refused_untrusted = "refused_untrusted";  // entries a signature requirement refused
 inline constexpr const char* saved_ms = "compile_ms_saved";
 inline constexpr const char* store_bytes = "store_bytes";      // kept by triggers
 inline constexpr const char* store_entries = "store_entries";  // kept by triggers
@@ -68,6 +70,9 @@ class Index {
   /// there. Returns whether a row was deleted.
   Result<bool> remove(const std::string& key, const std::optional<std::string>& only_if_digest = std::nullopt);
   Result<bool> digest_referenced(const std::string& digest);
+  /// Replaces the signatures of `key` if its row still points at `digest`
+  /// (docs/formats.md "Signatures"). Returns whether a row was updated.
+  Result<bool> set_signatures(const std::string& key, const std::string& digest, const Signatures& signatures);
   /// Records `count` hits: hits+count, and last access = max(last access,
   /// `access_ms`) when `update_access`.
   Status record_hits(const std::string& key, std::int64_t count, std::int64_t access_ms, bool update_access);
@@ -99,6 +104,7 @@ class Index {
   Statement m_remove;
   Statement m_remove_if_digest;
   Statement m_digest_referenced;
+  Statement m_set_signatures;
   Statement m_record_hit;
   Statement m_record_hit_no_access;
   Statement m_add_counter;

@@ -155,7 +155,7 @@ Status LocalStore::count(const char* counter_name, std::int64_t delta) {
 
 Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string& key) {
   OPCACHE_TRY_ASSIGN(auto existing, find(key));
-  if (!existing || !object_exists(existing->digest)) {
+  if (!existing || !object_exists(existing->digest) || local_refusal(*existing)) {
     return std::optional<PutOutcome>();
   }
   OPCACHE_TRY(count(counter::already_present));
@@ -176,13 +176,15 @@ Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy polic
   base::FdSink sink(file.fd(), file.temp_path());
   BundleWriteOptions write_options{m_options.compression_level, m_options.limits};
   OPCACHE_TRY_ASSIGN(WrittenBundle written, write_bundle(input, sink, write_options));
-  return publish(std::move(file), written.manifest, written.digest, static_cast<std::int64_t>(written.bytes), policy);
+  OPCACHE_TRY_ASSIGN(Signatures signatures, own_signatures(written.manifest.key, written.digest));
+  return publish(std::move(file), written.manifest, written.digest, static_cast<std::int64_t>(written.bytes), policy,
+                 base::Durability::synced, std::move(signatures));
 }
 
 Result<base::AtomicFile> LocalStore::create_temp() const { return base::AtomicFile::create(m_layout.tmp()); }
 
 Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
-                                     base::Durability durability) {
+                                     base::Durability durability, const Provenance& provenance) {
   OPCACHE_TRY(file.finish_writing(durability));
   OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(file.temp_path()));
   base::FdSource source(fd.get(), file.temp_path());
@@ -192,23 +194,25 @@ Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& e
     return Error::corrupt("bundle is for key " + manifest.key + ", not the requested " + expected_key);
   }
   return adopt_verified(std::move(file), manifest, digest, static_cast<std::int64_t>(source_bytes(fd.get())), policy,
-                        durability);
+                        durability, provenance);
 }
 
 Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                               std::int64_t bundle_bytes, ReplacePolicy policy,
-                                              base::Durability durability) {
+                                              base::Durability durability, const Provenance& provenance) {
+  OPCACHE_TRY_ASSIGN(Signatures signatures, admit(manifest.key, digest, provenance));
   if (policy == ReplacePolicy::keep_existing) {
     OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(manifest.key));
     if (kept) {
       return *kept;
     }
   }
-  return publish(std::move(file), manifest, digest, bundle_bytes, policy, durability);
+  return publish(std::move(file), manifest, digest, bundle_bytes, policy, durability, std::move(signatures));
 }
 
 Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
-                                       std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability) {
+                                       std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
+                                       Signatures signatures) {
   const auto object = m_layout.object_path(digest);
   OPCACHE_TRY(base::ensure_directory(object.parent_path()));
   OPCACHE_TRY(file.link_if_absent(object, durability));
@@ -220,7 +224,8 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
     auto unsynced_commit = m_index.defer_sync_if(durability == base::Durability::deferred);
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
     OPCACHE_TRY_ASSIGN(auto existing, m_index.lookup(manifest.key));
-    if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest)) {
+    if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest) &&
+        !local_refusal(*existing)) {
       // Another process stored this key first; keep its entry.
       if (existing->digest != digest) {
         OPCACHE_TRY(unlink_if_unreferenced(digest));
@@ -235,6 +240,7 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
       OPCACHE_TRY(file.link_if_absent(object, durability));
     }
     IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
+    entry.signatures = std::move(signatures);
     if (existing) {
       entry.pinned = existing->pinned;
       if (existing->digest != digest) {
@@ -335,6 +341,13 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
   for (int attempt = 1;; ++attempt) {
     OPCACHE_TRY_ASSIGN(auto entry, find(key));
     if (!entry) {
+      OPCACHE_TRY(count(counter::misses));
+      return std::optional<GetOutcome>();
+    }
+    if (auto refusal = local_refusal(*entry)) {
+      m_options.warn("entry " + key + " (" + entry->op_type + ") refused: " + refusal->describe() +
+                     " (require_signature=all)");
+      OPCACHE_TRY(count(counter::refused_untrusted));
       OPCACHE_TRY(count(counter::misses));
       return std::optional<GetOutcome>();
     }

@@ -22,6 +22,8 @@
 #include "base/file_io.hpp"
 #include "store/index.hpp"
 #include "store/manifest.hpp"
+#include "store/signature.hpp"
+#include "store/trust.hpp"
 
 namespace opcache::store {
 
@@ -47,6 +49,36 @@ struct StoreOptions {
   std::int64_t evictions_per_write = k_evictions_per_write;
   Clock clock;                     ///< default: system clock
   WarningSink warn;                ///< default: "opcache: warning: …" on stderr
+  /// Signs every entry put() writes (docs/formats.md "Signatures"); null:
+  /// entries are written unsigned.
+  std::shared_ptr<const base::Ed25519PrivateKey> signing_key;
+  /// Which entries must carry a valid signature by a trusted key
+  /// (store/trust.hpp); null: none.
+  std::shared_ptr<const TrustPolicy> trust;
+};
+
+/// Where a bundle handed to adopt() comes from, and the signatures that
+/// came with it.
+struct Provenance {
+  /// True for a remote's entry: the trust policy's remote requirement applies.
+  bool from_remote = false;
+  std::string origin;      ///< the remote's name, for messages
+  Signatures signatures;   ///< as received; only those that verify are kept
+};
+
+/// The outcome of add_signatures().
+struct SignatureUpdate {
+  int added = 0;    ///< signatures that were new
+  int present = 0;  ///< signatures by keys that had already signed
+};
+
+using opcache::SignReport;
+
+/// One entry that the trusted keys do not vouch for.
+struct SignatureFinding {
+  std::string key;
+  std::string op_type;
+  Refusal refusal;
 };
 
 using PutOutcome = opcache::PutResult;
@@ -84,14 +116,41 @@ class LocalStore {
   /// for copies of a remote's entries (pull), which a power cut may lose or
   /// leave short until the system writes them out; get() detects a short
   /// object, drops the entry and reports a miss — never serves it.
+  ///
+  /// With `provenance.from_remote` and a trust policy that checks remote
+  /// entries, a bundle without a valid signature by a trusted key is refused
+  /// before it is stored: `untrusted` error naming the key, the origin and
+  /// the reason; counted as refused_untrusted and reported through the
+  /// warning sink. Signatures that verify are stored with the entry.
   Result<PutOutcome> adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
-                           base::Durability durability = base::Durability::synced);
+                           base::Durability durability = base::Durability::synced,
+                           const Provenance& provenance = {});
 
   /// Stores a bundle the caller has already checked with verify_bundle()
   /// (`manifest`, `digest` and `bundle_bytes` are what that returned).
+  /// The trust policy applies as in adopt().
   Result<PutOutcome> adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                     std::int64_t bundle_bytes, ReplacePolicy policy,
-                                    base::Durability durability = base::Durability::synced);
+                                    base::Durability durability = base::Durability::synced,
+                                    const Provenance& provenance = {});
+
+  /// Adds `signatures` to the entry of `key`. Every one must verify for the
+  /// entry's key and bundle digest (else `untrusted`, nothing added);
+  /// `not_found` when the key is not stored.
+  Result<SignatureUpdate> add_signatures(const std::string& key, const Signatures& signatures);
+
+  /// Signs the entries `keys` (every entry when empty) with the configured
+  /// signing key, after checking each object against its digest; `usage`
+  /// error when no signing key is configured.
+  Result<SignReport> sign_entries(const std::vector<std::string>& keys);
+
+  /// Every entry that no valid signature by a trusted key vouches for, in
+  /// key order (with no trusted keys: every entry).
+  Result<std::vector<SignatureFinding>> find_untrusted_entries();
+
+  /// The trust policy's refusal of `entry` as a local entry (only under
+  /// `require_signature=all`), or std::nullopt when it may be used.
+  std::optional<Refusal> local_refusal(const IndexEntry& entry) const;
 
   /// Verifies the entry and writes its members into `out_dir` (created if
   /// missing). A miss, a missing object or a corrupt object is std::nullopt;
@@ -157,8 +216,14 @@ class LocalStore {
   LocalStore(StoreOptions options, Index index);
 
   Result<PutOutcome> publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
-                             std::int64_t bundle_bytes, ReplacePolicy policy,
-                             base::Durability durability = base::Durability::synced);
+                             std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
+                             Signatures signatures);
+  // The signatures an adopted bundle is stored with: those of `provenance`
+  // that verify; refused (`untrusted`, counted, reported) when the trust
+  // policy requires a trusted one and none is there.
+  Result<Signatures> admit(const std::string& key, const std::string& digest, const Provenance& provenance);
+  // This store's own signature of a bundle it wrote (none without a signing key).
+  Result<Signatures> own_signatures(const std::string& key, const std::string& digest) const;
   Result<std::optional<PutOutcome>> keep_if_present(const std::string& key);
   // Drops a row whose object is missing or corrupt, if it still points there.
   void drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name);

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "store/settings.hpp"
+#include "store/trust.hpp"
 #include "store/volatile_fields.hpp"
 
 namespace opcache::store {
@@ -46,6 +47,24 @@ std::string check_volatile_fields(const std::string& text) {
 
 std::string check_flag(const std::string& text) {
   return text == "true" || text == "false" ? "" : "expected true or false";
+}
+
+std::string check_signature_requirement(const std::string& text) {
+  return parse_signature_requirement(text) ? "" : "expected off, remote or all";
+}
+
+// An unset requirement defaults to `remote` once trusted keys are configured
+// (the table resolves trusted_keys before this row).
+Setting<SignatureRequirement> resolve_requirement(Setting<std::string> value, const Settings& settings) {
+  if (auto requirement = parse_signature_requirement(value.value)) {
+    return {*requirement, std::move(value.source)};
+  }
+  const bool trusted = !settings.trusted_keys.value.empty();
+  return {default_requirement(trusted), trusted ? "default (trusted_keys is set)" : "default"};
+}
+
+Setting<std::string> text_or(const Setting<std::string>& setting, const char* when_empty) {
+  return {setting.value.empty() ? when_empty : setting.value, setting.source};
 }
 
 std::int64_t integer_of(const Setting<std::string>& value) { return parse_integer(value.value).value_or(0); }
@@ -141,6 +160,29 @@ const SettingSpec k_specs[] = {
      &StoreConfig::wait_timeout_s, check_integer<k_seconds_rule>,
      [](Settings& s, Setting<std::string> value) { s.wait_timeout_s = integer_setting(std::move(value)); },
      [](const Settings& s) { return seconds(s.wait_timeout_s); }},
+    {{"signing_key", "signing_key", SettingType::path, true, "--signing-key",
+      "Ed25519 private key (PEM, mode 0600) that signs every entry this process writes "
+      "(make one with `opcache trust keygen`)",
+      "OPCACHE_SIGNING_KEY", "signing_key", ""},
+     &StoreConfig::signing_key, nullptr,
+     [](Settings& s, Setting<std::string> value) { s.signing_key = std::move(value); },
+     [](const Settings& s) { return text_or(s.signing_key, "(none: entries are written unsigned)"); }},
+    {{"trusted_keys", "trusted_keys", SettingType::path, true, "--trusted-keys",
+      "File of trusted signers' public keys, one NAME:BASE64 a line; setting it makes require_signature "
+      "default to remote",
+      "OPCACHE_TRUSTED_KEYS", "trusted_keys", ""},
+     &StoreConfig::trusted_keys, nullptr,
+     [](Settings& s, Setting<std::string> value) { s.trusted_keys = std::move(value); },
+     [](const Settings& s) { return text_or(s.trusted_keys, "(none)"); }},
+    {{"require_signature", "require_signature", SettingType::text, true, "--require-signature",
+      "Where entries need a valid signature by a trusted key: off, remote (entries from remotes) or all "
+      "(local reads too); default remote when trusted_keys is set, else off",
+      "OPCACHE_REQUIRE_SIGNATURE", "require_signature", ""},
+     &StoreConfig::require_signature, check_signature_requirement,
+     [](Settings& s, Setting<std::string> value) { s.require_signature = resolve_requirement(std::move(value), s); },
+     [](const Settings& s) {
+       return Setting<std::string>{to_string(s.require_signature.value), s.require_signature.source};
+     }},
     // Remotes are resolved by remote/remote_config (OPCACHE_REMOTE, [remote "NAME"] sections).
     {{"remotes", "", SettingType::repeated, true, "--remote",
       "Remote cache, repeatable, in lookup order: URL[|read-only][|upload][|timeout=MS]... "

@@ -17,6 +17,7 @@
 #include "store/aging.hpp"
 #include "store/scenario.hpp"
 #include "store/setting_table.hpp"
+#include "store/trust.hpp"
 
 namespace opcache::store {
 
@@ -46,6 +47,9 @@ struct Settings {
   Setting<std::vector<std::string>> op_debug_list;
   Setting<std::string> volatile_fields;  ///< "" means the built-in list
   Setting<std::int64_t> wait_timeout_s;
+  Setting<std::string> signing_key;   ///< path of the signing key; "" when none
+  Setting<std::string> trusted_keys;  ///< path of the trusted-keys file; "" when none
+  Setting<SignatureRequirement> require_signature;
   std::vector<std::string> warnings;     ///< problems found in the environment and files
 
   AgingPolicy aging() const;

@@ -34,7 +34,8 @@ typedef enum opcache_status {
   OPCACHE_IO = 5,           /* local file system or database failure */
   OPCACHE_TIMEOUT = 6,      /* a wait ran out of time */
   OPCACHE_BUILD_FAILED = 7, /* the build callback failed */
-  OPCACHE_INTERNAL = 8      /* a bug in opcache */
+  OPCACHE_INTERNAL = 8,     /* a bug in opcache */
+  OPCACHE_UNTRUSTED = 9     /* refused by the signature requirement (docs/security.md) */
 } opcache_status;
 
 /* Size of a buffer that holds a key and its terminating NUL. */

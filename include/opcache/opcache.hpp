@@ -92,6 +92,17 @@ struct StoreConfig {
   std::filesystem::path token_file;
   /// zstd level for new bundles, 1..19.
   int compression_level = 3;
+  /// Ed25519 private key (PKCS#8 PEM, mode 0600) that signs every entry this
+  /// store writes; empty means OPCACHE_SIGNING_KEY, else the config file's
+  /// signing_key, else none (entries are written unsigned).
+  std::filesystem::path signing_key;
+  /// Trusted signers' public keys, one NAME:BASE64 a line; empty means
+  /// OPCACHE_TRUSTED_KEYS, else the config file's trusted_keys, else none.
+  std::filesystem::path trusted_keys;
+  /// Where a valid signature by a trusted key is required: "off", "remote"
+  /// (entries from remotes) or "all" (local reads too). Unset: remote when
+  /// trusted keys are configured, else off (docs/security.md).
+  std::optional<std::string> require_signature;
   /// Sets the setting `name` (a settable row of setting_descriptors()) from
   /// its text form, as the CLI and the C ABI do: integers in decimal, flags
   /// "true"/"false", a `repeated` setting appends one value. The value is
@@ -145,6 +156,10 @@ struct PutOptions {
 
 /// A handle on a local store. Move-only. Thread-safe: one handle may be used
 /// from several threads. Several processes may open the same root at once.
+/// Checks the name of a signing key as trusted-keys files accept it: 1-128
+/// of A-Z a-z 0-9 . _ @ + - (`usage` error saying so).
+Status check_signer_name(std::string_view name);
+
 class Store {
  public:
   /// Opens (creating if needed) the store described by `config`.
@@ -204,6 +219,24 @@ class Store {
   /// stale temp files; with `repair`, removes what is bad.
   Result<VerifyReport> verify(bool repair);
 
+  /// Signs the entries `keys` (every entry when empty) with the configured
+  /// signing key (`opcache sign`), after checking each object against its
+  /// digest. Signing an entry twice with the same key adds nothing. `usage`
+  /// error when no signing key is configured.
+  Result<SignReport> sign(const std::vector<std::string>& keys);
+
+  /// Every entry that no valid signature by a trusted key vouches for, in key
+  /// order (`opcache verify --signatures`); with no trusted keys, every entry.
+  Result<std::vector<UntrustedEntry>> untrusted_entries();
+
+  /// Where this store requires a valid signature by a trusted key: "off",
+  /// "remote" or "all" (docs/security.md).
+  std::string signature_requirement() const;
+
+  /// The name under which the raw 32-byte `public_key` is trusted, or "" when
+  /// it is not in the trusted keys.
+  std::string trusted_name(std::string_view public_key) const;
+
   /// The transparent path for compilers: a hit writes the kernel's files into
   /// `out_dir`; a miss runs `build` once across all processes sharing this
   /// store (single flight: the others wait and then read its result), stores
@@ -249,6 +282,9 @@ class Store {
     int parallelism = 0;            ///< 0: the remote's attribute
     std::function<void(const TransferProgress&)> progress;  ///< called from worker threads
     const std::atomic<bool>* cancel = nullptr;               ///< stop starting new transfers
+    /// push only: also send the signatures of entries the remote already
+    /// has (after `opcache sign`); each signed entry costs a request.
+    bool add_signatures = false;
   };
 
   /// Uploads the local entries (keys, or all matching the filter) that the

@@ -22,6 +22,7 @@ enum class ErrorCode {
   timeout = 6,       ///< a wait (lock, single flight, network) ran out of time
   build_failed = 7,  ///< a build callback or command reported failure
   internal = 8,      ///< a bug: an invariant of opcache itself was broken
+  untrusted = 9,     ///< a signature requirement refused it: unsigned, untrusted signer, bad signature
 };
 
 /// Human-readable lowercase name of a code ("not_found", "corrupt", ...).
@@ -41,6 +42,7 @@ class Error {
   static Error timeout(std::string message) { return {ErrorCode::timeout, std::move(message)}; }
   static Error build_failed(std::string message) { return {ErrorCode::build_failed, std::move(message)}; }
   static Error internal(std::string message) { return {ErrorCode::internal, std::move(message)}; }
+  static Error untrusted(std::string message) { return {ErrorCode::untrusted, std::move(message)}; }
 
   ErrorCode code() const noexcept { return m_code; }
   const std::string& message() const noexcept { return m_message; }

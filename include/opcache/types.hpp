@@ -16,6 +16,16 @@ enum class ReplacePolicy {
 };
 
 /// One stored entry, as the index describes it.
+/// A detached Ed25519 signature of an entry (docs/formats.md "Signatures"):
+/// made by `public_key` over "opcache-sig-v1\n" + key + "\n" + bundle digest.
+/// Carried beside the bundle, never inside it. Whether it verifies, and
+/// whether its key is trusted, is for the reader to decide.
+struct Signature {
+  std::string public_key;  ///< the signer's raw 32-byte Ed25519 public key
+  std::string signature;   ///< the raw 64-byte signature
+  bool operator==(const Signature&) const = default;
+};
+
 struct Entry {
   std::string key;
   std::string digest;            ///< SHA-256 of the bundle = its object name
@@ -32,6 +42,7 @@ struct Entry {
   std::int64_t build_ms = 0;     ///< recorded build duration
   std::int64_t hits = 0;
   bool pinned = false;
+  std::vector<Signature> signatures;  ///< as stored, one per signer, verified or not
 };
 
 /// Filters for listing; empty strings match everything.
@@ -68,6 +79,22 @@ struct PutResult {
   std::int64_t bundle_bytes = 0;
   std::int64_t raw_bytes = 0;
   bool stored = false;  ///< false: the key was already present and kept
+};
+
+/// The outcome of Store::sign.
+struct SignReport {
+  std::int64_t signed_entries = 0;   ///< entries that got the signing key's signature
+  std::int64_t already_signed = 0;   ///< entries that already had it
+  std::vector<std::string> missing;  ///< keys asked for that are not stored
+  std::vector<std::string> corrupt;  ///< entries whose object did not match its digest (left unsigned)
+};
+
+/// An entry that no valid signature by a trusted key vouches for.
+struct UntrustedEntry {
+  std::string key;
+  std::string op_type;
+  std::string reason;      ///< "unsigned", "untrusted signer <base64 prefix>…" or "bad signature"
+  std::string error_code;  ///< signature_required, untrusted_signature or bad_signature
 };
 
 /// The outcome of a hit.
@@ -128,6 +155,8 @@ struct TransferSummary {
   std::int64_t transferred = 0;
   std::int64_t skipped = 0;      ///< already on the other side (or absent from the source)
   std::int64_t failed = 0;
+  std::int64_t refused = 0;      ///< pulled entries the signature requirement refused (not stored)
+  std::int64_t signatures_sent = 0;  ///< push --add-signatures: entries whose signatures were sent
   std::int64_t bytes = 0;
   double seconds = 0;
   bool interrupted = false;

@@ -30,6 +30,7 @@ IO = 5
 TIMEOUT = 6
 BUILD_FAILED = 7
 INTERNAL = 8
+UNTRUSTED = 9
 
 # opcache_source values.
 SOURCE_HIT = 0

@@ -81,6 +81,13 @@ class InternalError(OpcacheError):
     status, code = "internal", _lib.INTERNAL
 
 
+class UntrustedError(OpcacheError):
+    """The signature requirement refused an entry: unsigned, signed by no
+    trusted key, or a bad signature (status "untrusted"; docs/security.md)."""
+
+    status, code = "untrusted", _lib.UNTRUSTED
+
+
 _BY_CODE = {
     cls.code: cls
     for cls in (
@@ -91,6 +98,7 @@ _BY_CODE = {
         CacheIOError,
         CacheTimeoutError,
         BuildFailedError,
+        UntrustedError,
         InternalError,
     )
 }
