@@ -42,9 +42,10 @@ declare -A max_len=(
   [layouts]=16384
   [config]=4096
   [tokens]=4096
+  [trusted_keys]=4096
   [server_request]=16384
 )
-all_targets=(bundle_reader json_key layouts config tokens server_request)
+all_targets=(bundle_reader json_key layouts config tokens trusted_keys server_request)
 
 minutes=1
 targets=()
