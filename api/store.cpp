@@ -80,6 +80,7 @@ Result<Store> Store::open(const StoreConfig& config) {
   options.root = settings.cache_dir.value;
   options.compression_level = config.compression_level;
   options.aging = settings.aging();
+  options.sharing = settings.shared_group.value ? store::Sharing::group : store::Sharing::owner;
   options.warn = warn;
   OPCACHE_TRY(load_signature_settings(settings, options));
   OPCACHE_TRY_ASSIGN(auto local, store::LocalStore::open(std::move(options)));

@@ -105,6 +105,25 @@ Result<std::string> read_file(const fs::path& path) {
   return contents;
 }
 
+Result<std::string> read_small_file(const fs::path& path, std::size_t max_bytes) {
+  // O_NONBLOCK: a FIFO planted there must not block the open.
+  FileDescriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK));
+  if (!fd.valid()) {
+    return errno_error("cannot open", path, errno);
+  }
+  struct stat info {};
+  if (::fstat(fd.get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+    return Error::io(path.string() + " is not a regular file");
+  }
+  std::string contents(max_bytes + 1, '\0');
+  OPCACHE_TRY_ASSIGN(std::size_t n, read_up_to(fd.get(), contents.data(), contents.size(), path));
+  if (n > max_bytes) {
+    return Error::corrupt(path.string() + " is larger than " + std::to_string(max_bytes) + " bytes");
+  }
+  contents.resize(n);
+  return contents;
+}
+
 Status write_file_atomic(const fs::path& path, std::string_view contents) {
   fs::path directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   OPCACHE_TRY_ASSIGN(AtomicFile file, AtomicFile::create(directory));
@@ -133,6 +152,31 @@ Status ensure_directory(const fs::path& directory) {
   return {};
 }
 
+bool is_group_shared_mode(unsigned mode) noexcept {
+  return (mode & S_ISGID) != 0 && (mode & S_IWGRP) != 0;
+}
+
+Status share_with_group_like(unsigned directory_mode, int fd, const fs::path& path) {
+  if (!is_group_shared_mode(directory_mode)) {
+    return {};
+  }
+  struct stat info {};
+  if (::fstat(fd, &info) != 0) {
+    return errno_error("cannot stat", path, errno);
+  }
+  if (info.st_uid != ::geteuid()) {
+    return {};
+  }
+  mode_t wanted = (info.st_mode & 07777) | S_IRGRP | S_IWGRP;
+  if (S_ISDIR(info.st_mode)) {
+    wanted |= S_IXGRP | S_ISGID;
+  }
+  if (wanted != (info.st_mode & 07777) && ::fchmod(fd, wanted) != 0) {
+    return errno_error("cannot make group-writable", path, errno);
+  }
+  return {};
+}
+
 std::string random_token() {
   static thread_local std::mt19937_64 generator{[] {
     std::random_device device;
@@ -150,11 +194,23 @@ std::string random_token() {
 }
 
 Result<AtomicFile> AtomicFile::create(const fs::path& temp_directory) {
+  int directory_fd = ::open(temp_directory.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory_fd < 0) {
+    return errno_error("cannot open directory", temp_directory, errno);
+  }
+  FileDescriptor directory(directory_fd);
+  struct stat directory_info {};
+  if (::fstat(directory_fd, &directory_info) != 0) {
+    return errno_error("cannot stat directory", temp_directory, errno);
+  }
   for (int attempt = 0; attempt < 8; ++attempt) {
-    fs::path path = temp_directory / (std::to_string(::getpid()) + "-" + random_token() + ".tmp");
-    int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    std::string name = std::to_string(::getpid()) + "-" + random_token() + ".tmp";
+    fs::path path = temp_directory / name;
+    int fd = ::openat(directory_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd >= 0) {
-      return AtomicFile(FileDescriptor(fd), std::move(path));
+      AtomicFile file(std::move(directory), FileDescriptor(fd), std::move(path));
+      OPCACHE_TRY(share_with_group_like(directory_info.st_mode, file.fd(), file.temp_path()));
+      return file;
     }
     if (errno != EEXIST) {
       return errno_error("cannot create temporary file", path, errno);
@@ -164,7 +220,8 @@ Result<AtomicFile> AtomicFile::create(const fs::path& temp_directory) {
 }
 
 AtomicFile::AtomicFile(AtomicFile&& other) noexcept
-    : m_fd(std::move(other.m_fd)),
+    : m_directory(std::move(other.m_directory)),
+      m_fd(std::move(other.m_fd)),
       m_temp_path(std::move(other.m_temp_path)),
       m_done(other.m_done),
       m_closed(other.m_closed) {
@@ -174,7 +231,7 @@ AtomicFile::AtomicFile(AtomicFile&& other) noexcept
 AtomicFile::~AtomicFile() {
   if (!m_done) {
     m_fd.reset();
-    ::unlink(m_temp_path.c_str());
+    ::unlinkat(m_directory.get(), temp_name().c_str(), 0);
   }
 }
 
@@ -194,7 +251,7 @@ Status AtomicFile::finish_writing(Durability durability) {
 
 Status AtomicFile::commit(const fs::path& target) {
   OPCACHE_TRY(finish_writing());
-  if (::rename(m_temp_path.c_str(), target.c_str()) != 0) {
+  if (::renameat(m_directory.get(), temp_name().c_str(), AT_FDCWD, target.c_str()) != 0) {
     return errno_error("cannot rename " + m_temp_path.string() + " to", target, errno);
   }
   m_done = true;
@@ -204,7 +261,7 @@ Status AtomicFile::commit(const fs::path& target) {
 
 Result<bool> AtomicFile::link_if_absent(const fs::path& target, Durability durability) {
   OPCACHE_TRY(finish_writing(durability));
-  if (::link(m_temp_path.c_str(), target.c_str()) != 0) {
+  if (::linkat(m_directory.get(), temp_name().c_str(), AT_FDCWD, target.c_str(), 0) != 0) {
     if (errno == EEXIST) {
       return false;
     }

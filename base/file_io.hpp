@@ -54,6 +54,12 @@ Status write_all(int fd, const void* data, std::size_t size, const fs::path& pat
 /// Reads a whole file. ENOENT is `not_found`; anything else is `io`.
 Result<std::string> read_file(const fs::path& path);
 
+/// Reads a small state file kept in a directory others may reach (breaker
+/// and failure records): never through a symlink at `path` (ELOOP is `io`),
+/// only a regular file (`io` otherwise), and at most `max_bytes` (a longer
+/// file is `corrupt`), so a planted link, FIFO or huge file costs nothing.
+Result<std::string> read_small_file(const fs::path& path, std::size_t max_bytes = 65536);
+
 /// Writes a whole file through `AtomicFile` (readers see the old or the new file).
 Status write_file_atomic(const fs::path& path, std::string_view contents);
 
@@ -62,6 +68,17 @@ Status fsync_directory(const fs::path& directory);
 
 /// Creates `directory` and its parents if needed.
 Status ensure_directory(const fs::path& directory);
+
+/// True for the mode of a directory set up for a group sharing it: setgid
+/// and group-writable, as `--shared-group` makes the cache root and its
+/// subdirectories (docs/configuration.md, shared_group).
+bool is_group_shared_mode(unsigned mode) noexcept;
+
+/// When `directory_mode` is group-shared, gives the new file or directory
+/// `fd` (which this process owns) group read and write, plus search and
+/// setgid for a directory, on top of what the umask left; does nothing
+/// otherwise or when `fd` belongs to another user. `io` error naming `path`.
+Status share_with_group_like(unsigned directory_mode, int fd, const fs::path& path);
 
 /// 16 lowercase hex characters from the system's random source.
 std::string random_token();
@@ -108,8 +125,11 @@ class AtomicFile {
   Result<bool> link_if_absent(const fs::path& target, Durability durability = Durability::synced);
 
  private:
-  AtomicFile(FileDescriptor fd, fs::path temp_path) : m_fd(std::move(fd)), m_temp_path(std::move(temp_path)) {}
+  AtomicFile(FileDescriptor directory, FileDescriptor fd, fs::path temp_path)
+      : m_directory(std::move(directory)), m_fd(std::move(fd)), m_temp_path(std::move(temp_path)) {}
+  std::string temp_name() const { return m_temp_path.filename().string(); }
 
+  FileDescriptor m_directory;
   FileDescriptor m_fd;
   fs::path m_temp_path;
   bool m_done = false;

@@ -19,6 +19,10 @@ Result<std::optional<LockFile>> LockFile::try_acquire(const std::filesystem::pat
       return errno_error("cannot open lock file", path, errno);
     }
     FileDescriptor owner(fd);
+    // In a group-shared locks/ directory, teammates must be able to open it too.
+    if (struct stat directory {}; ::stat(path.parent_path().c_str(), &directory) == 0) {
+      OPCACHE_TRY(share_with_group_like(directory.st_mode, fd, path));
+    }
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       if (errno == EWOULDBLOCK || errno == EINTR) {
         return std::optional<LockFile>();

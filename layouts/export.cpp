@@ -2,7 +2,7 @@
 #include <map>
 #include <set>
 
-#include "layouts/safe_directory.hpp"
+#include "base/safe_directory.hpp"
 #include "layouts/transfer.hpp"
 #include "base/try.hpp"
 
@@ -11,6 +11,7 @@ namespace opcache::layouts {
 namespace {
 
 namespace fs = std::filesystem;
+using base::SafeDirectory;
 
 bool is_mindspore_triple(const std::vector<fs::path>& files) {
   if (files.size() != 3) {

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.hpp"
+#include "base/safe_directory.hpp"
 #include "base/sha256.hpp"
 
 namespace opcache::remote {
@@ -20,7 +21,7 @@ CircuitBreaker::CircuitBreaker(std::filesystem::path state_dir, const std::strin
       m_clock_ms(std::move(clock_ms)) {}
 
 bool CircuitBreaker::allows() const {
-  auto text = base::read_file(m_file);
+  auto text = base::read_small_file(m_file);
   if (!text) {
     return true;
   }
@@ -39,7 +40,7 @@ void CircuitBreaker::record_failure(const std::string& reason) {
                           {"open_until_ms", m_clock_ms() + std::int64_t{m_cooldown_s} * 1000},
                           {"reason", reason}};
   // Best effort: without the file each process finds out for itself.
-  if (base::ensure_directory(m_dir)) {
+  if (base::ensure_directory_beneath(m_dir.parent_path(), m_dir.filename())) {
     (void)base::write_file_atomic(m_file, state.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
   }
 }

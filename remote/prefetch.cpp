@@ -59,7 +59,7 @@ void prefetch_scenario(store::LocalStore& local, const Remote& remote, const Lis
     return;
   }
   auto status = [&]() -> Status {
-    OPCACHE_TRY(base::ensure_directory(marker.parent_path()));
+    OPCACHE_TRY(local.layout().ensure_directory(marker.parent_path()));
     const auto wait = std::chrono::milliseconds(remote.options.timeout_ms) * 4;
     OPCACHE_TRY_ASSIGN(auto lock, base::LockFile::acquire(fs::path(marker.string() + ".lock"), wait,
                                                           std::chrono::milliseconds(10)));

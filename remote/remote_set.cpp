@@ -97,7 +97,7 @@ struct RemoteSet::Uploader {
 
   // Uploads what is queued for one remote; one process at a time per outbox.
   void drain(const Remote& remote, const fs::path& outbox) {
-    int lock_fd = ::open((outbox / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    int lock_fd = ::open((outbox / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (lock_fd < 0) {
       return;
     }
@@ -166,7 +166,7 @@ void RemoteSet::start_uploader() {
   for (const auto& remote : m_remotes) {
     if (remote.options.upload && !remote.options.read_only) {
       const auto outbox = outbox_of(m_local.layout(), remote);
-      if (base::ensure_directory(outbox)) {
+      if (m_local.layout().ensure_directory(outbox)) {
         uploader->remotes.push_back(remote);
         uploader->outboxes.push_back(outbox);
       }

@@ -20,6 +20,7 @@ Result<std::unique_ptr<Storage>> open_local(const ServerConfig& config, const ba
   store::StoreOptions options;
   options.root = config.storage;
   options.aging = settings.aging();
+  options.sharing = settings.shared_group.value ? store::Sharing::group : store::Sharing::owner;
   options.warn = warn;
   return make_local_storage(std::move(options), config.bundle_cache_bytes);
 }

@@ -1,9 +1,84 @@
 #include "store/cache_root.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
 #include "base/file_io.hpp"
 #include "base/try.hpp"
 
 namespace opcache::store {
+
+namespace {
+
+using base::SafeDirectory;
+
+std::string octal(unsigned mode) {
+  char text[8];
+  std::snprintf(text, sizeof text, "%04o", mode & 07777);
+  return text;
+}
+
+// The StrictModes rule: another user's directory that group or others may
+// write lets them plant files and symlinks where this process writes.
+Status check_owner(const SafeDirectory& directory, Sharing sharing) {
+  const auto me = ::geteuid();
+  if (sharing == Sharing::group || directory.owner() == me || (directory.mode() & (S_IWGRP | S_IWOTH)) == 0) {
+    return {};
+  }
+  return Error::usage("cache directory " + directory.display_path().string() + " is owned by uid " +
+                      std::to_string(directory.owner()) + ", not by you (uid " + std::to_string(me) +
+                      "), and group or others may write to it (mode " + octal(directory.mode()) +
+                      "): another user could plant files or symlinks there. Use a directory of your own "
+                      "(--cache-dir), remove the group and other write permission, or pass --shared-group "
+                      "(OPCACHE_SHARED_GROUP=true) if a team shares it on purpose");
+}
+
+// With Sharing::group: group-writable and setgid when this process owns it.
+Status share(const SafeDirectory& directory, Sharing sharing) {
+  if (sharing != Sharing::group) {
+    return {};
+  }
+  return base::share_with_group_like(S_ISGID | S_IWGRP, directory.fd(), directory.display_path());
+}
+
+Result<SafeDirectory> checked_child(const SafeDirectory& parent, const std::string& name, bool create,
+                                    Sharing sharing) {
+  OPCACHE_TRY_ASSIGN(SafeDirectory child, parent.child(name, create));
+  OPCACHE_TRY(check_owner(child, sharing));
+  OPCACHE_TRY(share(child, sharing));
+  return child;
+}
+
+// SQLite follows symlinks: a planted index.db (or -wal, -shm) link would
+// make it write wherever the link points.
+Status check_index_files(const SafeDirectory& root) {
+  for (const char* name : {"index.db", "index.db-wal", "index.db-shm"}) {
+    struct stat info {};
+    if (::fstatat(root.fd(), name, &info, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(info.st_mode)) {
+      return Error::usage((root.display_path() / name).string() +
+                          (S_ISLNK(info.st_mode) ? " is a symlink" : " is not a regular file") +
+                          "; refusing to open the index through it (remove it)");
+    }
+  }
+  return {};
+}
+
+// With Sharing::group the index is created here, group-writable, before
+// SQLite creates it with the umask's mode.
+Status create_shared_index(const SafeDirectory& root) {
+  int fd = ::openat(root.fd(), "index.db", O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    return base::errno_error("cannot create", root.display_path() / "index.db", errno);
+  }
+  base::FileDescriptor index(fd);
+  return base::share_with_group_like(S_ISGID | S_IWGRP, fd, root.display_path() / "index.db");
+}
+
+}  // namespace
 
 Result<CacheRoot> resolve_cache_root(const std::optional<fs::path>& flag, const EnvLookup& env) {
   if (flag && !flag->empty()) {
@@ -26,8 +101,33 @@ Result<CacheRoot> resolve_cache_root(const std::optional<fs::path>& flag, const 
 }
 
 Status StoreLayout::create_directories() const {
-  for (const auto& directory : {m_root, objects(), tmp(), locks()}) {
-    OPCACHE_TRY(base::ensure_directory(directory));
+  OPCACHE_TRY_ASSIGN(SafeDirectory root, SafeDirectory::open_root(m_root, /*create=*/true));
+  OPCACHE_TRY(check_owner(root, m_sharing));
+  OPCACHE_TRY(check_index_files(root));
+  OPCACHE_TRY(share(root, m_sharing));
+  for (const char* name : {"objects", "tmp", "locks"}) {
+    OPCACHE_TRY(checked_child(root, name, /*create=*/true, m_sharing));
+  }
+  for (const char* name : {"outbox", "remotes"}) {
+    auto present = checked_child(root, name, /*create=*/false, m_sharing);
+    if (!present && present.error().code() != ErrorCode::not_found) {
+      return present.error();
+    }
+  }
+  if (m_sharing == Sharing::group) {
+    OPCACHE_TRY(create_shared_index(root));
+  }
+  return {};
+}
+
+Status StoreLayout::ensure_directory(const fs::path& directory) const {
+  const auto relative = directory.lexically_relative(m_root);
+  if (relative.empty() || relative == "." || *relative.begin() == "..") {
+    return Error::usage(directory.string() + " is not below the cache directory " + m_root.string());
+  }
+  OPCACHE_TRY_ASSIGN(SafeDirectory current, SafeDirectory::open_root(m_root, /*create=*/false));
+  for (const auto& component : relative) {
+    OPCACHE_TRY_ASSIGN(current, checked_child(current, component.string(), /*create=*/true, m_sharing));
   }
   return {};
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "base/safe_directory.hpp"
 #include "opcache/result.hpp"
 #include "store/scenario.hpp"
 
@@ -23,12 +24,27 @@ struct CacheRoot {
 /// applies. The directory is not created here.
 Result<CacheRoot> resolve_cache_root(const std::optional<fs::path>& flag, const EnvLookup& env);
 
+/// Who besides its owner may write in a cache root (setting shared_group).
+enum class Sharing {
+  /// A root or subdirectory owned by another user and writable by group or
+  /// others is refused, as ssh's StrictModes refuses such a ~/.ssh.
+  owner,
+  /// A team shares the root through its group: such directories are
+  /// accepted, and the root, its subdirectories and the files opcache creates
+  /// in them are made group-writable (directories setgid, so the group sticks).
+  group,
+};
+
 /// The fixed layout under a cache root (docs/formats.md "Store layout").
+/// Every directory below the root is reached without following symlinks
+/// (base/safe_directory); the root itself may be reached through one.
 class StoreLayout {
  public:
-  explicit StoreLayout(fs::path root) : m_root(std::move(root)) {}
+  explicit StoreLayout(fs::path root, Sharing sharing = Sharing::owner)
+      : m_root(std::move(root)), m_sharing(sharing) {}
 
   const fs::path& root() const noexcept { return m_root; }
+  Sharing sharing() const noexcept { return m_sharing; }
   fs::path objects() const { return m_root / "objects"; }
   fs::path index() const { return m_root / "index.db"; }
   fs::path tmp() const { return m_root / "tmp"; }
@@ -36,11 +52,25 @@ class StoreLayout {
   /// objects/<first two hex digits>/<digest>
   fs::path object_path(const std::string& digest) const { return objects() / digest.substr(0, 2) / digest; }
 
-  /// Creates root, objects/, tmp/ and locks/ if missing.
+  /// Creates root, objects/, tmp/ and locks/ if missing and checks the
+  /// root, those and outbox/ and remotes/ (when present): each must be a real
+  /// directory (not a symlink) passing the Sharing rule, and index.db and its
+  /// -wal and -shm files must not be symlinks. `usage` error naming the path
+  /// otherwise; nothing is written then. With Sharing::group the directories
+  /// this process owns are made group-writable and setgid, and index.db is
+  /// created group-writable (SQLite gives its -wal and -shm the same mode).
+  /// Process-safe; idempotent.
   Status create_directories() const;
+
+  /// Creates `directory`, which must lie below the root (e.g. objects/ab,
+  /// outbox/<id>), component by component without following a symlink, each
+  /// component checked like create_directories() checks the subdirectories.
+  /// `usage` error for a path outside the root, a symlink or a refused owner.
+  Status ensure_directory(const fs::path& directory) const;
 
  private:
   fs::path m_root;
+  Sharing m_sharing;
 };
 
 }  // namespace opcache::store

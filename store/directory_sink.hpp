@@ -14,7 +14,10 @@ namespace opcache::store {
 /// Each member goes to a hidden temp file in `directory`; commit() renames
 /// them all to their names (replacing existing files atomically, and never
 /// following a symlink that sits at a name). Uncommitted temps are removed by
-/// the destructor. The directory must exist.
+/// the destructor. The directory must exist; its path is resolved once, at
+/// the first member, and every file is created and renamed relative to that
+/// open directory, so a directory swapped for a symlink meanwhile changes
+/// nothing. Member names are checked again (no '/', no "..").
 class DirectorySink final : public MemberSink {
  public:
   explicit DirectorySink(std::filesystem::path directory) : m_directory(std::move(directory)) {}
@@ -31,11 +34,14 @@ class DirectorySink final : public MemberSink {
 
  private:
   struct Pending {
-    std::filesystem::path temp;
-    std::filesystem::path target;
+    std::string temp;  ///< names in m_directory_fd
+    std::string target;
   };
 
+  Status open_directory();
+
   std::filesystem::path m_directory;
+  base::FileDescriptor m_directory_fd;
   std::vector<Pending> m_pending;
   base::FileDescriptor m_current;
 };

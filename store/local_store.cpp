@@ -122,14 +122,14 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(StoreOptions options) {
   if (!options.warn) {
     options.warn = [](const std::string& message) { std::fprintf(stderr, "opcache: warning: %s\n", message.c_str()); };
   }
-  StoreLayout layout(options.root);
+  StoreLayout layout(options.root, options.sharing);
   OPCACHE_TRY(layout.create_directories());
   OPCACHE_TRY_ASSIGN(Index index, Index::open(layout.index(), options.busy_timeout_ms));
   return std::unique_ptr<LocalStore>(new LocalStore(std::move(options), std::move(index)));
 }
 
 LocalStore::LocalStore(StoreOptions options, Index index)
-    : m_options(std::move(options)), m_layout(m_options.root), m_index(std::move(index)) {}
+    : m_options(std::move(options)), m_layout(m_options.root, m_options.sharing), m_index(std::move(index)) {}
 
 bool LocalStore::object_exists(const std::string& digest) const {
   struct stat info {};
@@ -214,7 +214,7 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
                                        std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
                                        Signatures signatures) {
   const auto object = m_layout.object_path(digest);
-  OPCACHE_TRY(base::ensure_directory(object.parent_path()));
+  OPCACHE_TRY(m_layout.ensure_directory(object.parent_path()));
   OPCACHE_TRY(file.link_if_absent(object, durability));
 
   PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
@@ -236,7 +236,7 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
     }
     // A concurrent `verify --repair` may have taken our object for an orphan.
     if (!object_exists(digest)) {
-      OPCACHE_TRY(base::ensure_directory(object.parent_path()));
+      OPCACHE_TRY(m_layout.ensure_directory(object.parent_path()));
       OPCACHE_TRY(file.link_if_absent(object, durability));
     }
     IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());

@@ -47,6 +47,7 @@ struct StoreOptions {
   /// no bound); a store still above its target is aged further by the next
   /// writes of this process, so no write pays for aging a whole store.
   std::int64_t evictions_per_write = k_evictions_per_write;
+  Sharing sharing = Sharing::owner;  ///< setting shared_group (store/cache_root.hpp)
   Clock clock;                     ///< default: system clock
   WarningSink warn;                ///< default: "opcache: warning: …" on stderr
   /// Signs every entry put() writes (docs/formats.md "Signatures"); null:

@@ -85,6 +85,21 @@ std::string join(const std::vector<std::string>& items) {
   return out;
 }
 
+// A setting that decides whether to trust the cache directory cannot come
+// from a file inside it (anyone who may write there could write it): the
+// default config file, <cache dir>/opcache.conf, does not set shared_group.
+void resolve_shared_group(Settings& s, Setting<std::string> value) {
+  const auto inside = (s.cache_dir.value / "opcache.conf").string() + " ";
+  if (value.source.rfind(inside, 0) == 0) {
+    if (value.value == "true") {
+      s.warnings.push_back(value.source + " is ignored: a file inside the cache directory cannot set "
+                           "shared_group; use --shared-group, OPCACHE_SHARED_GROUP or a config file elsewhere");
+    }
+    value = {"false", "default"};
+  }
+  s.shared_group = {value.value == "true", std::move(value.source)};
+}
+
 // The table. Rows with a `show` function appear in `opcache config`, in this order.
 const SettingSpec k_specs[] = {
     {{"cache_dir", "cache_dir", SettingType::path, true, "--cache-dir,-C",
@@ -166,7 +181,7 @@ const SettingSpec k_specs[] = {
       "OPCACHE_SIGNING_KEY", "signing_key", ""},
      &StoreConfig::signing_key, nullptr,
      [](Settings& s, Setting<std::string> value) { s.signing_key = std::move(value); },
-     [](const Settings& s) { return text_or(s.signing_key, "(none: entries are written unsigned)"); }},
+     [](const Settings& s) { return text_or(s.signing_key, "(none)"); }},
     {{"trusted_keys", "trusted_keys", SettingType::path, true, "--trusted-keys",
       "File of trusted signers' public keys, one NAME:BASE64 a line; setting it makes require_signature "
       "default to remote",
@@ -196,6 +211,14 @@ const SettingSpec k_specs[] = {
     {{"token_file", "", SettingType::path, true, "--token-file",
       "File holding the bearer token for http(s) remotes (default: $OPCACHE_TOKEN)", "OPCACHE_TOKEN", "", ""},
      &StoreConfig::token_file},
+    {{"shared_group", "shared_group", SettingType::flag, true, "--shared-group",
+      "A team shares the cache directory through its group: accept it when another user owns it and the group may "
+      "write it, and create files group-writable (directories setgid)",
+      "OPCACHE_SHARED_GROUP", "shared_group", "false"},
+     &StoreConfig::shared_group, check_flag, resolve_shared_group,
+     [](const Settings& s) {
+       return Setting<std::string>{s.shared_group.value ? "true" : "false", s.shared_group.source};
+     }},
     {{"compression_level", "", SettingType::integer, true, "--compression-level",
       "zstd level for new bundles, 1..19 (default 3)", "", "", "3"},
      &StoreConfig::compression_level, check_integer<k_compression_rule>},

@@ -7,6 +7,7 @@
 #include "base/file_io.hpp"
 #include "store/local_store.hpp"
 #include "base/lock_file.hpp"
+#include "base/safe_directory.hpp"
 #include "base/try.hpp"
 
 namespace opcache::store {
@@ -22,7 +23,7 @@ std::filesystem::path SingleFlight::failure_path(const std::string& key) const {
 }
 
 std::optional<SingleFlight::Failure> SingleFlight::read_failure(const std::string& key) const {
-  auto text = base::read_file(failure_path(key));
+  auto text = base::read_small_file(failure_path(key));
   if (!text) {
     return std::nullopt;
   }
@@ -50,7 +51,7 @@ Result<FlightOutcome> SingleFlight::run(const std::string& key, const std::funct
   if (hit) {
     return FlightOutcome::hit;
   }
-  OPCACHE_TRY(base::ensure_directory(m_locks_dir));
+  OPCACHE_TRY(base::ensure_directory_beneath(m_locks_dir.parent_path(), m_locks_dir.filename()));
   const std::int64_t wait_started_ms = system_clock_ms()();
   bool waited = false;
   OPCACHE_TRY_ASSIGN(base::LockFile lock, base::LockFile::acquire(lock_path(key), m_timeout, m_poll, &waited));

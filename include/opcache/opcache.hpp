@@ -103,6 +103,10 @@ struct StoreConfig {
   /// (entries from remotes) or "all" (local reads too). Unset: remote when
   /// trusted keys are configured, else off (docs/security.md).
   std::optional<std::string> require_signature;
+  /// Accept a cache root that another user owns and the group may write, and
+  /// make what opcache creates there group-writable (a team sharing one
+  /// directory); unset means OPCACHE_SHARED_GROUP, else the config file.
+  bool shared_group = false;
   /// Sets the setting `name` (a settable row of setting_descriptors()) from
   /// its text form, as the CLI and the C ABI do: integers in decimal, flags
   /// "true"/"false", a `repeated` setting appends one value. The value is

@@ -107,7 +107,8 @@ class Store:
     * ``volatile_fields``: descriptor fields dropped before hashing ("none",
       "+a,b" adds to the built-in list, "a,b" replaces it; a list is joined);
     * ``wait_timeout_s``, ``min_idle_s``, ``config_file``, ``compression_level``,
-      ``remotes`` (a list of URLs), ``no_remote``, ``token_file``.
+      ``remotes`` (a list of URLs), ``no_remote``, ``token_file``,
+      ``shared_group`` (a bool: a team shares the cache directory).
 
     Paths are made absolute; ``None`` leaves a setting unset. An unknown
     keyword raises TypeError.

@@ -196,7 +196,17 @@ class ErrorTest(TempDirTestCase):
         samples = {"integer": None, "text": None, "comma_list": ["MatMul", "Conv2D"], "flag": True}
         for name, row in opcache.SETTINGS.items():
             with self.subTest(setting=name):
-                if row["type"] == "path":
+                if name == "signing_key":
+                    value = self.tmp / "signing.pem"
+                    if not value.exists():
+                        made = subprocess.run([str(CLI), "trust", "keygen", "k", "--out", str(value)], capture_output=True)
+                        self.assertEqual(made.returncode, 0, made.stderr)
+                elif name == "trusted_keys":
+                    value = self.tmp / "trusted.keys"
+                    value.write_text("# no keys\n")
+                elif name == "require_signature":
+                    value = "remote"
+                elif row["type"] == "path":
                     value = self.tmp / name
                     if name != "cache_dir":
                         value.write_text("[cache]\n")  # reads as a config file and as a token
@@ -212,7 +222,8 @@ class ErrorTest(TempDirTestCase):
         self.assertEqual(
             set(opcache.SETTINGS),
             {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
-             "wait_timeout_s", "remotes", "no_remote", "token_file", "compression_level"},
+             "wait_timeout_s", "signing_key", "trusted_keys", "require_signature", "remotes", "no_remote", "token_file",
+             "shared_group", "compression_level"},
         )
 
     def test_unknown_keyword_is_type_error(self) -> None:
@@ -338,6 +349,35 @@ class GetOrBuildTest(TempDirTestCase):
         self.assertEqual(len(calls), 1)
         self.assertEqual(second.files, [out2 / "matmul.json", out2 / "matmul.o"])
         self.assertEqual((out2 / "matmul.o").read_bytes(), b"\x00\x01binary")
+
+    def test_signing_key_signs_what_get_or_build_stores(self) -> None:
+        if not CLI.exists():
+            self.skipTest(f"opcache CLI not found at {CLI} (set OPCACHE_CLI)")
+        key_file = self.tmp / "ci.pem"
+        made = subprocess.run(
+            [str(CLI), "trust", "keygen", "ci", "--out", str(key_file)], capture_output=True, text=True, timeout=30
+        )
+        self.assertEqual(made.returncode, 0, made.stderr)
+        trusted = self.tmp / "trusted.keys"
+        trusted.write_text(made.stdout)
+        store = self.store(signing_key=str(key_file))
+        result = store.get_or_build(descriptor(), SCENARIO, self.tmp / "out", lambda d: write_kernel(d, "k", b"x" * 64))
+        self.assertEqual(result.source, "built")
+        listed = subprocess.run(
+            [str(CLI), "--cache-dir", str(self.cache_dir), "--trusted-keys", str(trusted), "--json", "ls"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        self.assertEqual(listed.returncode, 0, listed.stderr)
+        entries = json.loads(listed.stdout)["entries"]
+        self.assertEqual(len(entries), 1)
+        self.assertEqual(len(entries[0]["signatures"]), 1)
+        self.assertEqual(entries[0]["signatures"][0]["name"], "ci")
+        self.assertEqual(made.stdout.strip(), "ci:" + entries[0]["signatures"][0]["public_key"])
+
+    def test_untrusted_error_has_its_own_exception(self) -> None:
+        self.assertIs(opcache.errors.from_status(opcache._lib.UNTRUSTED, "x").__class__, opcache.UntrustedError)
 
     def test_failing_build_reraises_and_stores_nothing(self) -> None:
         store = self.store()

@@ -62,6 +62,7 @@ TEST_CASE("C API opcache_status_name names every status and unknown values") {
   CHECK(std::string(opcache_status_name(OPCACHE_TIMEOUT)) == "timeout");
   CHECK(std::string(opcache_status_name(OPCACHE_BUILD_FAILED)) == "build_failed");
   CHECK(std::string(opcache_status_name(OPCACHE_INTERNAL)) == "internal");
+  CHECK(std::string(opcache_status_name(OPCACHE_UNTRUSTED)) == "untrusted");
   CHECK(std::string(opcache_status_name(static_cast<opcache_status>(42))) == "unknown");
   CHECK(std::string(opcache_status_name(static_cast<opcache_status>(-1))) == "unknown");
   // The values are part of the ABI and mirror opcache::ErrorCode.
@@ -70,6 +71,7 @@ TEST_CASE("C API opcache_status_name names every status and unknown values") {
   CHECK(OPCACHE_CORRUPT == static_cast<int>(opcache::ErrorCode::corrupt));
   CHECK(OPCACHE_IO == static_cast<int>(opcache::ErrorCode::io));
   CHECK(OPCACHE_INTERNAL == static_cast<int>(opcache::ErrorCode::internal));
+  CHECK(OPCACHE_UNTRUSTED == static_cast<int>(opcache::ErrorCode::untrusted));
 }
 
 TEST_CASE("C API opcache_open creates the store, opcache_close releases it and ignores NULL") {
@@ -296,7 +298,8 @@ TEST_CASE("C API opcache_open_ex takes the settings table's keys, in their JSON 
   CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","colour":"blue"})") == OPCACHE_USAGE);
   CHECK(last_error().find("unknown option \"colour\" (allowed: cache_dir, config_file, mode, min_idle_s,") !=
         std::string::npos);
-  CHECK(last_error().find("remotes, no_remote, token_file, compression_level)") != std::string::npos);
+  CHECK(last_error().find("signing_key, trusted_keys, require_signature, remotes, no_remote, token_file, shared_group, "
+                          "compression_level)") != std::string::npos);
 
   CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","wait_timeout_s":"5"})") == OPCACHE_USAGE);
   CHECK(last_error() == "opcache_open_ex option \"wait_timeout_s\" must be an integer");

@@ -17,6 +17,7 @@
 #include "store/index.hpp"
 #include "store/key.hpp"
 #include "store/manifest.hpp"
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -46,73 +47,8 @@ bool is_key(const std::string& text) {
          std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
-// Options that keep the CLI away from the user's environment: no cache dir
-// from OPCACHE_DIR, no device mode from RANK_SIZE, no volatile-field setting.
-ProcessOptions hermetic(std::map<std::string, std::string> env = {}) {
-  ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR", "RANK_SIZE", "LOCAL_WORLD_SIZE", "OPCACHE_VOLATILE_FIELDS", "XDG_CACHE_HOME"};
-  options.env = std::move(env);
-  return options;
-}
-
-// The CLI bound to one cache directory inside a test's TempDir.
-class Cli {
- public:
-  explicit Cli(const TempDir& dir) : m_dir(dir.path()), m_cache(dir.path() / "cache") {}
-
-  const fs::path& cache() const { return m_cache; }
-  const fs::path& dir() const { return m_dir; }
-
-  /// `opcache --cache-dir <cache> args...`
-  ProcessResult run(const std::vector<std::string>& args, const ProcessOptions& options = hermetic()) const {
-    std::vector<std::string> full{"--cache-dir", m_cache.string()};
-    full.insert(full.end(), args.begin(), args.end());
-    return opcache::test::run_cli(full, options);
-  }
-
-  /// `opcache --cache-dir <cache> --json args...`, stdout parsed.
-  json run_json(const std::vector<std::string>& args, int expected_exit = 0,
-                const ProcessOptions& options = hermetic()) const {
-    std::vector<std::string> full{"--json"};
-    full.insert(full.end(), args.begin(), args.end());
-    auto result = run(full, options);
-    INFO("opcache --json ", join(args), "\nstdout: ", result.out, "\nstderr: ", result.err);
-    REQUIRE(result.exit_code == expected_exit);
-    return json::parse(result.out);
-  }
-
-  /// Writes the descriptor of `kernel` next to it and returns its path.
-  fs::path descriptor_file(const KernelTriple& kernel) const {
-    auto path = m_dir / "desc" / (kernel.stem + ".desc.json");
-    write_text(path, kernel.descriptor_json);
-    return path;
-  }
-
-  /// Stores `kernel` in `scenario` and returns the put --json document.
-  json put(const KernelTriple& kernel, const std::string& scenario = k_test_scenario,
-           std::vector<std::string> extra = {}) const {
-    std::vector<std::string> args{"put", "--desc", descriptor_file(kernel).string(), "--scenario", scenario};
-    args.insert(args.end(), extra.begin(), extra.end());
-    for (const auto& file : kernel.files()) {
-      args.push_back(file.string());
-    }
-    auto document = run_json(args);
-    REQUIRE(document.contains("key"));
-    return document;
-  }
-
-  static std::string join(const std::vector<std::string>& args) {
-    std::string text;
-    for (const auto& arg : args) {
-      text += (text.empty() ? "" : " ") + arg;
-    }
-    return text;
-  }
-
- private:
-  fs::path m_dir;
-  fs::path m_cache;
-};
+using Cli = opcache::test::CliRunner;
+using opcache::test::hermetic;
 
 std::vector<std::string> lines_of(const std::string& text) {
   std::vector<std::string> lines;

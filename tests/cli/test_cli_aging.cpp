@@ -192,7 +192,11 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                                     config_line("op_debug_level", "0", "default") + "\n" +
                                     config_line("op_debug_list", "(empty)", "default") + "\n" +
                                     config_line("volatile_fields", "(built-in list)", "default") + "\n" +
-                                    config_line("wait_timeout", "3600 s", "default") + "\n";
+                                    config_line("wait_timeout", "3600 s", "default") + "\n" +
+                                    config_line("signing_key", "(none)", "default") + "\n" +
+                                    config_line("trusted_keys", "(none)", "default") + "\n" +
+                                    config_line("require_signature", "off", "default") + "\n" +
+                                    config_line("shared_group", "false", "default") + "\n";
   CHECK(result.out == expected_text);
 
   json expected = {{"cache_dir", setting(cli.cache().string(), "--cache-dir")},
@@ -205,6 +209,10 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"op_debug_list", setting("(empty)", "default")},
                    {"volatile_fields", setting("(built-in list)", "default")},
                    {"wait_timeout", setting("3600 s", "default")},
+                   {"signing_key", setting("(none)", "default")},
+                   {"trusted_keys", setting("(none)", "default")},
+                   {"require_signature", setting("off", "default")},
+                   {"shared_group", setting("false", "default")},
                    {"remotes", json::array()}};
   CHECK(cli.config() == expected);
 

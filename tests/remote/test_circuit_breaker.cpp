@@ -74,3 +74,14 @@ TEST_CASE("remote::CircuitBreaker with no cool-down never opens, and ignores an 
   REQUIRE(opcache::base::write_file_atomic(on.state_file(), "not json").ok());
   CHECK(on.allows());
 }
+
+TEST_CASE("remote::CircuitBreaker writes nothing through a remotes/ directory that is a symlink") {
+  TempDir temp;
+  FakeClock clock;
+  std::filesystem::create_directories(temp.path() / "outside");
+  std::filesystem::create_directory_symlink(temp.path() / "outside", temp.path() / "remotes");
+  CircuitBreaker breaker(temp.path() / "remotes", "http://a", 60, clock.function());
+  breaker.record_failure("connection refused");
+  CHECK(std::filesystem::is_empty(temp.path() / "outside"));
+  CHECK(breaker.allows());  // without its file each process finds out for itself
+}

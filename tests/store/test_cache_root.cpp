@@ -5,7 +5,15 @@
 #include <optional>
 #include <string>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
 #include "store/cache_root.hpp"
+#include "store/local_store.hpp"
+#include "tests/support/kernels.hpp"
+#include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using opcache::store::CacheRoot;
@@ -123,4 +131,190 @@ TEST_CASE("store::StoreLayout::create_directories creates root, objects, tmp and
   opcache::test::write_text(layout.tmp() / "keep.txt", "x");
   REQUIRE(layout.create_directories().ok());
   CHECK(opcache::test::read_text(layout.tmp() / "keep.txt") == "x");
+}
+
+// --- File-system hardening: planted symlinks and foreign owners ---
+
+namespace {
+
+namespace store = opcache::store;
+using opcache::test::read_text;
+using opcache::test::TempDir;
+using opcache::test::write_text;
+
+constexpr unsigned k_nobody = 65534;
+
+// A directory outside the cache holding a file whose bytes must never change.
+struct Outside {
+  fs::path dir;
+  fs::path victim;
+  explicit Outside(const TempDir& temp) : dir(temp / "outside"), victim(dir / "victim") {
+    write_text(victim, "precious bytes\n");
+  }
+  // Nothing was added to, removed from or changed in the outside directory.
+  void check_untouched() const {
+    CHECK(read_text(victim) == "precious bytes\n");
+    std::size_t entries = 0;
+    for ([[maybe_unused]] const auto& entry : fs::directory_iterator(dir)) {
+      ++entries;
+    }
+    CHECK(entries == 1);
+  }
+};
+
+unsigned mode_of(const fs::path& path) {
+  struct stat info {};
+  REQUIRE(::lstat(path.c_str(), &info) == 0);
+  return info.st_mode & 07777;
+}
+
+store::BundleInput small_input(const fs::path& file) {
+  store::BundleInput input;
+  input.descriptor = nlohmann::json{{"op_type", "Add"}};
+  input.scenario = store::scenario_to_json(*opcache::parse_scenario(opcache::test::k_test_scenario));
+  input.members = {{"kernel.o", file, ""}};
+  return input;
+}
+
+}  // namespace
+
+TEST_CASE("store::StoreLayout::create_directories refuses a symlink planted as objects/, tmp/, locks/, outbox/ or "
+          "remotes/") {
+  for (const char* name : {"objects", "tmp", "locks", "outbox", "remotes"}) {
+    CAPTURE(name);
+    TempDir temp;
+    Outside outside(temp);
+    StoreLayout layout(temp / "cache");
+    fs::create_directories(layout.root());
+    fs::create_directory_symlink(outside.dir, layout.root() / name);
+    auto status = layout.create_directories();
+    REQUIRE_FALSE(status.ok());
+    CHECK(status.error().code() == opcache::ErrorCode::usage);
+    CHECK(status.error().message().find((layout.root() / name).string() + " is a symlink") != std::string::npos);
+    outside.check_untouched();
+  }
+}
+
+TEST_CASE("store::LocalStore refuses to open an index.db, -wal or -shm symlink planted in the root") {
+  for (const char* name : {"index.db", "index.db-wal", "index.db-shm"}) {
+    CAPTURE(name);
+    TempDir temp;
+    Outside outside(temp);
+    const auto root = temp / "cache";
+    fs::create_directories(root);
+    fs::create_symlink(outside.victim, root / name);
+    store::StoreOptions options;
+    options.root = root;
+    auto opened = store::LocalStore::open(options);
+    REQUIRE_FALSE(opened.ok());
+    CHECK(opened.error().message().find((root / name).string() + " is a symlink") != std::string::npos);
+    outside.check_untouched();
+  }
+}
+
+TEST_CASE("store::StoreLayout::ensure_directory refuses a symlinked shard and paths outside the root") {
+  TempDir temp;
+  Outside outside(temp);
+  StoreLayout layout(temp / "cache");
+  REQUIRE(layout.create_directories().ok());
+  fs::create_directory_symlink(outside.dir, layout.objects() / "ab");
+  auto shard = layout.ensure_directory(layout.objects() / "ab");
+  REQUIRE_FALSE(shard.ok());
+  CHECK(shard.error().message().find((layout.objects() / "ab").string() + " is a symlink") != std::string::npos);
+  CHECK_FALSE(layout.ensure_directory(temp / "elsewhere").ok());
+  CHECK_FALSE(layout.ensure_directory(layout.objects() / ".." / ".." / "elsewhere").ok());
+  CHECK_FALSE(fs::exists(temp / "elsewhere"));
+  REQUIRE(layout.ensure_directory(layout.root() / "outbox" / "0123").ok());
+  CHECK(fs::is_directory(layout.root() / "outbox" / "0123"));
+  outside.check_untouched();
+}
+
+TEST_CASE("store::LocalStore publishes nothing through a symlink planted at an object shard") {
+  TempDir temp;
+  Outside outside(temp);
+  write_text(temp / "kernel.o", "machine code");
+  store::StoreOptions options;
+  options.root = temp / "cache";
+  auto local = store::LocalStore::open(options);
+  REQUIRE(local.ok());
+  // Find the shard this entry will use by storing it once elsewhere.
+  store::StoreOptions probe_options;
+  probe_options.root = temp / "probe";
+  auto probe = store::LocalStore::open(probe_options);
+  REQUIRE(probe.ok());
+  auto probed = (*probe)->put(small_input(temp / "kernel.o"), opcache::ReplacePolicy::keep_existing);
+  REQUIRE(probed.ok());
+  fs::create_directory_symlink(outside.dir, (*local)->layout().objects() / probed->digest.substr(0, 2));
+
+  auto put = (*local)->put(small_input(temp / "kernel.o"), opcache::ReplacePolicy::keep_existing);
+  REQUIRE_FALSE(put.ok());
+  CHECK(put.error().message().find("is a symlink") != std::string::npos);
+  outside.check_untouched();
+  auto entry = (*local)->get(probed->key, temp / "out");
+  REQUIRE(entry.ok());
+  CHECK_FALSE(entry->has_value());
+}
+
+TEST_CASE("store::StoreLayout refuses a root another user owns and others may write, unless it is shared_group") {
+  OPCACHE_SKIP_IF(::geteuid() != 0, "needs root to chown a directory to another user");
+  TempDir temp;
+  const auto root = temp / "team-cache";
+  fs::create_directories(root);
+  REQUIRE(::chown(root.c_str(), k_nobody, k_nobody) == 0);
+  REQUIRE(::chmod(root.c_str(), 0777) == 0);
+
+  auto refused = StoreLayout(root).create_directories();
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == opcache::ErrorCode::usage);
+  const auto& message = refused.error().message();
+  CHECK(message.find("cache directory " + root.string() + " is owned by uid 65534") != std::string::npos);
+  CHECK(message.find("mode 0777") != std::string::npos);
+  CHECK(message.find("--shared-group") != std::string::npos);
+  CHECK_FALSE(fs::exists(root / "objects"));
+
+  SUBCASE("not writable by group or others: accepted") {
+    REQUIRE(::chmod(root.c_str(), 0755) == 0);
+    CHECK(StoreLayout(root).create_directories().ok());
+  }
+  SUBCASE("a foreign subdirectory that others may write is refused too") {
+    REQUIRE(::chmod(root.c_str(), 0755) == 0);
+    fs::create_directories(root / "tmp");
+    REQUIRE(::chown((root / "tmp").c_str(), k_nobody, k_nobody) == 0);
+    REQUIRE(::chmod((root / "tmp").c_str(), 0777) == 0);
+    auto status = StoreLayout(root).create_directories();
+    REQUIRE_FALSE(status.ok());
+    CHECK(status.error().message().find("cache directory " + (root / "tmp").string() + " is owned by uid 65534") !=
+          std::string::npos);
+  }
+  SUBCASE("with shared_group: accepted, and what opcache creates is group-writable") {
+    write_text(temp / "kernel.o", "machine code");
+    store::StoreOptions options;
+    options.root = root;
+    options.sharing = store::Sharing::group;
+    auto local = store::LocalStore::open(options);
+    REQUIRE_MESSAGE(local.ok(), (local.ok() ? "" : local.error().message()));
+    for (const char* name : {"objects", "tmp", "locks"}) {
+      CAPTURE(name);
+      const auto mode = mode_of(root / name);
+      CHECK((mode & S_ISGID) != 0);
+      CHECK((mode & S_IWGRP) != 0);
+    }
+    CHECK((mode_of(root / "index.db") & (S_IRGRP | S_IWGRP)) == (S_IRGRP | S_IWGRP));
+    auto put = (*local)->put(small_input(temp / "kernel.o"), opcache::ReplacePolicy::keep_existing);
+    REQUIRE(put.ok());
+    const auto object = (*local)->layout().object_path(put->digest);
+    CHECK((mode_of(object) & S_IWGRP) != 0);
+    CHECK((mode_of(object.parent_path()) & (S_ISGID | S_IWGRP)) == (S_ISGID | S_IWGRP));
+  }
+}
+
+TEST_CASE("store::StoreLayout in a private root creates nothing group-writable") {
+  TempDir temp;
+  ::mode_t old = ::umask(022);
+  StoreLayout layout(temp / "cache");
+  auto status = layout.create_directories();
+  ::umask(old);
+  REQUIRE(status.ok());
+  CHECK(mode_of(layout.tmp()) == 0755);
+  CHECK_FALSE(fs::exists(layout.index()));
 }

@@ -593,3 +593,43 @@ TEST_CASE("store::resolve_settings validates volatile_fields from the environmen
           "\"*\"");
   }
 }
+
+TEST_CASE("store::resolve_settings resolves shared_group flag > OPCACHE_SHARED_GROUP > config file, never from "
+          "the cache directory's own opcache.conf") {
+  Fixture fixture;
+  CHECK_FALSE(fixture.resolve().shared_group.value);
+  CHECK(fixture.resolve().shared_group.source == "default");
+
+  auto flag = fixture.overrides();
+  flag.shared_group = true;
+  Settings from_flag = fixture.resolve(flag, {});
+  CHECK(from_flag.shared_group.value);
+  CHECK(from_flag.shared_group.source == "--shared-group");
+
+  Settings from_env = fixture.resolve({{"OPCACHE_SHARED_GROUP", "true"}});
+  CHECK(from_env.shared_group.value);
+  CHECK(from_env.shared_group.source == "OPCACHE_SHARED_GROUP");
+
+  SUBCASE("a config file elsewhere sets it") {
+    const auto conf = fixture.temp / "team.conf";
+    write_text(conf, "[cache]\nshared_group = true\n");
+    Settings settings = fixture.resolve({{"OPCACHE_CONFIG", conf.string()}});
+    CHECK(settings.shared_group.value);
+    CHECK(settings.shared_group.source == conf.string() + " [cache] shared_group");
+    CHECK(settings.warnings == Warnings{});
+  }
+  SUBCASE("the cache directory's opcache.conf cannot: whoever may write there could write it") {
+    write_text(fixture.default_conf(), "[cache]\nshared_group = true\n");
+    Settings settings = fixture.resolve();
+    CHECK_FALSE(settings.shared_group.value);
+    CHECK(settings.shared_group.source == "default");
+    REQUIRE(settings.warnings.size() == 1);
+    CHECK(settings.warnings[0].find(fixture.default_conf().string() + " [cache] shared_group is ignored") == 0);
+  }
+  SUBCASE("an invalid environment value warns and is ignored") {
+    Settings settings = fixture.resolve({{"OPCACHE_SHARED_GROUP", "yes"}});
+    CHECK_FALSE(settings.shared_group.value);
+    CHECK(settings.warnings == Warnings{"environment variable OPCACHE_SHARED_GROUP=\"yes\" is invalid (expected true "
+                                        "or false); ignored"});
+  }
+}

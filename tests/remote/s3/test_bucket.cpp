@@ -132,7 +132,7 @@ TEST_CASE("remote::S3Bucket the s3:// remote's upload fails and leaves no bundle
     return variable == "AWS_SECRET_ACCESS_KEY" ? std::optional<std::string>("secret") : std::nullopt;
   });
   REQUIRE_MESSAGE(remote.ok(), remote.error().message());
-  auto uploaded = (*remote)->upload(kernel.key, bundle);
+  auto uploaded = (*remote)->upload(kernel.key, bundle, {});
   REQUIRE_FALSE(uploaded.ok());
   CHECK(uploaded.error().message().find("the bundle was deleted again") != std::string::npos);
   CHECK(server.count("DELETE") == 1);
