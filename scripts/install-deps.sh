@@ -5,6 +5,7 @@
 #
 #   scripts/install-deps.sh          build and test dependencies
 #   scripts/install-deps.sh --bench  also what bench/run needs (wrk, nginx, ccache, gnuplot)
+#   scripts/install-deps.sh --fuzz   also what scripts/fuzz.sh needs (clang 14 and its libFuzzer runtime)
 set -euo pipefail
 
 packages=(
@@ -19,8 +20,10 @@ packages=(
 if [ "${1:-}" = "--bench" ]; then
   # baselines bench/run measures against in the same run, and gnuplot for its charts
   packages+=(wrk nginx-light ccache gnuplot-nox)
+elif [ "${1:-}" = "--fuzz" ]; then
+  packages+=(clang-14 libclang-rt-14-dev)
 elif [ $# -gt 0 ]; then
-  echo "usage: install-deps.sh [--bench]" >&2
+  echo "usage: install-deps.sh [--bench|--fuzz]" >&2
   exit 2
 fi
 

@@ -34,7 +34,9 @@ Result<std::string> decode_part(std::string_view text, base::PlusSign plus, cons
 ApiResponse json_response(int status, const json& body) {
   ApiResponse response;
   response.status = status;
-  response.body = body.dump() + "\n";
+  // Messages quote the client's decoded path and parameters, which need not be
+  // UTF-8: replace bad bytes (U+FFFD) rather than throw, which would end the server.
+  response.body = body.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
   return response;
 }
 

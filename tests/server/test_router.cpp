@@ -132,3 +132,15 @@ TEST_CASE("server::route_target does not turn '+' in an entry key path into a sp
   CHECK(routed.route.key == key);
   CHECK(routed.route.error_code == "invalid_key");
 }
+
+TEST_CASE("server::error_response quotes a decoded path that is not UTF-8 without throwing") {
+  // GET /%ff: the 404 message quotes the decoded path, byte 0xFF (found by fuzz_server_request).
+  const auto routed = route_target("GET", "/%ff");
+  REQUIRE(routed.route.error_status == 404);
+  ApiResponse response;
+  REQUIRE_NOTHROW(response = error_response(routed.route.error_status, routed.route.error_code,
+                                            routed.route.error_message));
+  CHECK(response.status == 404);
+  CHECK(response.body.find("\"error\":\"not_found\"") != std::string::npos);
+  CHECK(response.body.find("/\xEF\xBF\xBD") != std::string::npos);  // U+FFFD replaces the byte
+}
