@@ -95,7 +95,10 @@ if cc -std=c11 -Wall -Wextra -Wpedantic -Werror -o "$tmp/c_consumer" "$source_di
     failed "c_consumer exited non-zero"
   fi
   # The binary must have used the installed library, not one from elsewhere.
-  if ! LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_consumer" | grep -q "$libdir/libopcache.so"; then
+  # ldd's output is captured first: with pipefail, `ldd | grep -q` fails
+  # whenever grep exits at its match before ldd has finished writing (SIGPIPE).
+  linked=$(LD_LIBRARY_PATH="$libdir" ldd "$tmp/c_consumer" || true)
+  if ! grep -qF "$libdir/libopcache.so" <<<"$linked"; then
     failed "c_consumer is not linked against $libdir/libopcache.so"
   fi
 else
