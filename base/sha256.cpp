@@ -13,6 +13,10 @@
 #include <openssl/sha.h>
 
 #include <stdexcept>
+#include <vector>
+
+#include "base/file_io.hpp"
+#include "base/try.hpp"
 
 namespace opcache::base {
 
@@ -52,6 +56,18 @@ std::string to_hex(const std::uint8_t* bytes, std::size_t size) {
     out[2 * i + 1] = k_digits[bytes[i] & 0x0f];
   }
   return out;
+}
+
+Result<std::string> sha256_hex_of_file(int fd, const std::filesystem::path& path_for_errors) {
+  Sha256 hasher;
+  std::vector<char> buffer(64 * 1024);
+  for (;;) {
+    OPCACHE_TRY_ASSIGN(std::size_t size, read_some(fd, buffer.data(), buffer.size(), path_for_errors));
+    if (size == 0) {
+      return hasher.finish_hex();
+    }
+    hasher.update(buffer.data(), size);
+  }
 }
 
 std::string sha256_hex(std::string_view data) {

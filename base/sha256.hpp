@@ -5,9 +5,12 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+
+#include "opcache/result.hpp"
 
 
 namespace opcache::base {
@@ -42,6 +45,11 @@ inline std::string to_hex(const Sha256Digest& digest) { return to_hex(digest.dat
 
 /// SHA-256 of a whole buffer, lowercase hex.
 std::string sha256_hex(std::string_view data);
+
+/// SHA-256, lowercase hex, of what `fd` reads from its current offset to the
+/// end of the file (streamed, 64 KiB at a time); `path_for_errors` names it
+/// in an `io` error. Leaves the offset at the end.
+Result<std::string> sha256_hex_of_file(int fd, const std::filesystem::path& path_for_errors);
 
 /// True when `text` is exactly 64 lowercase hexadecimal characters.
 bool is_sha256_hex(std::string_view text) noexcept;

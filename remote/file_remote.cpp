@@ -63,10 +63,7 @@ class FileRemote final : public RemoteStore {
       return Error::not_found("remote " + name() + " has no entry " + key);
     }
     OPCACHE_TRY_ASSIGN(auto merged, read_signatures(key));
-    bool changed = false;
-    for (const auto& signature : signatures) {
-      changed = store::add_signature(merged, signature) || changed;
-    }
+    const bool changed = store::merge_signatures(merged, signatures) > 0;
     return changed ? as_remote_error(write_signatures(key, merged)) : Status{};
   }
 

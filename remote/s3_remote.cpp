@@ -42,10 +42,7 @@ class S3Remote final : public RemoteStore {
     }
     const auto temp_dir = std::filesystem::temp_directory_path();
     OPCACHE_TRY_ASSIGN(auto merged, m_bucket.get_signatures(key, temp_dir));
-    bool changed = false;
-    for (const auto& signature : signatures) {
-      changed = store::add_signature(merged, signature) || changed;
-    }
+    const bool changed = store::merge_signatures(merged, signatures) > 0;
     return changed ? m_bucket.put_signatures(key, merged, temp_dir) : Status{};
   }
 

@@ -5,7 +5,6 @@
 
 #include "remote/s3/bucket.hpp"
 #include "base/byte_stream.hpp"
-#include "base/base64.hpp"
 #include "base/canonical_json.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
@@ -18,18 +17,10 @@ namespace fs = std::filesystem;
 
 // SHA-256 of a file from its start; the descriptor is left at the start.
 Result<std::string> digest_of(int fd, const fs::path& path) {
-  base::Sha256 hash;
-  char buffer[1 << 16];
   ::lseek(fd, 0, SEEK_SET);
-  for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t n, base::read_some(fd, buffer, sizeof buffer, path));
-    if (n == 0) {
-      break;
-    }
-    hash.update(buffer, n);
-  }
+  auto digest = base::sha256_hex_of_file(fd, path);
   ::lseek(fd, 0, SEEK_SET);
-  return hash.finish_hex();
+  return digest;
 }
 
 class S3Storage final : public Storage {
@@ -94,14 +85,7 @@ class S3Storage final : public Storage {
       return Error::corrupt("the bundle object of " + key + " has no " + remote::k_s3_meta_digest + " metadata");
     }
     OPCACHE_TRY_ASSIGN(auto merged, m_bucket.get_signatures(key, m_temp_dir));
-    int added = 0;
-    for (const auto& signature : signatures) {
-      if (!store::signature_verifies(signature, key, digest->second)) {
-        return Error::untrusted("the signature by " + base::base64_encode(signature.public_key) +
-                                " does not verify for entry " + key + " (bundle digest " + digest->second + ")");
-      }
-      added += store::add_signature(merged, signature) ? 1 : 0;
-    }
+    OPCACHE_TRY_ASSIGN(const int added, store::merge_verified_signatures(merged, signatures, key, digest->second));
     if (added > 0) {
       OPCACHE_TRY(m_bucket.put_signatures(key, merged, m_temp_dir));
     }

@@ -1,9 +1,6 @@
 // LocalStore's signatures: signing what it writes, the trust policy applied
 // to adopted and local entries, adding signatures, `opcache sign` and
 // `opcache verify --signatures` (declared in store/local_store.hpp).
-#include <array>
-
-#include "base/base64.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 #include "store/local_store.hpp"
@@ -15,15 +12,7 @@ namespace {
 // The SHA-256 of an object file, streamed.
 Result<std::string> object_digest(const std::filesystem::path& object) {
   OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(object, /*follow_symlinks=*/false));
-  base::Sha256 hash;
-  std::array<char, 64 * 1024> buffer{};
-  for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t size, base::read_some(fd.get(), buffer.data(), buffer.size(), object));
-    if (size == 0) {
-      return hash.finish_hex();
-    }
-    hash.update(buffer.data(), size);
-  }
+  return base::sha256_hex_of_file(fd.get(), object);
 }
 
 // The signatures that verify for (key, digest), without repeats.
@@ -75,15 +64,9 @@ Result<SignatureUpdate> LocalStore::add_signatures(const std::string& key, const
   if (!entry) {
     return Error::not_found("no entry " + key);
   }
-  SignatureUpdate update;
   Signatures merged = entry->signatures;
-  for (const auto& signature : signatures) {
-    if (!signature_verifies(signature, key, entry->digest)) {
-      return Error::untrusted("the signature by " + base::base64_encode(signature.public_key) +
-                              " does not verify for entry " + key + " (bundle digest " + entry->digest + ")");
-    }
-    ++(add_signature(merged, signature) ? update.added : update.present);
-  }
+  OPCACHE_TRY_ASSIGN(const int added, merge_verified_signatures(merged, signatures, key, entry->digest));
+  const SignatureUpdate update{added, static_cast<int>(signatures.size()) - added};
   if (update.added > 0) {
     OPCACHE_TRY(m_index.set_signatures(key, entry->digest, merged));
     OPCACHE_TRY(transaction.commit());

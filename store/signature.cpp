@@ -92,4 +92,24 @@ bool add_signature(Signatures& signatures, Signature signature) {
   return true;
 }
 
+int merge_signatures(Signatures& signatures, const Signatures& added) {
+  int count = 0;
+  for (const auto& signature : added) {
+    count += add_signature(signatures, signature) ? 1 : 0;
+  }
+  return count;
+}
+
+Result<int> merge_verified_signatures(Signatures& signatures, const Signatures& added, std::string_view key,
+                                      std::string_view digest) {
+  for (const auto& signature : added) {
+    if (!signature_verifies(signature, key, digest)) {
+      return Error::untrusted("the signature by " + base::base64_encode(signature.public_key) +
+                              " does not verify for entry " + std::string(key) + " (bundle digest " +
+                              std::string(digest) + ")");
+    }
+  }
+  return merge_signatures(signatures, added);
+}
+
 }  // namespace opcache::store

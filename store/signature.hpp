@@ -49,4 +49,13 @@ Result<Signatures> parse_signatures(std::string_view text);
 /// public key; true when it was added.
 bool add_signature(Signatures& signatures, Signature signature);
 
+/// add_signature for each of `added`; returns how many were new.
+int merge_signatures(Signatures& signatures, const Signatures& added);
+
+/// merge_signatures after checking that each of `added` verifies for the
+/// entry (`key`, `digest`); otherwise an `untrusted` error naming the signer,
+/// key and digest, and `signatures` is left as it was.
+Result<int> merge_verified_signatures(Signatures& signatures, const Signatures& added, std::string_view key,
+                                      std::string_view digest);
+
 }  // namespace opcache::store

@@ -159,7 +159,7 @@ TEST_CASE("store::signature formats one signature as two base64 fields and parse
   auto list = opcache::store::parse_signatures(text + "\n\n" + text + "\n");
   REQUIRE(list.ok());
   CHECK(list->size() == 1);  // the same signer twice counts once
-  for (const std::string bad : {std::string("no-colon"), text.substr(0, 10) + ":" + text.substr(45),
+  for (const std::string& bad : {std::string("no-colon"), text.substr(0, 10) + ":" + text.substr(45),
                                 "QUJD:" + text.substr(text.find(':') + 1), text + "x"}) {
     INFO(bad);
     CHECK(opcache::store::parse_signature(bad).error().code() == ErrorCode::usage);
