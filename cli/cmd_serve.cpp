@@ -24,6 +24,8 @@ struct ServeArgs {
   std::optional<int> request_timeout;
   std::optional<int> idle_timeout;
   std::optional<int> max_inflight;
+  std::optional<int> lease_ttl;
+  std::optional<int> max_wait;
   std::optional<std::string> log_format;
   std::optional<std::string> access_log;
   std::optional<std::string> port_file;
@@ -67,6 +69,8 @@ Status apply_flags(const ServeArgs& args, server::ServerConfig& config) {
   set(config.request_timeout_s, args.request_timeout);
   set(config.idle_timeout_s, args.idle_timeout);
   set(config.max_inflight, args.max_inflight);
+  set(config.lease_ttl_s, args.lease_ttl);
+  set(config.max_wait_s, args.max_wait);
   if (args.log_format) {
     config.log_format = *args.log_format == "json" ? server::LogFormat::json : server::LogFormat::text;
   }
@@ -144,6 +148,12 @@ std::vector<Command> register_serve_command(CLI::App& app, Context& context) {
       ->check(CLI::Range(1, 86400));
   command->add_option("--max-inflight", args->max_inflight, "Storage operations in progress before 429 (default 256)")
       ->check(CLI::Range(1, 1 << 20));
+  command->add_option("--lease-ttl", args->lease_ttl,
+                      "Seconds a build lease lasts unless its holder renews it (default 60; docs/protocol.md)")
+      ->check(CLI::Range(1, 3600));
+  command->add_option("--max-wait", args->max_wait,
+                      "Longest GET/HEAD ?wait=SECONDS held open for an entry being built (default 60)")
+      ->check(CLI::Range(0, 3600));
   command->add_option("--log-format", args->log_format, "Access log format: text or json")
       ->check(CLI::IsMember({"text", "json"}));
   command->add_option("--access-log", args->access_log, "Access log file (default: standard error)");

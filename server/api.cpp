@@ -19,6 +19,7 @@ using json = nlohmann::json;
 
 constexpr std::string_view k_entries_prefix = "/v1/entries/";
 constexpr std::string_view k_signatures_suffix = "/signatures";
+constexpr std::string_view k_leases_prefix = "/v1/leases/";
 
 // Decodes one part of a request target; `what` names it in the error.
 Result<std::string> decode_part(std::string_view text, base::PlusSign plus, const std::string& what) {
@@ -105,6 +106,34 @@ Route match_route(std::string_view method, std::string_view path) {
     }
     return static_cast<bool>(valid);
   };
+  auto valid_lease_id = [&route] {
+    const bool valid = !route.lease_id.empty() && route.lease_id.size() <= 64 &&
+                       route.lease_id.find_first_not_of("0123456789abcdef") == std::string::npos;
+    if (!valid) {
+      route.error_status = 400;
+      route.error_code = "invalid_lease";
+      route.error_message = "\"" + route.lease_id + "\" is not a lease id (lowercase hex, as POST /v1/leases/{key} gave)";
+    }
+    return valid;
+  };
+  if (path.substr(0, k_leases_prefix.size()) == k_leases_prefix) {
+    route.name = "lease";
+    const auto rest = path.substr(k_leases_prefix.size());
+    const auto slash = rest.find('/');
+    route.key = std::string(rest.substr(0, slash));
+    if (slash == std::string_view::npos) {
+      if (only({"POST"}, "POST") && valid_key()) {
+        route.scope = Scope::write;
+        route.body = BodyKind::small;
+      }
+      return route;
+    }
+    route.lease_id = std::string(rest.substr(slash + 1));
+    if (only({"PUT", "DELETE"}, "PUT, DELETE") && valid_key() && valid_lease_id()) {
+      route.scope = Scope::write;
+    }
+    return route;
+  }
   const bool under_entries = path.substr(0, k_entries_prefix.size()) == k_entries_prefix;
   if (under_entries && path.size() > k_signatures_suffix.size() &&
       path.substr(path.size() - k_signatures_suffix.size()) == k_signatures_suffix) {
@@ -262,6 +291,10 @@ ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload, cons
   if (!stored) {
     return storage_failure(stored.error());
   }
+  // The entry is there: its lease (whoever holds it) has served its purpose,
+  // and the requests waiting for it can have it.
+  m_leases.release_key(key);
+  m_events.notify(key);
   ApiResponse response = json_response(stored->stored ? 201 : 200, {{"key", key},
                                                                    {"digest", stored->digest},
                                                                    {"bytes", stored->bytes},
@@ -366,6 +399,7 @@ ApiResponse Api::status() {
                              {"bytes", optional_number(gauges.bytes)},
                              {"hits", m_metrics.hits()},
                              {"misses", m_metrics.misses()},
+                             {"leases", lease_status()},
                              {"uptime_seconds", uptime}});
 }
 
@@ -373,7 +407,7 @@ ApiResponse Api::metrics() {
   double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
   ApiResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = m_metrics.render(m_storage.gauges(), uptime);
+  response.body = m_metrics.render(m_storage.gauges(), {m_leases.counts(), m_events.waiting()}, uptime);
   return response;
 }
 

@@ -15,6 +15,8 @@
 #include <vector>
 
 #include "server/auth.hpp"
+#include "server/entry_events.hpp"
+#include "server/lease_table.hpp"
 #include "server/metrics.hpp"
 #include "server/server_config.hpp"
 #include "server/storage.hpp"
@@ -35,8 +37,9 @@ inline constexpr std::size_t k_small_body_limit = 2u << 20;
 
 /// What a request's method and path resolve to.
 struct Route {
-  std::string name = "unknown";  ///< metric label: entry, signatures, query, list, status, metrics, healthz, unknown
-  std::string key;               ///< for /v1/entries/{key} and /v1/entries/{key}/signatures
+  std::string name = "unknown";  ///< metric label: entry, signatures, lease, query, list, status, metrics, healthz, unknown
+  std::string key;               ///< for /v1/entries/{key}, /v1/entries/{key}/signatures and /v1/leases/{key}[/{id}]
+  std::string lease_id;          ///< for /v1/leases/{key}/{id}
   Scope scope = Scope::none;
   BodyKind body = BodyKind::none;
   int error_status = 0;          ///< 404 / 405 / 400 when the route itself is wrong
@@ -120,6 +123,23 @@ class Api {
   /// How many keys the server trusts now.
   std::size_t trusted_key_count() const;
   ApiResponse delete_entry(const std::string& key);
+  /// POST /v1/leases/{key}: 201 granting the build lease on `key` to the
+  /// holder named in the JSON `body` ({"holder": "host:pid"}, optional; else
+  /// `token_name`), 409 lease_held naming the live holder, or 200
+  /// {"present": true} when the entry is stored already (docs/protocol.md
+  /// "Build leases"). 400 for a malformed body.
+  ApiResponse acquire_lease(const std::string& key, const std::string& body, const std::string& token_name);
+  /// PUT /v1/leases/{key}/{id}: renews the live lease for config.lease_ttl_s
+  /// (200); 404 lease_not_found when `id` is no longer the live lease.
+  ApiResponse renew_lease(const std::string& key, const std::string& id);
+  /// DELETE /v1/leases/{key}/{id}: ends the lease and wakes the requests
+  /// waiting on `key` (200); 404 lease_not_found as for renew.
+  ApiResponse release_lease(const std::string& key, const std::string& id);
+  /// The build leases (shared with the waiting requests of http_session).
+  LeaseTable& leases() noexcept { return m_leases; }
+  /// Wake-ups of requests waiting on an entry: put_entry and release_lease
+  /// notify them.
+  EntryEvents& events() noexcept { return m_events; }
   ApiResponse query(const std::string& body);
   ApiResponse list(const std::map<std::string, std::string>& parameters);
   ApiResponse status();
@@ -131,6 +151,8 @@ class Api {
 
  private:
   std::shared_ptr<const store::TrustedKeys> trusted_keys() const;
+  // The "leases" object of GET /v1/status.
+  nlohmann::json lease_status();
   // The 403 refusing `signatures` for the entry (key, digest), counted; or
   // std::nullopt when the upload may be stored.
   std::optional<ApiResponse> refuse_signatures(const std::string& key, const std::string& digest,
@@ -142,6 +164,8 @@ class Api {
   mutable std::mutex m_trust_mutex;
   std::shared_ptr<const store::TrustedKeys> m_trusted = std::make_shared<const store::TrustedKeys>();
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
+  LeaseTable m_leases;
+  EntryEvents m_events;
 };
 
 }  // namespace opcache::server

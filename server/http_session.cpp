@@ -15,6 +15,8 @@
 #include <boost/beast/ssl.hpp>
 
 #include "opcache/version.hpp"
+#include "server/entry_wait.hpp"
+#include "server/request_dispatch.hpp"
 
 namespace opcache::server {
 
@@ -134,6 +136,7 @@ class Session : public SessionBase {
 
   void on_header(beast::error_code ec) {
     m_bytes_in = 0;
+    m_body.clear();
     m_close_after = false;
     m_route = Route{};
     m_identity = Identity{};
@@ -161,6 +164,7 @@ class Session : public SessionBase {
     m_query = std::move(routed.parameters);
     m_keep_alive = request.keep_alive();
     m_expect_continue = beast::iequals(request[http::field::expect], "100-continue");
+    m_if_none_match = std::string(request[http::field::if_none_match]);
     const bool has_body = m_header->chunked() || m_header->content_length().value_or(0) > 0;
     // Until a body reader has consumed it, a body may be on its way.
     m_body_pending = has_body;
@@ -369,36 +373,21 @@ class Session : public SessionBase {
   }
 
   void dispatch() {
-    const auto& name = m_route.name;
-    if (name == "healthz") {
-      respond(m_state->api.healthz());
-      return;
-    }
-    auto self = self_pointer();
-    if (name == "entry" && m_method == "DELETE") {
-      run_on_worker([self] { return self->m_state->api.delete_entry(self->m_route.key); });
-    } else if (name == "entry" && m_state->storage->reads_are_local()) {
-      // A local read is an index lookup and a file open: answering it here
-      // costs less than the hop to a worker and back, and needs no in-flight
-      // slot (those bound the worker queue).
-      respond(m_state->api.get_entry(m_route.key, m_method == "HEAD", m_header->get()[http::field::if_none_match]));
-    } else if (name == "entry") {
-      std::string if_none_match(m_header->get()[http::field::if_none_match]);
-      run_on_worker([self, if_none_match] {
-        return self->m_state->api.get_entry(self->m_route.key, self->m_method == "HEAD", if_none_match);
-      });
-    } else if (name == "signatures") {
-      run_on_worker([self] { return self->m_state->api.add_signatures(self->m_route.key, self->m_body); });
-    } else if (name == "query") {
-      run_on_worker([self] { return self->m_state->api.query(self->m_body); });
-    } else if (name == "list") {
-      run_on_worker([self] { return self->m_state->api.list(self->m_query); });
-    } else if (name == "status") {
-      run_on_worker([self] { return self->m_state->api.status(); });
-    } else if (name == "metrics") {
-      run_on_worker([self] { return self->m_state->api.metrics(); });
+    ApiRequest request{m_route, m_method, m_query, m_if_none_match, std::move(m_body), m_identity.name};
+    auto call = plan_call(m_state->api, m_state->config, m_state->storage->reads_are_local(), std::move(request));
+    if (call.wait.count() > 0) {
+      wait_for_entry(m_state, derived().stream().get_executor(), std::move(call), m_route.key,
+                     [self = self_pointer()](ApiResponse response) {
+                       // The wait is not part of --request-timeout: the answer gets its own.
+                       self->lowest().expires_after(std::chrono::seconds(self->m_state->config.request_timeout_s));
+                       self->respond(std::move(response));
+                     });
+    } else if (call.on_io_thread) {
+      // Answering here costs less than the hop to a worker and back, and
+      // needs no in-flight slot (those bound the worker queue).
+      respond(call.run());
     } else {
-      respond(error_response(500, "internal", "no handler for route " + name));
+      run_on_worker(std::move(call.run));
     }
   }
 
@@ -575,6 +564,7 @@ class Session : public SessionBase {
   std::string m_method;
   std::string m_target;
   std::map<std::string, std::string> m_query;
+  std::string m_if_none_match;
   std::string m_body;
   store::Signatures m_signatures;  // of the current upload (X-Opcache-Signature)
   Clock::time_point m_started = Clock::now();

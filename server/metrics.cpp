@@ -56,7 +56,8 @@ std::int64_t Metrics::misses() const {
   return m_misses;
 }
 
-std::string Metrics::render(const StorageGauges& gauges, double uptime_seconds) const {
+std::string Metrics::render(const StorageGauges& gauges, const CoordinationGauges& coordination,
+                            double uptime_seconds) const {
   std::lock_guard lock(m_mutex);
   std::string out;
   append_family(out, "opcache_http_requests_total", "counter", "HTTP requests by route, method and status.");
@@ -102,6 +103,17 @@ std::string Metrics::render(const StorageGauges& gauges, double uptime_seconds) 
     append_family(out, "opcache_store_evictions_total", "counter", "Entries removed by aging.");
     out += "opcache_store_evictions_total " + std::to_string(*gauges.evictions) + "\n";
   }
+  append_family(out, "opcache_leases_total", "counter",
+                "Build leases by outcome: granted, refused (held by another), expired, released (DELETE or upload).");
+  const auto& leases = coordination.leases;
+  for (const auto& [outcome, count] : {std::pair{"granted", leases.granted}, std::pair{"refused", leases.refused},
+                                       std::pair{"expired", leases.expired}, std::pair{"released", leases.released}}) {
+    out += std::string("opcache_leases_total{outcome=\"") + outcome + "\"} " + std::to_string(count) + "\n";
+  }
+  append_family(out, "opcache_leases_active", "gauge", "Build leases held now.");
+  out += "opcache_leases_active " + std::to_string(leases.active) + "\n";
+  append_family(out, "opcache_entry_waits", "gauge", "GET/HEAD ?wait= requests waiting for an entry now.");
+  out += "opcache_entry_waits " + std::to_string(coordination.waiting) + "\n";
   append_family(out, "opcache_uptime_seconds", "gauge", "Seconds since the server started.");
   out += "opcache_uptime_seconds " + format_double(uptime_seconds) + "\n";
   return out;

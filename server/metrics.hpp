@@ -9,6 +9,8 @@
 #include <string>
 #include <tuple>
 
+#include "server/lease_table.hpp"
+
 namespace opcache::server {
 
 /// Store-level gauges sampled when /metrics is scraped (absent when the
@@ -17,6 +19,12 @@ struct StorageGauges {
   std::optional<std::int64_t> entries;
   std::optional<std::int64_t> bytes;
   std::optional<std::int64_t> evictions;
+};
+
+/// Build leases and waiting requests, sampled when /metrics is scraped.
+struct CoordinationGauges {
+  LeaseCounts leases;
+  std::size_t waiting = 0;  ///< GET/HEAD ?wait= requests held open now
 };
 
 /// Request counters and latency histograms by route, method and status;
@@ -34,8 +42,9 @@ class Metrics {
   std::int64_t hits() const;
   std::int64_t misses() const;
 
-  /// The exposition text, including `gauges` and process uptime.
-  std::string render(const StorageGauges& gauges, double uptime_seconds) const;
+  /// The exposition text, including `gauges`, `coordination` and process uptime.
+  std::string render(const StorageGauges& gauges, const CoordinationGauges& coordination,
+                     double uptime_seconds) const;
 
  private:
   struct Histogram {

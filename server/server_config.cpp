@@ -70,6 +70,12 @@ Status apply(ServerConfig& config, const std::string& where, const std::string& 
   } else if (key == "max_header") {
     OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1024, 1 << 20));
     config.max_header_bytes = static_cast<std::uint32_t>(n);
+  } else if (key == "lease_ttl") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 3600));
+    config.lease_ttl_s = static_cast<int>(n);
+  } else if (key == "max_wait") {
+    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 0, 3600));
+    config.max_wait_s = static_cast<int>(n);
   } else if (key == "request_timeout") {
     OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 86400));
     config.request_timeout_s = static_cast<int>(n);

@@ -48,6 +48,8 @@ struct ServerConfig {
   std::filesystem::path temp_dir;         ///< uploads to S3 are spooled here (default: system temp)
   std::filesystem::path trusted_keys_file;  ///< NAME:BASE64 per line (store/trust.hpp); reloaded on SIGHUP
   bool require_signature = false;         ///< refuse uploads without a valid signature by a trusted key
+  int lease_ttl_s = 60;                   ///< a build lease not renewed for this long expires
+  int max_wait_s = 60;                    ///< longest ?wait= a GET or HEAD of an entry may hold
 
   bool tls() const { return !tls_cert.empty(); }
 };

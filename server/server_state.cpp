@@ -87,6 +87,7 @@ void HttpServer::State::begin_stop() {
   for (auto& session : live) {
     session->close_if_idle();
   }
+  api.events().notify_all();  // requests waiting for an entry answer 503 now
   if (live.empty()) {
     return;
   }

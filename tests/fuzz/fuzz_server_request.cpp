@@ -3,8 +3,9 @@
 // steps of server/http_session.cpp, without sockets or threads:
 //   Beast's request parser with the server's limits (header limit, then the
 //   route's body limit) → route_target (server/api) → TokenTable::authorize
-//   (server/auth) → the body rule of the route → the Api handler on a local
-//   storage in a scratch directory → metrics and access log records,
+//   (server/auth) → the body rule of the route (an upload's
+//   X-Opcache-Signature headers) → the handler server/request_dispatch picks,
+//   on a local storage in a scratch directory → metrics and access log records,
 // repeating while the request keeps the connection alive, as the session does.
 // The tokens known to this server are "read-token", "write-token" and
 // "admin-token" (seeds send them in Authorization headers).
@@ -24,6 +25,7 @@
 #include "server/api.hpp"
 #include "server/auth.hpp"
 #include "server/local_storage.hpp"
+#include "server/request_dispatch.hpp"
 #include "tests/fuzz/fuzz_support.hpp"
 
 namespace {
@@ -94,17 +96,13 @@ struct Outcome {
 
 Outcome stop_with(ApiResponse response) { return {std::move(response), false}; }
 
-ApiResponse dispatch(const Route& route, const std::string& method, const RoutedTarget& routed,
-                     std::string_view if_none_match, const std::string& body) {
-  Api& api = *server().api;
-  if (route.name == "healthz") return api.healthz();
-  if (route.name == "entry" && method == "DELETE") return api.delete_entry(route.key);
-  if (route.name == "entry") return api.get_entry(route.key, method == "HEAD", if_none_match);
-  if (route.name == "query") return api.query(body);
-  if (route.name == "list") return api.list(routed.parameters);
-  if (route.name == "status") return api.status();
-  if (route.name == "metrics") return api.metrics();
-  return error_response(500, "internal", "no handler for route " + route.name);
+// The handler the session would call (server/request_dispatch), run here
+// and now; a ?wait= request is answered after its first look, as if the wait
+// had ended.
+ApiResponse dispatch(const RoutedTarget& routed, const std::string& method, std::string_view if_none_match,
+                     const std::string& body) {
+  ApiRequest request{routed.route, method, routed.parameters, std::string(if_none_match), body, "fuzz-client"};
+  return plan_call(*server().api, server().config, true, std::move(request)).run();
 }
 
 // Reads the body of a small (query) or upload (PUT) route and runs its handler.
@@ -124,13 +122,21 @@ Outcome read_body_then_dispatch(http::request_parser<http::empty_body>& header, 
   const auto& request = parser.get();
   const bool keep_alive = request.keep_alive();
   if (!upload) {
-    return {dispatch(routed.route, method, routed, "", request.body()), keep_alive};
+    return {dispatch(routed, method, "", request.body()), keep_alive};
+  }
+  std::vector<std::string> signature_values;
+  for (auto [it, end] = request.equal_range("X-Opcache-Signature"); it != end; ++it) {
+    signature_values.emplace_back(it->value());
+  }
+  auto signatures = parse_signature_headers(signature_values);
+  if (!signatures) {
+    return stop_with(error_response(400, "malformed_signature", signatures.error().message()));
   }
   auto file = server().api->create_upload();
   if (!file || !file->write(request.body().data(), request.body().size())) {
     return stop_with(error_response(503, "unavailable", "cannot write the upload"));
   }
-  return {server().api->put_entry(routed.route.key, std::move(*file)), keep_alive};
+  return {server().api->put_entry(routed.route.key, std::move(*file), *signatures), keep_alive};
 }
 
 // The steps of Session::on_header for one request; nullopt when the session
@@ -161,7 +167,7 @@ std::optional<Outcome> handle_one(std::string_view& input, std::string& method, 
     return read_body_then_dispatch(header, routed, method, input);
   }
   if (has_body) return stop_with(error_response(400, "bad_request", "takes no request body"));
-  return Outcome{dispatch(routed.route, method, routed, request[http::field::if_none_match], ""), keep_alive};
+  return Outcome{dispatch(routed, method, request[http::field::if_none_match], ""), keep_alive};
 }
 
 void record(const std::string& route, const std::string& method, const std::string& target, int status) {

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include "server/api.hpp"
 
@@ -27,6 +28,9 @@ TEST_CASE("server::match_route maps every route and method to a handler, scope a
       {"PUT", "/v1/entries/" + k_key, "entry", Scope::write, BodyKind::upload},
       {"DELETE", "/v1/entries/" + k_key, "entry", Scope::admin, BodyKind::none},
       {"POST", "/v1/entries/query", "query", Scope::read, BodyKind::small},
+      {"POST", "/v1/leases/" + k_key, "lease", Scope::write, BodyKind::small},
+      {"PUT", "/v1/leases/" + k_key + "/0123abcd", "lease", Scope::write, BodyKind::none},
+      {"DELETE", "/v1/leases/" + k_key + "/0123abcd", "lease", Scope::write, BodyKind::none},
       {"GET", "/v1/entries", "list", Scope::read, BodyKind::none},
       {"HEAD", "/v1/entries", "list", Scope::read, BodyKind::none},
       {"GET", "/v1/status", "status", Scope::read, BodyKind::none},
@@ -143,4 +147,20 @@ TEST_CASE("server::error_response quotes a decoded path that is not UTF-8 withou
   CHECK(response.status == 404);
   CHECK(response.body.find("\"error\":\"not_found\"") != std::string::npos);
   CHECK(response.body.find("/\xEF\xBF\xBD") != std::string::npos);  // U+FFFD replaces the byte
+}
+
+TEST_CASE("server::match_route takes the lease id from /v1/leases/{key}/{id} and refuses a malformed one") {
+  auto route = match_route("PUT", "/v1/leases/" + k_key + "/00ff");
+  CHECK(route.error_status == 0);
+  CHECK(route.key == k_key);
+  CHECK(route.lease_id == "00ff");
+  for (const std::string& id : std::vector<std::string>{"", "ABCD", "00ff/x", std::string(65, 'a')}) {
+    auto bad = match_route("DELETE", "/v1/leases/" + k_key + "/" + id);
+    CHECK_MESSAGE(bad.error_status == 400, id);
+    CHECK(bad.error_code == "invalid_lease");
+  }
+  CHECK(match_route("GET", "/v1/leases/" + k_key).error_status == 405);
+  CHECK(match_route("GET", "/v1/leases/" + k_key).allow == "POST");
+  CHECK(match_route("POST", "/v1/leases/" + k_key + "/00ff").allow == "PUT, DELETE");
+  CHECK(match_route("POST", "/v1/leases/nothex").error_code == "invalid_key");
 }

@@ -27,12 +27,6 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/utils/nlohmann_json_utils.hpp>
-#include <valijson/validation_results.hpp>
-#include <valijson/validator.hpp>
 
 #include "store/bundle_reader.hpp"
 #include "store/bundle_writer.hpp"
@@ -42,6 +36,7 @@
 #include "tests/support/children.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/api_schema.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -96,76 +91,6 @@ bool eventually(Condition condition, std::chrono::milliseconds timeout = 5s) {
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-// ---------------------------------------------------------------------------
-// JSON Schemas of the API (schemas/api/), with references to schemas/.
-
-fs::path schema_root() { return fs::path(OPCACHE_SOURCE_DIR) / "schemas"; }
-
-json load_json(const fs::path& path) {
-  json document;
-  REQUIRE_MESSAGE(valijson::utils::loadDocument(path.string(), document), "cannot load " << path.string());
-  return document;
-}
-
-class ApiSchema {
- public:
-  explicit ApiSchema(const std::string& file) {
-    json document = load_json(schema_root() / "api" / file);
-    valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
-    valijson::adapters::NlohmannJsonAdapter adapter(document);
-    auto fetch = [](const std::string& uri) -> const json* {
-      // "../scenario.schema.json" from schemas/api/, or a sibling in schemas/api/.
-      const fs::path name = fs::path(uri).filename();
-      for (const fs::path& dir : {schema_root() / "api", schema_root()}) {
-        if (fs::exists(dir / name) && (uri.rfind("../", 0) != 0 || dir == schema_root())) {
-          return new json(load_json(dir / name));
-        }
-      }
-      return nullptr;
-    };
-    auto free_document = [](const json* document) { delete document; };
-    parser.populateSchema(adapter, m_schema, fetch, free_document);
-  }
-
-  // The validation errors, one per line; empty when valid.
-  std::string errors(const json& value) const {
-    valijson::Validator validator;
-    valijson::ValidationResults results;
-    valijson::adapters::NlohmannJsonAdapter target(value);
-    if (validator.validate(m_schema, target, &results)) {
-      return {};
-    }
-    std::string out;
-    valijson::ValidationResults::Error error;
-    while (results.popError(error)) {
-      for (const auto& part : error.context) {
-        out += part;
-      }
-      out += ": " + error.description + "\n";
-    }
-    return out.empty() ? "invalid" : out;
-  }
-
- private:
-  valijson::Schema m_schema;
-};
-
-// Parses a JSON response body and checks it against `schema_file`.
-json checked_json(const HttpResponse& response, const std::string& schema_file) {
-  INFO("body: " << response.body);
-  CHECK(contains(response.header("content-type"), "application/json"));
-  json body = json::parse(response.body, nullptr, false);
-  REQUIRE_FALSE(body.is_discarded());
-  static std::map<std::string, std::unique_ptr<ApiSchema>> schemas;
-  auto& schema = schemas[schema_file];
-  if (!schema) {
-    schema = std::make_unique<ApiSchema>(schema_file);
-  }
-  const std::string errors = schema->errors(body);
-  CHECK_MESSAGE(errors.empty(), schema_file << ": " << errors);
-  return body;
 }
 
 // An error response: exact status and code, a valid error body.
@@ -605,9 +530,8 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
     REQUIRE(put.status == 201);
   }
   const std::string other_absent(64, 'e');
-  const ApiSchema request_schema("query-request.schema.json");
   const json request = {{"keys", {k_absent_key, bundles[2].key, bundles[0].key, other_absent, bundles[1].key}}};
-  CHECK(request_schema.errors(request).empty());
+  CHECK(opcache::test::schema_errors("query-request.schema.json", request).empty());
   const std::string query_url = served.url("/v1/entries/query");
   auto query = opcache::test::http_request("POST", query_url, {bearer(k_read_token), "Content-Type: application/json"},
                                            request.dump());
@@ -625,7 +549,7 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
     many["keys"].push_back(opcache::base::sha256_hex(std::to_string(i)));
   }
   many["keys"][5000] = bundles[1].key;
-  CHECK(request_schema.errors(many).empty());
+  CHECK(opcache::test::schema_errors("query-request.schema.json", many).empty());
   auto at_limit = opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, many.dump());
   CHECK(at_limit.status == 200);
   json limit_answer = checked_json(at_limit, "query-response.schema.json");
@@ -634,7 +558,7 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
 
   // Refusals.
   many["keys"].push_back(k_absent_key);
-  CHECK_FALSE(request_schema.errors(many).empty());
+  CHECK_FALSE(opcache::test::schema_errors("query-request.schema.json", many).empty());
   check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, many.dump()), 413,
               "too_many_keys");
   check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, "{\"keys\": [\"abc\""), 400,
@@ -644,7 +568,7 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
   check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, R"([1, 2])"), 400,
               "bad_request");
   const json bad_key = {{"keys", {bundles[0].key, std::string(64, 'A')}}};
-  CHECK_FALSE(request_schema.errors(bad_key).empty());
+  CHECK_FALSE(opcache::test::schema_errors("query-request.schema.json", bad_key).empty());
   check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, bad_key.dump()), 400,
               "invalid_key");
   auto wrong_method = opcache::test::http_request("GET", query_url, {bearer(k_read_token)});

@@ -1,0 +1,128 @@
+#include "server/lease_table.hpp"
+
+#include <openssl/rand.h>
+
+#include <array>
+#include <cstdlib>
+
+namespace opcache::server {
+
+namespace {
+
+// 128 random bits from OpenSSL's CSPRNG as 32 hex digits: a lease id names
+// the right to renew and release, so it must not be guessable.
+std::string new_lease_id() {
+  std::array<unsigned char, 16> bytes{};
+  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
+    std::abort();  // OpenSSL's generator failed: no safe id can be made
+  }
+  static constexpr char k_digits[] = "0123456789abcdef";
+  std::string id;
+  for (unsigned char byte : bytes) {
+    id += k_digits[byte >> 4];
+    id += k_digits[byte & 0xf];
+  }
+  return id;
+}
+
+}  // namespace
+
+LeaseTable::LeaseTable(std::function<Clock::time_point()> now) : m_now(std::move(now)) {}
+
+bool LeaseTable::live_locked(const std::string& key, Clock::time_point now) {
+  auto it = m_leases.find(key);
+  if (it == m_leases.end()) {
+    return false;
+  }
+  if (it->second.expires > now) {
+    return true;
+  }
+  m_leases.erase(it);
+  ++m_counts.expired;
+  return false;
+}
+
+void LeaseTable::expire_all_locked(Clock::time_point now) {
+  for (auto it = m_leases.begin(); it != m_leases.end();) {
+    if (it->second.expires > now) {
+      ++it;
+      continue;
+    }
+    it = m_leases.erase(it);
+    ++m_counts.expired;
+  }
+}
+
+LeaseAnswer LeaseTable::acquire(const std::string& key, const std::string& holder, std::chrono::seconds ttl) {
+  std::lock_guard lock(m_mutex);
+  const auto now = m_now();
+  if (live_locked(key, now)) {
+    ++m_counts.refused;
+    return {false, m_leases[key]};
+  }
+  Lease lease{new_lease_id(), holder, now, now + ttl};
+  m_leases[key] = lease;
+  ++m_counts.granted;
+  return {true, std::move(lease)};
+}
+
+std::optional<Lease> LeaseTable::renew(const std::string& key, const std::string& id, std::chrono::seconds ttl) {
+  std::lock_guard lock(m_mutex);
+  const auto now = m_now();
+  if (!live_locked(key, now) || m_leases[key].id != id) {
+    return std::nullopt;
+  }
+  auto& lease = m_leases[key];
+  lease.expires = now + ttl;
+  return lease;
+}
+
+bool LeaseTable::erase_locked(const std::string& key, const std::string& id) {
+  if (!live_locked(key, m_now()) || m_leases[key].id != id) {
+    return false;
+  }
+  m_leases.erase(key);
+  return true;
+}
+
+bool LeaseTable::release(const std::string& key, const std::string& id) {
+  std::lock_guard lock(m_mutex);
+  const bool released = erase_locked(key, id);
+  m_counts.released += released ? 1 : 0;
+  return released;
+}
+
+bool LeaseTable::withdraw(const std::string& key, const std::string& id) {
+  std::lock_guard lock(m_mutex);
+  const bool withdrawn = erase_locked(key, id);
+  m_counts.granted -= withdrawn ? 1 : 0;
+  return withdrawn;
+}
+
+bool LeaseTable::release_key(const std::string& key) {
+  std::lock_guard lock(m_mutex);
+  if (!live_locked(key, m_now())) {
+    return false;
+  }
+  m_leases.erase(key);
+  ++m_counts.released;
+  return true;
+}
+
+std::optional<Lease> LeaseTable::live(const std::string& key) {
+  std::lock_guard lock(m_mutex);
+  if (!live_locked(key, m_now())) {
+    return std::nullopt;
+  }
+  return m_leases[key];
+}
+
+LeaseCounts LeaseTable::counts() {
+  std::lock_guard lock(m_mutex);
+  expire_all_locked(m_now());
+  LeaseCounts counts = m_counts;
+  counts.active = m_leases.size();
+  return counts;
+}
+
+}  // namespace opcache::server

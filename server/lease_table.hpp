@@ -1,0 +1,89 @@
+// Build leases of `opcache serve` (docs/protocol.md "Build leases"): which
+// client is building which key right now, so that the machines of a team
+// compile each kernel once. Leases live in this process's memory only (per
+// replica, see docs/operations.md); nothing here knows HTTP.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+
+namespace opcache::server {
+
+/// A lease that is held: by whom, since when, until when.
+struct Lease {
+  std::string id;      ///< random, unguessable; names the lease in renew and release
+  std::string holder;  ///< who builds ("host:pid" as the client said, or its token's name)
+  std::chrono::steady_clock::time_point granted;
+  std::chrono::steady_clock::time_point expires;
+};
+
+/// What asking for a lease gave.
+struct LeaseAnswer {
+  bool granted = false;  ///< true: `lease` is the caller's; false: `lease` is the current holder's
+  Lease lease;
+};
+
+/// Counts since start-up, for /metrics and /v1/status.
+struct LeaseCounts {
+  std::uint64_t granted = 0;   ///< leases handed out (takeovers of expired ones included)
+  std::uint64_t refused = 0;   ///< asks answered with the current holder (409)
+  std::uint64_t expired = 0;   ///< leases that ran out without renewal, release or upload
+  std::uint64_t released = 0;  ///< leases ended by DELETE or by the upload of their entry
+  std::uint64_t active = 0;    ///< leases held now
+};
+
+/// The leases of one server, by cache key. Thread-safe (one mutex); expiry
+/// is judged lazily, on each call, against `now`.
+class LeaseTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  /// A table reading time from `now` (tests pass their own clock).
+  explicit LeaseTable(std::function<Clock::time_point()> now = Clock::now);
+
+  /// Grants the lease on `key` to `holder` for `ttl` when nobody holds a live
+  /// one (an expired lease is counted and replaced); else answers with the
+  /// live lease, unchanged.
+  LeaseAnswer acquire(const std::string& key, const std::string& holder, std::chrono::seconds ttl);
+
+  /// Extends the live lease `id` on `key` to now + `ttl`; std::nullopt when
+  /// `id` is not the live lease of `key` (expired, released, taken over).
+  std::optional<Lease> renew(const std::string& key, const std::string& id, std::chrono::seconds ttl);
+
+  /// Ends the live lease `id` on `key`; false when it is not the live lease.
+  bool release(const std::string& key, const std::string& id);
+
+  /// Takes back the lease `id` on `key` that acquire() has just granted (it
+  /// turned out not to be needed): it counts neither as granted nor as
+  /// released. False when `id` is not the live lease of `key`.
+  bool withdraw(const std::string& key, const std::string& id);
+
+  /// Ends whatever lease `key` has: its entry was just stored. Returns
+  /// whether there was a live one.
+  bool release_key(const std::string& key);
+
+  /// The live lease on `key`, or std::nullopt.
+  std::optional<Lease> live(const std::string& key);
+
+  /// The counts now (expired leases are counted first).
+  LeaseCounts counts();
+
+ private:
+  // Drops `key`'s lease when it has expired (counting it); true when a live one remains.
+  bool live_locked(const std::string& key, Clock::time_point now);
+  void expire_all_locked(Clock::time_point now);
+  // Erases the live lease `id` of `key`; false when `id` is not it.
+  bool erase_locked(const std::string& key, const std::string& id);
+
+  std::function<Clock::time_point()> m_now;
+  std::mutex m_mutex;
+  std::map<std::string, Lease> m_leases;
+  LeaseCounts m_counts;
+};
+
+}  // namespace opcache::server

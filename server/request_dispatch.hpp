@@ -1,0 +1,47 @@
+// Which Api handler answers a routed request, and where it may run. Shared
+// by the sessions (server/http_session.cpp) and the request fuzzer
+// (tests/fuzz/fuzz_server_request.cpp), so that what is fuzzed is what is
+// served. Uploads are not here: their body is a file the session streams
+// into Api::put_entry.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <string>
+
+#include "server/api.hpp"
+#include "server/server_config.hpp"
+
+namespace opcache::server {
+
+/// A routed and authorized request, without an upload body.
+struct ApiRequest {
+  Route route;
+  std::string method;
+  std::map<std::string, std::string> parameters;  ///< decoded query parameters
+  std::string if_none_match;                      ///< the If-None-Match header, or empty
+  std::string body;                               ///< a small body (BodyKind::small), else empty
+  std::string token_name;                         ///< who the request was authorized as
+};
+
+/// The handler call of one request.
+struct ApiCall {
+  /// Runs the handler; owns a copy of the request, so it may run on any
+  /// thread and more than once (a waiting request re-runs it).
+  std::function<ApiResponse()> run;
+  /// True when the handler does not wait on storage (memory, or a local
+  /// store's index and file open): answer it where the request was read.
+  bool on_io_thread = false;
+  /// GET or HEAD of an entry with ?wait=SECONDS (capped at --max-wait): hold
+  /// the request up to this long while `run` answers 404
+  /// (server/entry_wait.hpp). Zero: answer at once.
+  std::chrono::seconds wait{0};
+};
+
+/// The call for `request` (any route but an upload). A malformed ?wait= is a
+/// call answering 400 bad_request. `reads_are_local` is the storage's
+/// (Storage::reads_are_local). Thread-safe; `api` must outlive the call.
+ApiCall plan_call(Api& api, const ServerConfig& config, bool reads_are_local, ApiRequest request);
+
+}  // namespace opcache::server
