@@ -107,7 +107,9 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
     result.files = hit->files;
     return true;
   };
-  auto build_and_store = [&]() -> Status {
+  bool stored_now = false;
+  // Builds and stores locally; uploads are the caller's.
+  auto build_locally = [&]() -> Status {
     const auto start = std::chrono::steady_clock::now();
     OPCACHE_TRY_ASSIGN(auto files, build());
     result.build_ms = elapsed_ms(start);
@@ -123,7 +125,32 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
     if (!stored) {
       // The kernel is built and usable; failing to cache it must not fail the compile.
       local.options().warn("built " + result.key + " but could not store it: " + stored.error().message());
-    } else if (stored->stored) {
+    }
+    stored_now = stored && stored->stored;
+    return {};
+  };
+  bool built_elsewhere = false;  // by another machine, through team single flight
+  auto build_and_store = [&]() -> Status {
+    remote::TeamFlight* team = force ? nullptr : m_impl->team.get();
+    if (team == nullptr) {
+      OPCACHE_TRY(build_locally());
+    } else {
+      auto fetch = [&] { return m_impl->fetch_from_remotes(result.key); };
+      OPCACHE_TRY_ASSIGN(auto outcome, team->run(result.key, fetch, build_locally));
+      if (outcome == remote::TeamOutcome::fetched) {
+        OPCACHE_TRY_ASSIGN(auto hit, local.get(result.key, out_dir));
+        if (hit) {
+          result.files = hit->files;
+          built_elsewhere = true;
+          return {};
+        }
+        OPCACHE_TRY(build_locally());  // gone again at once (aging): build it after all
+      } else if (outcome == remote::TeamOutcome::built_and_uploaded && stored_now) {
+        m_impl->after_store(result.key, &team->remote());
+        stored_now = false;
+      }
+    }
+    if (stored_now) {
       m_impl->after_store(result.key);
     }
     (void)local.record_miss();
@@ -132,7 +159,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
 
   store::SingleFlight flight(local.layout().locks(), std::chrono::seconds(m_impl->settings.wait_timeout_s.value));
   OPCACHE_TRY_ASSIGN(auto outcome, flight.run(result.key, try_hit, build_and_store));
-  result.source = outcome == store::FlightOutcome::hit ? BuildSource::hit : BuildSource::built;
+  result.source = outcome == store::FlightOutcome::hit || built_elsewhere ? BuildSource::hit : BuildSource::built;
   return result;
 }
 

@@ -1,5 +1,8 @@
 // The public C++ API (include/opcache/opcache.hpp) over store/: opening,
 // settings, and the explicit operations. get_or_build is in get_or_build.cpp.
+#include <unistd.h>
+
+#include <chrono>
 #include <cstdio>
 
 #include "api/store_impl.hpp"
@@ -34,6 +37,29 @@ Store& Store::operator=(Store&&) noexcept = default;
 Store::~Store() = default;
 
 namespace {
+
+// "host:pid": how the machines that wait name this process.
+std::string holder_name() {
+  char host[256] = {};
+  if (::gethostname(host, sizeof host - 1) != 0) {
+    std::snprintf(host, sizeof host, "unknown-host");
+  }
+  return std::string(host) + ":" + std::to_string(::getpid());
+}
+
+// Team single flight when it is on, the mode is `enable` and a remote can
+// coordinate (remote/team_flight.hpp); else null.
+std::unique_ptr<remote::TeamFlight> open_team_flight(const store::Settings& settings, const remote::RemoteSet* remotes,
+                                                     store::LocalStore& local) {
+  const remote::Remote* team = remotes != nullptr ? remotes->team_remote() : nullptr;
+  if (team == nullptr || !settings.team_single_flight.value || settings.mode.value != store::CacheMode::enable) {
+    return nullptr;
+  }
+  remote::TeamFlightOptions options;
+  options.holder = holder_name();
+  options.max_wait = std::chrono::seconds(settings.wait_timeout_s.value);
+  return std::make_unique<remote::TeamFlight>(*team, local, std::move(options));
+}
 
 // A signing-key or trusted-keys problem names the setting and its source;
 // a missing file is a configuration mistake (`usage`), not a miss.
@@ -102,6 +128,7 @@ Result<Store> Store::open(const StoreConfig& config) {
   if (!remote_options.empty()) {
     OPCACHE_TRY_ASSIGN(impl->remotes, remote::RemoteSet::open(remote_options, *impl->local, env));
   }
+  impl->team = open_team_flight(settings, impl->remotes.get(), *impl->local);
   impl->settings = std::move(settings);
   impl->volatile_fields = std::move(filter);
   return Store(std::move(impl));

@@ -68,6 +68,10 @@ int run_stats(const Context& context) {
                                std::to_string(counter_value(*stats, "missing_objects")) + " (dropped on read)");
   row("refused (untrusted)", std::to_string(counter_value(*stats, "refused_untrusted")) +
                                  " (require_signature=" + store->signature_requirement() + ")");
+  row("team single flight", std::to_string(counter_value(*stats, "team_builds")) + " built here (" +
+                                std::to_string(counter_value(*stats, "team_takeovers")) + " taken over), " +
+                                std::to_string(counter_value(*stats, "team_waits")) + " from other machines (" +
+                                format_duration_ms(counter_value(*stats, "team_wait_ms")) + " waited)");
   row("compile time saved", format_duration_ms(counter_value(*stats, "compile_ms_saved")));
   return k_exit_ok;
 }

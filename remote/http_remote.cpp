@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,11 @@ class HttpTransfer final : public Transfer {
   void set_upload(const std::filesystem::path& file) { m_upload = &file; }
   /// Writes a 200 body to `fd`.
   void set_download(int fd) noexcept { m_download_fd = fd; }
+  /// Allows this request `timeout_ms` instead of the remote's timeout (a
+  /// request the server holds open on purpose).
+  void set_timeout_ms(long timeout_ms) noexcept { m_timeout_ms = timeout_ms; }
+  /// Sends no body and expects none (HEAD).
+  void set_no_body() noexcept { m_no_body = true; }
 
   /// The response body kept in memory (JSON, or an error's explanation).
   std::string& text() noexcept { return m_text; }
@@ -64,6 +70,14 @@ class HttpTransfer final : public Transfer {
     m_response_headers.install(handle);
     curl_easy_setopt(handle, CURLOPT_URL, m_url.c_str());
     set_write_callback<&HttpTransfer::on_data>(handle, *this);
+    if (m_timeout_ms > 0) {
+      curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, m_timeout_ms);
+    }
+    if (m_no_body) {
+      curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
+    } else if (m_method != "GET" && m_method != "POST" && m_upload == nullptr) {
+      curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, m_method.c_str());
+    }
     if (m_upload != nullptr) {
       OPCACHE_TRY(configure_upload(handle));
     } else if (m_method == "POST") {
@@ -153,6 +167,8 @@ class HttpTransfer final : public Transfer {
   std::string m_text;
   curl_off_t m_written = 0;
   std::optional<Error> m_local_error;
+  long m_timeout_ms = 0;
+  bool m_no_body = false;
 };
 
 struct Response {
@@ -194,7 +210,20 @@ bool is_signature_refusal(const std::string& code) {
   return code == "signature_required" || code == "untrusted_signature" || code == "bad_signature";
 }
 
-class HttpRemote final : public RemoteStore {
+// Milliseconds of a JSON number of seconds ("ttl_seconds": 60), 0 when absent.
+std::chrono::milliseconds seconds_field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it != body.end() && it->is_number() && it->get<double>() >= 0
+             ? std::chrono::milliseconds(static_cast<std::int64_t>(it->get<double>() * 1000))
+             : std::chrono::milliseconds(0);
+}
+
+std::string string_field(const json& body, const char* name) {
+  auto it = body.find(name);
+  return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+class HttpRemote final : public RemoteStore, public BuildLeases {
  public:
   explicit HttpRemote(RemoteOptions options, RetryTiming timing)
       : m_options(std::move(options)), m_engine(engine_options(m_options), std::move(timing)) {
@@ -333,8 +362,70 @@ class HttpRemote final : public RemoteStore {
     }
   }
 
+  BuildLeases* leases() override { return m_options.read_only ? nullptr : this; }
+
+  Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder) override {
+    HttpTransfer request("POST", m_base + "/v1/leases/" + key, m_options.token);
+    request.set_json_body(json{{"holder", holder}}.dump());
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    auto body = json::parse(response.text, nullptr, false);
+    if (!body.is_object() || (response.status != 200 && response.status != 201 && response.status != 409)) {
+      return status_error("POST", request.url(), response);
+    }
+    LeaseGrant grant;
+    grant.holder = string_field(body, "holder");
+    if (response.status == 200) {
+      grant.kind = LeaseGrant::Kind::present;
+    } else if (response.status == 201) {
+      grant.kind = LeaseGrant::Kind::granted;
+      grant.id = string_field(body, "lease");
+      grant.ttl = seconds_field(body, "ttl_seconds");
+      if (grant.id.empty() || grant.ttl.count() <= 0) {
+        return Error::remote(name() + ": POST " + request.url() + ": malformed lease response");
+      }
+    } else {
+      grant.kind = LeaseGrant::Kind::held;
+      grant.expires_in = seconds_field(body, "expires_in_seconds");
+    }
+    return grant;
+  }
+
+  Result<bool> renew_lease(const std::string& key, const std::string& id) override {
+    HttpTransfer request("PUT", m_base + "/v1/leases/" + key + "/" + id, m_options.token);
+    return found(request);
+  }
+
+  Status release_lease(const std::string& key, const std::string& id) override {
+    HttpTransfer request("DELETE", m_base + "/v1/leases/" + key + "/" + id, m_options.token);
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status != 200 && response.status != 404) {
+      return status_error("DELETE", request.url(), response);
+    }
+    return {};
+  }
+
+  Result<bool> wait_for_entry(const std::string& key, std::chrono::seconds wait) override {
+    HttpTransfer request("HEAD", m_base + "/v1/entries/" + key + "?wait=" + std::to_string(wait.count()),
+                         m_options.token);
+    request.set_no_body();
+    request.set_timeout_ms(static_cast<long>(wait.count()) * 1000 + m_options.timeout_ms);
+    return found(request);
+  }
+
  private:
   static std::string escape(const std::string& text) { return base::percent_encode(text); }
+
+  // Performs a request answered 200 (true) or 404 (false); anything else is an error.
+  Result<bool> found(HttpTransfer& request) {
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404) {
+      return false;
+    }
+    if (response.status != 200) {
+      return status_error(request.method().c_str(), request.url(), response);
+    }
+    return true;
+  }
 
   // The error for an unexpected status, with the server's explanation and,
   // for 401 and 403, what to do about the token. A 403 refusing the

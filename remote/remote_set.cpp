@@ -245,7 +245,16 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilte
   return false;
 }
 
-void RemoteSet::enqueue_upload(const std::string& key) {
+const Remote* RemoteSet::team_remote() const {
+  for (const auto& remote : m_remotes) {
+    if (remote.options.upload && !remote.options.read_only && remote.store->leases() != nullptr) {
+      return &remote;
+    }
+  }
+  return nullptr;
+}
+
+void RemoteSet::enqueue_upload(const std::string& key, const Remote* except) {
   if (!m_uploader) {
     return;
   }
@@ -254,7 +263,11 @@ void RemoteSet::enqueue_upload(const std::string& key) {
     return;
   }
   const auto marker = marker_text(m_local.layout().object_path((*entry)->digest), (*entry)->signatures);
-  for (const auto& outbox : m_uploader->outboxes) {
+  for (std::size_t i = 0; i < m_uploader->outboxes.size(); ++i) {
+    if (except != nullptr && m_uploader->remotes[i].store == except->store) {
+      continue;
+    }
+    const auto& outbox = m_uploader->outboxes[i];
     std::error_code ec;
     std::size_t queued = 0;
     for (auto it = fs::directory_iterator(outbox, ec); it != fs::directory_iterator() && queued <= k_max_queued; ++it) {

@@ -48,9 +48,15 @@ class RemoteSet {
   /// prefetch the whole scenario (remote/prefetch.hpp).
   Result<bool> fetch_into_local(const std::string& key, const ListFilter* scenario = nullptr);
 
-  /// Queues `key` (stored locally) for upload to every remote with `upload`.
-  /// Never blocks on the network. At most 10,000 queued per remote.
-  void enqueue_upload(const std::string& key);
+  /// Queues `key` (stored locally) for upload to every remote with `upload`
+  /// but `except` (one it was just uploaded to). Never blocks on the
+  /// network. At most 10,000 queued per remote.
+  void enqueue_upload(const std::string& key, const Remote* except = nullptr);
+
+  /// The remote that coordinates builds across machines (team single
+  /// flight): the first http(s) remote with `upload` that is not read-only;
+  /// null when there is none.
+  const Remote* team_remote() const;
 
   /// The remote named by `name_or_url` (its URL, or its position "1", "2"…), or
   /// the first one when empty.

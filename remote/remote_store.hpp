@@ -10,6 +10,7 @@
 
 #include "opcache/result.hpp"
 #include "opcache/types.hpp"
+#include "remote/build_leases.hpp"
 #include "remote/remote_config.hpp"
 #include "store/scenario.hpp"
 #include "store/signature.hpp"
@@ -53,6 +54,10 @@ class RemoteStore {
   /// Whether list_keys() can filter by scenario (device mode, phase,
   /// toolchain, soc); prefetching needs it.
   virtual bool lists_by_scenario() const { return true; }
+
+  /// The build leases of this remote (a team server), or null when the
+  /// backend has none (file://, s3://). Owned by the remote.
+  virtual BuildLeases* leases() { return nullptr; }
 };
 
 /// Opens the backend for `options.url` (scheme → factory). Performs no I/O

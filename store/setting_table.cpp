@@ -49,6 +49,21 @@ std::string check_flag(const std::string& text) {
   return text == "true" || text == "false" ? "" : "expected true or false";
 }
 
+// The forms a yes/no setting accepts from flags, the environment and files.
+std::optional<bool> parse_switch(const std::string& text) {
+  if (text == "true" || text == "1" || text == "on" || text == "yes") {
+    return true;
+  }
+  if (text == "false" || text == "0" || text == "off" || text == "no") {
+    return false;
+  }
+  return std::nullopt;
+}
+
+std::string check_switch(const std::string& text) {
+  return parse_switch(text) ? "" : "expected true or false (or 1/0, on/off, yes/no)";
+}
+
 std::string check_signature_requirement(const std::string& text) {
   return parse_signature_requirement(text) ? "" : "expected off, remote or all";
 }
@@ -197,6 +212,17 @@ const SettingSpec k_specs[] = {
      [](Settings& s, Setting<std::string> value) { s.require_signature = resolve_requirement(std::move(value), s); },
      [](const Settings& s) {
        return Setting<std::string>{to_string(s.require_signature.value), s.require_signature.source};
+     }},
+    {{"team_single_flight", "team_single_flight", SettingType::text, true, "--team-single-flight",
+      "Build each kernel once per team: on a miss, take a build lease from the first http(s) remote with "
+      "upload, or wait for the machine that holds it (true or false; default true)",
+      "OPCACHE_TEAM_SINGLE_FLIGHT", "team_single_flight", "true"},
+     &StoreConfig::team_single_flight, check_switch,
+     [](Settings& s, Setting<std::string> value) {
+       s.team_single_flight = {parse_switch(value.value).value_or(true), std::move(value.source)};
+     },
+     [](const Settings& s) {
+       return Setting<std::string>{s.team_single_flight.value ? "true" : "false", s.team_single_flight.source};
      }},
     // Remotes are resolved by remote/remote_config (OPCACHE_REMOTE, [remote "NAME"] sections).
     {{"remotes", "", SettingType::repeated, true, "--remote",

@@ -50,6 +50,7 @@ struct Settings {
   Setting<std::string> signing_key;   ///< path of the signing key; "" when none
   Setting<std::string> trusted_keys;  ///< path of the trusted-keys file; "" when none
   Setting<SignatureRequirement> require_signature;
+  Setting<bool> team_single_flight{true, "default"};  ///< remote/team_flight.hpp
   Setting<bool> shared_group;            ///< see store/cache_root.hpp Sharing
   std::vector<std::string> warnings;     ///< problems found in the environment and files
 

@@ -103,6 +103,11 @@ struct StoreConfig {
   /// (entries from remotes) or "all" (local reads too). Unset: remote when
   /// trusted keys are configured, else off (docs/security.md).
   std::optional<std::string> require_signature;
+  /// Build each kernel once per team (docs/remotes.md "Team single flight"):
+  /// "true" or "false" (also 1/0, on/off, yes/no); unset means
+  /// OPCACHE_TEAM_SINGLE_FLIGHT, else the config file, else true. Takes
+  /// effect with an http(s) remote with `upload`, in mode enable.
+  std::optional<std::string> team_single_flight;
   /// Accept a cache root that another user owns and the group may write, and
   /// make what opcache creates there group-writable (a team sharing one
   /// directory); unset means OPCACHE_SHARED_GROUP, else the config file.

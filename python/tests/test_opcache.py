@@ -222,7 +222,7 @@ class ErrorTest(TempDirTestCase):
         self.assertEqual(
             set(opcache.SETTINGS),
             {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
-             "wait_timeout_s", "signing_key", "trusted_keys", "require_signature", "remotes", "no_remote", "token_file",
+             "wait_timeout_s", "signing_key", "trusted_keys", "require_signature", "team_single_flight", "remotes", "no_remote", "token_file",
              "shared_group", "compression_level"},
         )
 

@@ -196,6 +196,7 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                                     config_line("signing_key", "(none)", "default") + "\n" +
                                     config_line("trusted_keys", "(none)", "default") + "\n" +
                                     config_line("require_signature", "off", "default") + "\n" +
+                                    config_line("team_single_flight", "true", "default") + "\n" +
                                     config_line("shared_group", "false", "default") + "\n";
   CHECK(result.out == expected_text);
 
@@ -212,6 +213,7 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"signing_key", setting("(none)", "default")},
                    {"trusted_keys", setting("(none)", "default")},
                    {"require_signature", setting("off", "default")},
+                   {"team_single_flight", setting("true", "default")},
                    {"shared_group", setting("false", "default")},
                    {"remotes", json::array()}};
   CHECK(cli.config() == expected);
