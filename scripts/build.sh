@@ -6,7 +6,14 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 "$repo/scripts/install-deps.sh"
-cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+launcher=()
+if command -v ccache >/dev/null 2>&1; then
+  # Paths relative to the checkout, so that another clone of the same sources
+  # (CI's clean clone) reuses what this machine compiled before.
+  export CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+fi
+cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" "${launcher[@]}" >/dev/null
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done
 cmake --build "$repo/build" -j"${OPCACHE_JOBS:-2}" "${targets[@]}"

@@ -84,6 +84,7 @@ esac
 "$repo/scripts/install-deps.sh"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
+  export CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true  # as scripts/build.sh
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" \

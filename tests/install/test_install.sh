@@ -12,6 +12,13 @@ if [[ $# -ne 2 ]]; then
   exit 2
 fi
 build_dir=$(cd "$1" && pwd)
+
+# A sanitizer build (cmake/Sanitizers.cmake) runs this test with the ASan
+# runtime in LD_PRELOAD, for the consumers: they are not instrumented but load
+# the instrumented libopcache.so. The tools (cmake, make, cc, ldd) run without
+# it: GNU make itself trips ASan's string checks.
+consumer_preload=${LD_PRELOAD:-}
+unset LD_PRELOAD
 source_dir=$(cd "$2" && pwd)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-install-test-XXXXXX")
@@ -86,7 +93,8 @@ step "cc -std=c11 c_consumer/main.c"
 # shellcheck disable=SC2086  # pkg-config output is a list of words
 if cc -std=c11 -Wall -Wextra -Wpedantic -Werror -o "$tmp/c_consumer" "$source_dir/c_consumer/main.c" $pc_flags; then
   step "run c_consumer"
-  if LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$tmp/c_consumer" "$tmp/c_work" \
+  if LD_PRELOAD="$consumer_preload" LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      "$tmp/c_consumer" "$tmp/c_work" \
       >"$tmp/c_consumer.out" 2>&1; then
     cat "$tmp/c_consumer.out"
     grep -qx 'c_consumer: ok' "$tmp/c_consumer.out" || failed "c_consumer exited 0 without printing 'c_consumer: ok'"
@@ -113,7 +121,7 @@ if cmake -S "$source_dir/cmake_consumer" -B "$tmp/cmake_consumer_build" -DCMAKE_
   step "build cmake_consumer"
   if cmake --build "$tmp/cmake_consumer_build" >"$tmp/cmake_consumer_build.log" 2>&1; then
     step "run cmake_consumer"
-    if LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    if LD_PRELOAD="$consumer_preload" LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
         "$tmp/cmake_consumer_build/cmake_consumer" "$tmp/cmake_work" >"$tmp/cmake_consumer.out" 2>&1; then
       cat "$tmp/cmake_consumer.out"
       grep -qx 'cmake_consumer: ok' "$tmp/cmake_consumer.out" ||
