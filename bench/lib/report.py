@@ -101,6 +101,16 @@ def figure_rows(r):
         else:
             rows.append(_row(f"index lookup p99 and gc of 10 % at {n} entries", "—",
                              f"not available ({s['reason']})", None, "< 200 µs; < 60 s", None))
+    s = r.get("team")
+    if s:
+        alone, without, with_team = s["alone"], s["without_team"], s["with_team"]
+        rows.append(_row(f"team single flight: refcc {s['model']} ({with_team['kernels']} kernels) on "
+                         f"{s['machines']} machines at once, cold; peer: the same without team single flight "
+                         f"({without['compiles']} compiles), opcache: with it ({with_team['compiles']} compiles; "
+                         f"one machine alone: {_fmt(alone['wall_s'], ' s')})", _fmt(without["wall_s"], " s"),
+                         _fmt(with_team["wall_s"], " s"), f"{s['without_vs_with']:.2f}× faster",
+                         "each kernel compiled once; ≤ 1.5× one machine alone",
+                         with_team["compiles"] == with_team["kernels"] and s["with_vs_alone"] <= 1.5))
     for model, s in (r.get("refcc") or {}).items():
         rows.append(_row(f"refcc {model} ({s['kernels']} kernels): cold vs warm", _fmt(s["cold_s"], " s"),
                          _fmt(s["warm_s"], " s"), f"{s['warm_speedup']:.1f}× faster", "—", None))
