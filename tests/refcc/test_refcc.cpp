@@ -21,6 +21,7 @@
 #include "base/sha256.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "opcache_test_paths.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;

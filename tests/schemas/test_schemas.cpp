@@ -26,6 +26,7 @@
 #include "base/sha256.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "opcache_test_paths.hpp"
 
 namespace {
 

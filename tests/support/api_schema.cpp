@@ -1,4 +1,5 @@
 #include "tests/support/api_schema.hpp"
+#include "opcache_test_paths.hpp"
 
 #include <doctest/doctest.h>
 

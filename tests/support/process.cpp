@@ -1,4 +1,5 @@
 #include "tests/support/process.hpp"
+#include "opcache_test_paths.hpp"
 
 #include <fcntl.h>
 #include <poll.h>
