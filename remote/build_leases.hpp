@@ -31,7 +31,8 @@ class BuildLeases {
  public:
   virtual ~BuildLeases() = default;
 
-  /// POST /v1/leases/{key} naming `holder` ("host:pid").
+  /// POST /v1/leases/{key} naming `holder` ("host:pid"). `not_found` when
+  /// the server has no build leases at all (older than API v1 revision 3).
   virtual Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder) = 0;
   /// PUT /v1/leases/{key}/{id}: true when renewed, false when the lease is
   /// no longer this client's (it expired and another took it, or the entry

@@ -368,6 +368,10 @@ class HttpRemote final : public RemoteStore, public BuildLeases {
     HttpTransfer request("POST", m_base + "/v1/leases/" + key, m_options.token);
     request.set_json_body(json{{"holder", holder}}.dump());
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404 && error_code_of(response.text) != "lease_not_found") {
+      // A server older than API v1 revision 3 has no such endpoint.
+      return Error::not_found(name() + " does not hand out build leases (a server older than API v1 revision 3)");
+    }
     auto body = json::parse(response.text, nullptr, false);
     if (!body.is_object() || (response.status != 200 && response.status != 201 && response.status != 409)) {
       return status_error("POST", request.url(), response);

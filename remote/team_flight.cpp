@@ -60,7 +60,7 @@ TeamFlight::TeamFlight(Remote remote, store::LocalStore& local, TeamFlightOption
 
 Result<TeamOutcome> TeamFlight::run(const std::string& key, const std::function<Result<bool>()>& fetch,
                                     const std::function<Status()>& build) {
-  if (!m_remote.breaker->allows()) {
+  if (m_without_leases || !m_remote.breaker->allows()) {
     return build_alone(build);
   }
   const auto started = Clock::now();
@@ -72,6 +72,13 @@ Result<TeamOutcome> TeamFlight::run(const std::string& key, const std::function<
   };
   for (;;) {
     auto grant = m_leases.acquire_lease(key, m_options.holder);
+    if (!grant && grant.error().code() == ErrorCode::not_found) {
+      if (!m_without_leases.exchange(true)) {
+        m_local.options().warn(grant.error().message() + ": team single flight is off for this process; "
+                               "each machine builds its own misses");
+      }
+      return build_alone(build);
+    }
     if (!grant) {
       server_failed("asking for the build lease on " + key, grant.error());
       record_wait();

@@ -7,6 +7,7 @@
 // a dead or slow server never stops a compile.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <string>
@@ -65,6 +66,7 @@ class TeamFlight {
   BuildLeases& m_leases;
   store::LocalStore& m_local;
   TeamFlightOptions m_options;
+  std::atomic<bool> m_without_leases{false};  // the server has none (said once, then every key builds here)
 };
 
 }  // namespace opcache::remote

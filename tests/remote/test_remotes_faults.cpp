@@ -34,16 +34,6 @@ std::string fake_key(int i) {
   return opcache::base::sha256_hex("no such kernel " + std::to_string(i));
 }
 
-// The breaker state files of a cache directory.
-std::size_t breaker_files(const fs::path& cache) {
-  std::size_t count = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(cache / "remotes", ec)) {
-    count += entry.path().extension() == ".breaker" ? 1 : 0;
-  }
-  return count;
-}
-
 // Ends every cool-down recorded under `cache`, for every process: rewrites
 // each breaker file's open_until_ms into the past (the file format of
 // remote/circuit_breaker.cpp), instead of waiting for the cool-down.

@@ -160,4 +160,13 @@ ProcessOptions hermetic_cli() {
   return options;
 }
 
+std::size_t breaker_files(const std::filesystem::path& cache) {
+  std::size_t count = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(cache / "remotes", ec)) {
+    count += entry.path().extension() == ".breaker" ? 1 : 0;
+  }
+  return count;
+}
+
 }  // namespace opcache::test

@@ -72,6 +72,9 @@ std::string put_kernel(Store& store, const TestKernel& kernel);
 /// Regular files anywhere under `dir` (0 when it does not exist).
 std::size_t count_files(const std::filesystem::path& dir);
 
+/// The circuit-breaker state files of a cache directory (one per open breaker).
+std::size_t breaker_files(const std::filesystem::path& cache);
+
 /// A counter of `store` (0 when never set).
 std::int64_t counter(Store& store, const std::string& name);
 

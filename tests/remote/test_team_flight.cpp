@@ -1,0 +1,93 @@
+// Team single flight when the server cannot coordinate (remote/team_flight):
+// a server older than build leases, one that fails, and one that hangs. In
+// every case get_or_build builds at once; only real failures open the
+// breaker. The servers are tests/support/fault_server scripts; the working
+// path with a real `opcache serve` is tests/e2e/test_team_single_flight.cpp.
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+
+#include "tests/support/fault_server.hpp"
+#include "tests/support/remote_fixtures.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using namespace opcache::test;
+using opcache::BuildSource;
+using opcache::Store;
+
+namespace {
+
+const std::string k_not_found = R"({"error":"not_found","message":"no such endpoint"})";
+
+// get_or_build of `kernel` with a build that writes one file; REQUIREs success.
+BuildSource build(Store& store, const TestKernel& kernel, const fs::path& out) {
+  auto got = store.get_or_build(kernel.descriptor_json, test_scenario(), out, [](const fs::path& work) {
+    write_text(work / "kernel.o", "built here");
+    return opcache::Status{};
+  });
+  REQUIRE_MESSAGE(got.ok(), got.error().message());
+  CHECK(read_text(out / "kernel.o") == "built here");
+  return got->source;
+}
+
+}  // namespace
+
+TEST_CASE("remote::team flight: a server without build leases is told once, keeps serving lookups, and every "
+          "miss builds here") {
+  FaultServer server([](const FaultRequest& request) {
+    if (request.method == "PUT") {
+      return FaultReply::status(201, R"({"stored":true})");
+    }
+    return FaultReply::status(404, k_not_found);  // GET of entries, and POST /v1/leases: no such endpoint
+  });
+  TempDir temp;
+  WarningLog warnings;
+  Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0"}, &warnings);
+  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out-a") == BuildSource::built);
+  CHECK(build(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
+  CHECK(server.count("POST") == 1);  // asked once, then known
+  CHECK(server.count("GET") == 4);   // two lookups per key (before and under the local lock): no breaker
+  CHECK(breaker_files(temp / "cache") == 0);
+  CHECK_MESSAGE(warnings.contains("does not hand out build leases"), warnings.joined());
+  CHECK(warnings.all().size() == 1);
+  CHECK(counter(store, "team_builds") == 0);
+}
+
+TEST_CASE("remote::team flight: a lease request answered 500 builds here at once and opens the breaker") {
+  FaultServer server([](const FaultRequest& request) {
+    if (request.method == "POST") {
+      return FaultReply::status(500, R"({"error":"internal","message":"disk on fire"})");
+    }
+    return FaultReply::status(404, R"({"error":"not_found","message":"no entry"})");
+  });
+  TempDir temp;
+  WarningLog warnings;
+  Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0|retries=0"}, &warnings);
+  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out") == BuildSource::built);
+  CHECK_MESSAGE(warnings.contains("failed asking for the build lease"), warnings.joined());
+  CHECK_MESSAGE(warnings.contains("HTTP 500"), warnings.joined());
+  CHECK(breaker_files(temp / "cache") == 1);
+}
+
+TEST_CASE("remote::team flight: a server that hangs on the lease request costs one remote timeout, then builds "
+          "here") {
+  FaultServer server([](const FaultRequest& request) {
+    if (request.method == "POST") {
+      return FaultReply::hang();
+    }
+    return FaultReply::status(404, R"({"error":"not_found","message":"no entry"})");
+  });
+  TempDir temp;
+  WarningLog warnings;
+  Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0|timeout=500"}, &warnings);
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out-a") == BuildSource::built);
+  CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(450));  // it did wait for the timeout
+  CHECK_MESSAGE(warnings.contains("Timeout was reached"), warnings.joined());
+  // The breaker is open: the next miss does not ask again.
+  CHECK(build(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
+  CHECK(server.count("POST") == 1);
+}
