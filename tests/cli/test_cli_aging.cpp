@@ -220,13 +220,17 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
 
   SUBCASE("flags and environment show up with their names as sources") {
     auto document =
-        cli.config(hermetic({{"OPCACHE_MIN_IDLE", "120"}, {"OPCACHE_OP_DEBUG_LEVEL", "2"}}),
+        cli.config(hermetic({{"OPCACHE_MIN_IDLE", "120"}, {"OPCACHE_OP_DEBUG_LEVEL", "2"},
+                             {"OPCACHE_TEAM_SINGLE_FLIGHT", "0"}}),
                    {"--op-debug-list", " MatMul , Conv2D", "--wait-timeout", "5", "--volatile-fields", "+**.trace_id"});
     CHECK(document["min_idle"] == setting("120 s", "OPCACHE_MIN_IDLE"));
     CHECK(document["op_debug_level"] == setting("2", "OPCACHE_OP_DEBUG_LEVEL"));
     CHECK(document["op_debug_list"] == setting("MatMul,Conv2D", "--op-debug-list"));
     CHECK(document["wait_timeout"] == setting("5 s", "--wait-timeout"));
     CHECK(document["volatile_fields"] == setting("+**.trace_id", "--volatile-fields"));
+    CHECK(document["team_single_flight"] == setting("false", "OPCACHE_TEAM_SINGLE_FLIGHT"));
+    CHECK(cli.config(hermetic({}), {"--team-single-flight", "off"})["team_single_flight"] ==
+          setting("false", "--team-single-flight"));
     auto flag = cli.config(hermetic({{"OPCACHE_MIN_IDLE", "120"}}), {"--min-idle", "60"});
     CHECK(flag["min_idle"] == setting("60 s", "--min-idle"));
   }

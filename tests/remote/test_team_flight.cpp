@@ -6,7 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "tests/support/fault_server.hpp"
@@ -89,5 +91,50 @@ TEST_CASE("remote::team flight: a server that hangs on the lease request costs o
   CHECK_MESSAGE(warnings.contains("Timeout was reached"), warnings.joined());
   // The breaker is open: the next miss does not ask again.
   CHECK(build(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
+  CHECK(server.count("POST") == 1);
+}
+
+TEST_CASE("remote::team flight: team_single_flight false, OPCACHE_TEAM_SINGLE_FLIGHT=0 and mode force never ask "
+          "for a lease, and the default does") {
+  FaultServer server([](const FaultRequest& request) {
+    if (request.method == "POST") {
+      return FaultReply::status(500, R"({"error":"internal","message":"no leases today"})");
+    }
+    return FaultReply::status(request.method == "PUT" ? 201 : 404, R"({"error":"not_found","message":"no entry"})");
+  });
+  TempDir temp;
+  auto open = [&](const std::string& name, const std::optional<std::string>& team, const std::string& mode) {
+    opcache::StoreConfig config;
+    config.cache_dir = temp / name;
+    config.remotes = {server.url() + "|upload|prefetch=0|retries=0"};
+    config.team_single_flight = team;
+    if (!mode.empty()) {
+      config.mode = mode;
+    }
+    config.on_warning = [](const std::string&) {};
+    auto store = Store::open(config);
+    REQUIRE_MESSAGE(store.ok(), store.error().message());
+    return std::move(store).value();
+  };
+  ::unsetenv("OPCACHE_TEAM_SINGLE_FLIGHT");
+  {
+    Store off = open("off", std::string("false"), "");
+    build(off, make_cheap_kernel(temp / "a", 1), temp / "out-a");
+  }
+  ::setenv("OPCACHE_TEAM_SINGLE_FLIGHT", "0", 1);
+  {
+    Store env_off = open("env-off", std::nullopt, "");
+    build(env_off, make_cheap_kernel(temp / "b", 2), temp / "out-b");
+  }
+  ::unsetenv("OPCACHE_TEAM_SINGLE_FLIGHT");
+  {
+    Store force = open("force", std::nullopt, "force");
+    build(force, make_cheap_kernel(temp / "c", 3), temp / "out-c");
+  }
+  CHECK(server.count("POST") == 0);
+  {
+    Store on = open("on", std::nullopt, "");
+    build(on, make_cheap_kernel(temp / "d", 4), temp / "out-d");
+  }
   CHECK(server.count("POST") == 1);
 }

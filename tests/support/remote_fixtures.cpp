@@ -109,7 +109,8 @@ std::string WarningLog::joined() const {
 Store open_remote_store(const fs::path& dir, const std::vector<std::string>& remotes, WarningLog* warnings,
                         const fs::path& token_file) {
   // Nothing from the developer's environment: only what the test says.
-  for (const char* name : {"OPCACHE_REMOTE", "OPCACHE_TOKEN", "OPCACHE_CONFIG", "OPCACHE_MODE"}) {
+  for (const char* name :
+       {"OPCACHE_REMOTE", "OPCACHE_TOKEN", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_TEAM_SINGLE_FLIGHT"}) {
     ::unsetenv(name);
   }
   StoreConfig config;
