@@ -364,6 +364,8 @@ class HttpRemote final : public RemoteStore, public BuildLeases {
 
   BuildLeases* leases() override { return m_options.read_only ? nullptr : this; }
 
+  void cancel_transfers() noexcept override { m_engine.cancel(); }
+
   Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder) override {
     HttpTransfer request("POST", m_base + "/v1/leases/" + key, m_options.token);
     request.set_json_body(json{{"holder", holder}}.dump());

@@ -22,6 +22,9 @@ namespace fs = std::filesystem;
 
 constexpr std::size_t k_max_queued = 10000;
 constexpr auto k_stop_wait = std::chrono::seconds(2);
+// After k_stop_wait the transfer in flight is cancelled; it ends within about
+// a second (libcurl's progress callback), and the thread with it.
+constexpr auto k_cancel_wait = std::chrono::seconds(3);
 
 fs::path outbox_of(const store::StoreLayout& layout, const Remote& remote) {
   return layout.root() / "outbox" / remote_id(remote.store->name());
@@ -124,6 +127,9 @@ struct RemoteSet::Uploader {
         continue;
       }
       auto uploaded = remote.store->upload(key, queued.object, queued.signatures);
+      if (!uploaded && out_of_time()) {
+        return;  // cancelled as the process ends: not the remote's fault, and still queued
+      }
       if (!uploaded) {
         if (uploaded.error().code() == ErrorCode::remote || uploaded.error().code() == ErrorCode::timeout) {
           remote.breaker->record_failure(uploaded.error().message());
@@ -190,9 +196,22 @@ RemoteSet::~RemoteSet() {
     m_uploader->give_up = deadline;
   }
   m_uploader->wake.notify_all();
-  while (!m_uploader->finished && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto wait_until = [this](std::chrono::steady_clock::time_point until) {
+    while (!m_uploader->finished && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  };
+  wait_until(deadline);
+  if (m_uploader->finished) {
+    return;
   }
+  // An upload still hangs: abort it, so that the thread has ended before the
+  // process exits (a thread still inside libcurl and OpenSSL while exit()
+  // runs their cleanup is a race). What it did not send stays queued.
+  for (const auto& remote : m_uploader->remotes) {
+    remote.store->cancel_transfers();
+  }
+  wait_until(std::chrono::steady_clock::now() + k_cancel_wait);
 }
 
 Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilter* scenario) {

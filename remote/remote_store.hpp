@@ -55,6 +55,11 @@ class RemoteStore {
   /// toolchain, soc); prefetching needs it.
   virtual bool lists_by_scenario() const { return true; }
 
+  /// Aborts this remote's transfers in progress and refuses later ones (the
+  /// process is ending: RemoteSet's destructor, so that the background
+  /// uploader can be joined before exit). Thread-safe; not undone.
+  virtual void cancel_transfers() noexcept {}
+
   /// The build leases of this remote (a team server), or null when the
   /// backend has none (file://, s3://). Owned by the remote.
   virtual BuildLeases* leases() { return nullptr; }

@@ -9,6 +9,10 @@ namespace opcache::remote {
 RequestEngine::RequestEngine(EngineOptions options, RetryTiming timing)
     : m_options(std::move(options)), m_timing(std::move(timing)) {}
 
+int RequestEngine::on_progress(void* engine, curl_off_t, curl_off_t, curl_off_t, curl_off_t) {
+  return static_cast<RequestEngine*>(engine)->m_cancelled ? 1 : 0;  // non-zero aborts the transfer
+}
+
 Result<AttemptResult> RequestEngine::attempt(Transfer& transfer, TransferOutcome& outcome) {
   OPCACHE_TRY_ASSIGN(EasyHandlePool::Lease lease, m_pool.acquire());
   CURL* handle = lease.get();
@@ -21,6 +25,9 @@ Result<AttemptResult> RequestEngine::attempt(Transfer& transfer, TransferOutcome
   curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, m_options.timeout_ms);
   curl_easy_setopt(handle, CURLOPT_TCP_KEEPALIVE, 1L);
   curl_easy_setopt(handle, CURLOPT_USERAGENT, m_options.user_agent.c_str());
+  curl_easy_setopt(handle, CURLOPT_NOPROGRESS, 0L);
+  curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, &RequestEngine::on_progress);
+  curl_easy_setopt(handle, CURLOPT_XFERINFODATA, this);
   if (!m_options.ca_file.empty()) {
     curl_easy_setopt(handle, CURLOPT_CAINFO, m_options.ca_file.c_str());
   }
@@ -47,7 +54,7 @@ Result<TransferOutcome> RequestEngine::perform(Transfer& transfer) {
   while (true) {
     OPCACHE_TRY_ASSIGN(AttemptResult result, attempt(transfer, outcome));
     const auto delay = retry_delay(m_options.retry, result, outcome.attempts, m_timing.random_unit());
-    if (!delay) {
+    if (!delay || m_cancelled) {
       return outcome;
     }
     m_timing.sleep(*delay);

@@ -5,6 +5,7 @@
 // only what differs per request (a Transfer).
 #pragma once
 
+#include <atomic>
 #include <optional>
 #include <string>
 
@@ -69,12 +70,21 @@ class RequestEngine {
   /// The options given at construction.
   const EngineOptions& options() const noexcept { return m_options; }
 
+  /// Aborts the requests in progress (within about a second: libcurl's
+  /// progress callback) and every later one, with CURLE_ABORTED_BY_CALLBACK
+  /// and no retry. For a process that is ending while a background request
+  /// hangs: its thread can then be joined before exit. Thread-safe; not
+  /// undone.
+  void cancel() noexcept { m_cancelled = true; }
+
  private:
   Result<AttemptResult> attempt(Transfer& transfer, TransferOutcome& outcome);
+  static int on_progress(void* engine, curl_off_t, curl_off_t, curl_off_t, curl_off_t);
 
   EngineOptions m_options;
   RetryTiming m_timing;
   EasyHandlePool m_pool;
+  std::atomic<bool> m_cancelled{false};
 };
 
 /// " (after N attempts)" when N > 1, else "": a suffix for error messages.

@@ -78,6 +78,8 @@ class S3Remote final : public RemoteStore {
     return keys;
   }
 
+  void cancel_transfers() noexcept override { m_bucket.client().cancel(); }
+
  private:
   RemoteOptions m_options;
   S3Bucket m_bucket;

@@ -213,6 +213,7 @@ class S3Client::Impl {
   }
 
   const S3Location& location() const { return m_location; }
+  void cancel() noexcept { m_engine.cancel(); }
 
   Result<std::optional<S3Object>> head(const std::string& name) {
     OPCACHE_TRY(check_name(name));
@@ -448,6 +449,8 @@ S3Client::S3Client(S3Client&&) noexcept = default;
 S3Client& S3Client::operator=(S3Client&&) noexcept = default;
 
 const S3Location& S3Client::location() const { return m_impl->location(); }
+
+void S3Client::cancel() noexcept { m_impl->cancel(); }
 
 Result<std::optional<S3Object>> S3Client::head(const std::string& name) { return m_impl->head(name); }
 

@@ -102,6 +102,10 @@ class S3Client {
   Result<S3ListPage> list(const std::string& name_prefix, const std::string& start_after,
                           const std::string& continuation_token, int max_keys);
 
+  /// Aborts the requests in progress and refuses later ones
+  /// (RequestEngine::cancel). Thread-safe.
+  void cancel() noexcept;
+
   /// Creates the bucket unless it exists and is ours (HEAD bucket, then PUT
   /// with a LocationConstraint outside us-east-1). For tests and first-time
   /// setup; a bucket owned by someone else is a `remote` error.

@@ -9,6 +9,7 @@
 #include <ctime>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "remote/request_engine.hpp"
@@ -191,4 +192,28 @@ TEST_CASE("remote::RequestEngine stops with a Transfer's local error, without re
   REQUIRE_FALSE(outcome.ok());
   CHECK(outcome.error().message() == "disk full");
   CHECK(server.connections() == 1);
+}
+
+TEST_CASE("remote::RequestEngine::cancel aborts a request that hangs, without a retry, and every later one") {
+  FaultServer server([](const FaultRequest&) { return FaultReply::hang(); });
+  RecordedTiming recorded;
+  RequestEngine engine(options(3, true, 60000), recorded.timing());
+  TextTransfer hanging(server.url() + "/slow");
+  std::thread canceller([&] {
+    // Cancel once the request is on the server, not before it was sent.
+    for (int i = 0; i < 500 && server.connections() == 0; ++i) {
+      std::this_thread::sleep_for(milliseconds(10));
+    }
+    engine.cancel();
+  });
+  auto outcome = engine.perform(hanging);
+  canceller.join();
+  REQUIRE_MESSAGE(outcome.ok(), outcome.error().message());
+  CHECK(outcome->code == CURLE_ABORTED_BY_CALLBACK);
+  CHECK(outcome->attempts == 1);
+  CHECK(recorded.sleeps.empty());
+  TextTransfer later(server.url() + "/later");
+  auto refused = engine.perform(later);
+  REQUIRE(refused.ok());
+  CHECK(refused->code == CURLE_ABORTED_BY_CALLBACK);
 }
