@@ -131,7 +131,9 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   };
   bool built_elsewhere = false;  // by another machine, through team single flight
   auto build_and_store = [&]() -> Status {
-    remote::TeamFlight* team = force ? nullptr : m_impl->team.get();
+    // Null unless the mode is enable (store.cpp open_team_flight), so never in force mode.
+    remote::TeamFlight* team = m_impl->team.get();
+    const remote::Remote* uploaded_to = nullptr;
     if (team == nullptr) {
       OPCACHE_TRY(build_locally());
     } else {
@@ -145,13 +147,12 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
           return {};
         }
         OPCACHE_TRY(build_locally());  // gone again at once (aging): build it after all
-      } else if (outcome == remote::TeamOutcome::built_and_uploaded && stored_now) {
-        m_impl->after_store(result.key, &team->remote());
-        stored_now = false;
+      } else if (outcome == remote::TeamOutcome::built_and_uploaded) {
+        uploaded_to = &team->remote();
       }
     }
     if (stored_now) {
-      m_impl->after_store(result.key);
+      m_impl->after_store(result.key, uploaded_to);
     }
     (void)local.record_miss();
     return {};
