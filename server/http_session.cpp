@@ -222,11 +222,7 @@ class Session : public SessionBase {
   // (after answering 400, before the body is read) when one is malformed.
   template <class Request>
   bool read_signature_headers(const Request& request) {
-    std::vector<std::string> values;
-    for (auto [it, end] = request.equal_range("X-Opcache-Signature"); it != end; ++it) {
-      values.emplace_back(it->value());
-    }
-    auto parsed = parse_signature_headers(values);
+    auto parsed = upload_signatures(request);
     if (!parsed) {
       m_close_after = true;
       m_state->metrics.record_rejected_upload("malformed_signature");

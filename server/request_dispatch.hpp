@@ -9,7 +9,9 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <vector>
 
+#include "remote/signature_header.hpp"
 #include "server/api.hpp"
 #include "server/server_config.hpp"
 
@@ -38,6 +40,19 @@ struct ApiCall {
   /// (server/entry_wait.hpp). Zero: answer at once.
   std::chrono::seconds wait{0};
 };
+
+/// The signatures of an upload's X-Opcache-Signature headers, every value
+/// through parse_signature_headers (`usage` error when one is malformed).
+/// `Fields` is any header container with equal_range(name) (Beast's fields),
+/// so the session and the request fuzzer read them alike.
+template <class Fields>
+Result<store::Signatures> upload_signatures(const Fields& fields) {
+  std::vector<std::string> values;
+  for (auto [it, end] = fields.equal_range(remote::k_signature_header); it != end; ++it) {
+    values.emplace_back(it->value());
+  }
+  return parse_signature_headers(values);
+}
 
 /// The call for `request` (any route but an upload). A malformed ?wait= is a
 /// call answering 400 bad_request. `reads_are_local` is the storage's

@@ -124,11 +124,7 @@ Outcome read_body_then_dispatch(http::request_parser<http::empty_body>& header, 
   if (!upload) {
     return {dispatch(routed, method, "", request.body()), keep_alive};
   }
-  std::vector<std::string> signature_values;
-  for (auto [it, end] = request.equal_range("X-Opcache-Signature"); it != end; ++it) {
-    signature_values.emplace_back(it->value());
-  }
-  auto signatures = parse_signature_headers(signature_values);
+  auto signatures = upload_signatures(request);
   if (!signatures) {
     return stop_with(error_response(400, "malformed_signature", signatures.error().message()));
   }
