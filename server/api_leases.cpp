@@ -61,13 +61,12 @@ ApiResponse Api::acquire_lease(const std::string& key, const std::string& body, 
   const auto answer = m_leases.acquire(key, *holder, std::chrono::seconds(m_config.lease_ttl_s));
   if (!answer.granted) {
     const auto now = LeaseTable::Clock::now();
-    auto response = json_response(409, {{"error", "lease_held"},
-                                         {"message", answer.lease.holder + " is building " + key},
-                                         {"key", key},
-                                         {"holder", answer.lease.holder},
-                                         {"held_seconds", seconds_between(answer.lease.granted, now)},
-                                         {"expires_in_seconds", seconds_between(now, answer.lease.expires)}});
-    return response;
+    return json_response(409, {{"error", "lease_held"},
+                               {"message", answer.lease.holder + " is building " + key},
+                               {"key", key},
+                               {"holder", answer.lease.holder},
+                               {"held_seconds", seconds_between(answer.lease.granted, now)},
+                               {"expires_in_seconds", seconds_between(now, answer.lease.expires)}});
   }
   // Asked after a miss, so the entry is rarely there; but an upload may have
   // landed since: then nobody needs to build it.
