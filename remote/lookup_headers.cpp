@@ -7,36 +7,23 @@
 
 namespace opcache::remote {
 
-namespace {
-
-bool printable_ascii(const std::string& text) {
-  return std::all_of(text.begin(), text.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
+bool is_op_type_header_value(std::string_view value) {
+  return !value.empty() && value.size() <= k_max_op_type_header &&
+         std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
 }
-
-}  // namespace
 
 LookupHint make_lookup_hint(std::string op_type, const nlohmann::json& scenario) {
   auto canonical = base::canonical_json(scenario);
   return LookupHint{std::move(op_type), canonical ? std::move(*canonical) : std::string()};
 }
 
-std::string base64url_unpadded(const std::string& bytes) {
-  std::string text = base::base64_encode(bytes);
-  while (!text.empty() && text.back() == '=') {
-    text.pop_back();
-  }
-  std::replace(text.begin(), text.end(), '+', '-');
-  std::replace(text.begin(), text.end(), '/', '_');
-  return text;
-}
-
 LookupHeaderValues lookup_header_values(const LookupHint& hint) {
   LookupHeaderValues values;
-  if (hint.op_type.size() <= k_max_op_type_header && printable_ascii(hint.op_type)) {
+  if (is_op_type_header_value(hint.op_type)) {
     values.op_type = hint.op_type;
   }
   if (!hint.scenario_json.empty()) {
-    values.scenario = base64url_unpadded(hint.scenario_json);
+    values.scenario = base::base64url_encode(hint.scenario_json);
     if (values.scenario.size() > k_max_scenario_header) {
       values.scenario.clear();
     }

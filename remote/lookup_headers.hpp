@@ -4,12 +4,14 @@
 // looks up names the descriptor's op type and the scenario, so that the
 // server can count hits per op type and group its misses into "what to
 // pre-build next". Hints for statistics only: a server trusts them for
-// nothing else, and one that does not know them ignores them. Beside
-// remote/signature_header.hpp, which holds the other X-Opcache-* header.
+// nothing else, and one that does not know them ignores them. Shared, like
+// remote/signature_header.hpp, by the http remote and the server
+// (server/usage_stats.cpp).
 #pragma once
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +27,11 @@ inline constexpr const char* k_scenario_header = "X-Opcache-Scenario";
 inline constexpr std::size_t k_max_op_type_header = 128;
 /// The longest scenario header value sent (bytes of base64url).
 inline constexpr std::size_t k_max_scenario_header = 2048;
+
+/// Whether `value` may be an X-Opcache-Op-Type value: 1 to
+/// k_max_op_type_header bytes of printable ASCII (0x20-0x7e). The client
+/// sends no other; the server ignores any other. Pure; thread-safe.
+bool is_op_type_header_value(std::string_view value);
 
 /// What a lookup is for, when the caller knows it. Empty fields: unknown
 /// (a lookup by key alone, a pull). Cheap to copy.
@@ -52,8 +59,5 @@ LookupHeaderValues lookup_header_values(const LookupHint& hint);
 
 /// The request header lines ("Name: value") for `hint`: zero, one or two. Pure; thread-safe.
 std::vector<std::string> lookup_header_lines(const LookupHint& hint);
-
-/// `bytes` in base64url (RFC 4648 section 5) without padding.
-std::string base64url_unpadded(const std::string& bytes);
 
 }  // namespace opcache::remote
