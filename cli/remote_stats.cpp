@@ -24,6 +24,12 @@ std::string count_text(const json& object, const char* field) {
   return value ? std::to_string(*value) : "n/a";
 }
 
+// "1 request", "3 requests" ("n/a requests" when the server did not tell).
+std::string counted(const json& object, const char* field, const std::string& noun) {
+  auto value = integer_field(object, field);
+  return count_text(object, field) + " " + noun + (value && *value == 1 ? "" : "s");
+}
+
 std::string bytes_text(const json& object, const char* field) {
   auto value = integer_field(object, field);
   return value ? format_bytes(*value) : "n/a";
@@ -95,7 +101,7 @@ void print_summary(const Context& context, const std::string& server, const json
   const json& storage = summary.contains("storage") ? summary["storage"] : json::object();
   row("server", server);
   row("window", window_text(summary));
-  row("requests", count_text(summary, "requests") + " (" + count_text(summary, "lookups") + " lookups)");
+  row("requests", count_text(summary, "requests") + " (" + counted(summary, "lookups", "lookup") + ")");
   row("hits / misses", hits_text(summary));
   row("bytes served", bytes_text(summary, "bytes_served"));
   row("uploads", count_text(summary, "uploads") + " (" + bytes_text(summary, "bytes_uploaded") + ")");
@@ -139,9 +145,9 @@ void print_misses(const Context& context, const json& misses) {
   print_list(context, "what to pre-build next (most requested misses, still not stored)", misses, "groups",
              [](const json& group) {
                return format_row(op_type_text(group.value("op_type", json())),
-                                 scenario_text(group.value("scenario", json())) + ": " + count_text(group, "requests") +
-                                     " requests from " + count_text(group, "clients") + " clients, " +
-                                     count_text(group, "keys") + " keys");
+                                 scenario_text(group.value("scenario", json())) + ": " +
+                                     counted(group, "requests", "request") + " from " +
+                                     counted(group, "clients", "client") + ", " + counted(group, "keys", "key"));
              });
 }
 
