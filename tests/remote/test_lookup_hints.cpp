@@ -3,7 +3,8 @@
 // `opcache get --desc` and team single flight's lease requests and waits
 // tell an opcache server the op type and scenario of what they look up; a
 // lookup by key alone and an over-long op type do not. The server is a
-// tests/support/fault_server recording each request's headers.
+// tests/support/fault_server recording each request's headers. (Python's
+// get_or_build is the C ABI's.)
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -13,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "opcache/opcache.h"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
@@ -185,4 +187,28 @@ TEST_CASE("remote::lookup hints: opcache exec and opcache get --desc tell the se
   const auto all = requests_of(server, "GET", "/v1/entries/" + kernel.key);
   REQUIRE(all.size() == 3);
   check_hinted({all.back()}, "add");
+}
+
+TEST_CASE("remote::lookup hints: the C ABI's opcache_get_or_build names the op type and scenario") {
+  TempDir temp;
+  const TestKernel kernel = make_cheap_kernel(temp / "src", 5);
+  std::atomic<bool> serving{false};
+  FaultServer server(entry_server(kernel, serving));
+  const std::string options =
+      nlohmann::json{{"cache_dir", (temp / "cache").string()}, {"remotes", {server.url() + "|prefetch=0"}}}.dump();
+  opcache_store* store = nullptr;
+  REQUIRE(opcache_open_ex(options.c_str(), &store) == OPCACHE_OK);
+  auto build = [](const char* work_dir, void*) {
+    write_text(fs::path(work_dir) / "kernel.o", "built by C");
+    return 0;
+  };
+  opcache_source source = OPCACHE_SOURCE_HIT;
+  const auto status = opcache_get_or_build(store, kernel.descriptor_json.c_str(), k_test_scenario,
+                                           (temp / "out").c_str(), build, nullptr, &source);
+  opcache_close(store);
+  REQUIRE(status == OPCACHE_OK);
+  CHECK(source == OPCACHE_SOURCE_BUILT);
+  const auto lookups = requests_of(server, "GET", "/v1/entries/" + kernel.key);
+  CHECK(lookups.size() == 2);
+  check_hinted(lookups, "add");
 }
