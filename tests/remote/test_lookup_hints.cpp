@@ -64,6 +64,28 @@ void check_hinted(const std::vector<FaultRequest>& requests, const std::string& 
   }
 }
 
+// A cheap kernel and an entry_server for it, in a temp directory.
+struct EntryServer {
+  TempDir temp;
+  TestKernel kernel;
+  std::atomic<bool> serving;
+  FaultServer server;
+
+  EntryServer(int index, bool serve)
+      : kernel(make_cheap_kernel(temp / "src", index)), serving(serve), server(entry_server(kernel, serving)) {}
+
+  /// The lookups of the kernel's entry so far.
+  std::vector<FaultRequest> lookups() const { return requests_of(server, "GET", "/v1/entries/" + kernel.key); }
+
+  /// After a miss (two lookups: before and under the local lock) and then a
+  /// remote hit: the hit's lookup named the kernel's op type and scenario.
+  void check_hit_hinted() const {
+    const auto all = lookups();
+    REQUIRE(all.size() == 3);
+    check_hinted({all.back()}, "add");
+  }
+};
+
 BuildSource build(Store& store, const TestKernel& kernel, const fs::path& out) {
   auto got = store.get_or_build(kernel.descriptor_json, test_scenario(), out, [](const fs::path& work) {
     write_text(work / "kernel.o", "built here");
@@ -76,10 +98,8 @@ BuildSource build(Store& store, const TestKernel& kernel, const fs::path& out) {
 }  // namespace
 
 TEST_CASE("remote::lookup hints: get_or_build's lookups name the op type and scenario, on a miss and on a hit") {
-  TempDir temp;
-  const TestKernel kernel = make_cheap_kernel(temp / "src", 1);
-  std::atomic<bool> serving{false};
-  FaultServer server(entry_server(kernel, serving));
+  EntryServer fixture(1, false);
+  auto& [temp, kernel, serving, server] = fixture;
   const std::string remote = server.url() + "|prefetch=0";
   {
     Store store = open_remote_store(temp / "miss", {remote});
@@ -92,16 +112,12 @@ TEST_CASE("remote::lookup hints: get_or_build's lookups name the op type and sce
   serving = true;
   Store store = open_remote_store(temp / "hit", {remote});
   CHECK(build(store, kernel, temp / "out-hit") == BuildSource::hit);
-  const auto all = requests_of(server, "GET", "/v1/entries/" + kernel.key);
-  REQUIRE(all.size() == 3);
-  check_hinted({all.back()}, "add");
+  fixture.check_hit_hinted();
 }
 
 TEST_CASE("remote::lookup hints: Store::get with a descriptor tells the server, a get by key alone does not") {
-  TempDir temp;
-  const TestKernel kernel = make_cheap_kernel(temp / "src", 2);
-  std::atomic<bool> serving{true};
-  FaultServer server(entry_server(kernel, serving));
+  EntryServer fixture(2, true);
+  auto& [temp, kernel, serving, server] = fixture;
   Store by_key = open_remote_store(temp / "by-key", {server.url() + "|prefetch=0"});
   auto got = by_key.get(kernel.key, temp / "out-key");
   REQUIRE_MESSAGE(got.ok(), got.error().message());
@@ -162,10 +178,8 @@ TEST_CASE("remote::lookup hints: team single flight's lease request and wait nam
 }
 
 TEST_CASE("remote::lookup hints: opcache exec and opcache get --desc tell the server what they look up") {
-  TempDir temp;
-  const TestKernel kernel = make_cheap_kernel(temp / "src", 4);
-  std::atomic<bool> serving{false};
-  FaultServer server(entry_server(kernel, serving));
+  EntryServer fixture(4, false);
+  auto& [temp, kernel, serving, server] = fixture;
   write_text(temp / "desc.json", kernel.descriptor_json);
   const std::string remote = server.url() + "|prefetch=0";
   const fs::path out = temp / "out";
@@ -184,16 +198,12 @@ TEST_CASE("remote::lookup hints: opcache exec and opcache get --desc tell the se
                      hermetic_cli());
   REQUIRE_MESSAGE(got.exit_code == 0, got.err);
   CHECK(directory_contents(temp / "got") == kernel.contents());
-  const auto all = requests_of(server, "GET", "/v1/entries/" + kernel.key);
-  REQUIRE(all.size() == 3);
-  check_hinted({all.back()}, "add");
+  fixture.check_hit_hinted();
 }
 
 TEST_CASE("remote::lookup hints: the C ABI's opcache_get_or_build names the op type and scenario") {
-  TempDir temp;
-  const TestKernel kernel = make_cheap_kernel(temp / "src", 5);
-  std::atomic<bool> serving{false};
-  FaultServer server(entry_server(kernel, serving));
+  EntryServer fixture(5, false);
+  auto& [temp, kernel, serving, server] = fixture;
   const std::string options =
       nlohmann::json{{"cache_dir", (temp / "cache").string()}, {"remotes", {server.url() + "|prefetch=0"}}}.dump();
   opcache_store* store = nullptr;
