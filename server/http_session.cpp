@@ -431,6 +431,9 @@ class Session : public SessionBase {
       m_served_facts = response.bundle->facts;
     }
     auto outgoing = to_message(std::move(response), head, close);
+    // Counted as it is answered, not once it is written: a client that has
+    // its answer then finds it in /v1/stats (another connection may ask first).
+    record_usage(outgoing.status, outgoing.bytes_out);
     std::visit([&](auto message) { write(std::move(message), outgoing.status, outgoing.bytes_out, close); },
                std::move(outgoing.message));
   }
@@ -458,7 +461,6 @@ class Session : public SessionBase {
   void log_request(int status, std::uint64_t bytes_out) {
     const double seconds = std::chrono::duration<double>(Clock::now() - m_started).count();
     m_state->metrics.record_request(m_route.name, m_method, status, seconds, m_bytes_in, bytes_out);
-    record_usage(status, bytes_out);
     AccessRecord record;
     record.client = m_client;
     record.method = m_method;

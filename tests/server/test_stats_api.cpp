@@ -129,6 +129,7 @@ TEST_CASE("server::/v1/stats answers from real uploads, hits and misses, per the
   const json misses = server.get("/v1/stats/misses", "stats-misses-response.schema.json");
   CHECK(misses["tracked_keys"] == 3);
   REQUIRE(misses["groups"].size() == 2);
+  REQUIRE(misses["groups"][0]["top_keys"].size() == 2);
   CHECK(misses["groups"][0]["op_type"] == "Conv2D");
   CHECK(misses["groups"][0]["scenario"] == json::parse(k_scenario));
   CHECK(misses["groups"][0]["requests"] == 4);
@@ -285,6 +286,7 @@ TEST_CASE("server::over s3:// storage the statistics say they are this replica's
   CHECK(summary["storage"]["kind"] == "s3");
   CHECK(summary["storage"]["entries"].is_null());
   CHECK(summary["compile_ms_saved"] == 900);  // read from the bundle's manifest
+  REQUIRE(summary["top_op_types"].size() == 1);
   CHECK(summary["top_op_types"][0]["op_type"] == "add");
   const json status = server.get("/v1/status", "status-response.schema.json");
   CHECK(status["storage"] == "s3 opcache-serve-stats/p");
