@@ -204,6 +204,11 @@ async function readViews(browser, options, log) {
     'the token is not kept in sessionStorage opcache.token');
   await checkFits(page, 'read 1366x768');
   await screenshots(page, options, 'read-1366x768');
+
+  await page.selectOption('#window', 'hour');
+  await page.waitForFunction(() => document.body.dataset.loaded === 'hour');
+  console.log('read token, window hour (chosen in the selector):');
+  await checkFigures(page, options, options.readToken, 'hour');
   await context.close();
 
   const zoomed = await openPage(browser, options, ZOOM_200, log);
