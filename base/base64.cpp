@@ -83,4 +83,27 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
+std::string base64url_encode(std::string_view bytes) {
+  std::string out = base64_encode(bytes);
+  while (!out.empty() && out.back() == '=') {
+    out.pop_back();
+  }
+  for (char& c : out) {
+    c = c == '+' ? '-' : c == '/' ? '_' : c;
+  }
+  return out;
+}
+
+std::optional<std::string> base64url_decode(std::string_view text) {
+  if (text.find_first_of("+/=") != std::string_view::npos || text.size() % 4 == 1) {
+    return std::nullopt;
+  }
+  std::string standard(text);
+  for (char& c : standard) {
+    c = c == '-' ? '+' : c == '_' ? '/' : c;
+  }
+  standard.append((4 - standard.size() % 4) % 4, '=');
+  return base64_decode(standard);
+}
+
 }  // namespace opcache::base

@@ -20,6 +20,8 @@ using json = nlohmann::json;
 constexpr std::string_view k_entries_prefix = "/v1/entries/";
 constexpr std::string_view k_signatures_suffix = "/signatures";
 constexpr std::string_view k_leases_prefix = "/v1/leases/";
+constexpr std::string_view k_stats_prefix = "/v1/stats/";
+constexpr std::string_view k_ui_prefix = "/ui/";
 
 // Decodes one part of a request target; `what` names it in the error.
 Result<std::string> decode_part(std::string_view text, base::PlusSign plus, const std::string& what) {
@@ -176,6 +178,29 @@ Route match_route(std::string_view method, std::string_view path) {
     if (only({"GET", "HEAD"}, "GET, HEAD")) {
       route.scope = Scope::read;
     }
+    return route;
+  }
+  if (path.substr(0, k_stats_prefix.size()) == k_stats_prefix) {
+    route.name = "stats";
+    route.resource = std::string(path.substr(k_stats_prefix.size()));
+    if (route.resource != "summary" && route.resource != "timeseries" && route.resource != "misses" &&
+        route.resource != "tokens") {
+      route.error_status = 404;
+      route.error_code = "not_found";
+      route.error_message = "no such statistics: " + std::string(path) +
+                            " (there are /v1/stats/summary, timeseries, misses and tokens)";
+      return route;
+    }
+    if (only({"GET", "HEAD"}, "GET, HEAD")) {
+      route.scope = route.resource == "tokens" ? Scope::admin : Scope::read;
+    }
+    return route;
+  }
+  if (path == "/ui" || path.substr(0, k_ui_prefix.size()) == k_ui_prefix) {
+    // The page holds no data and needs no token; its script asks for one.
+    route.name = "ui";
+    route.resource = path == "/ui" ? "" : path == k_ui_prefix ? "index.html" : std::string(path.substr(k_ui_prefix.size()));
+    only({"GET", "HEAD"}, "GET, HEAD");
     return route;
   }
   if (path == "/healthz") {
@@ -389,18 +414,22 @@ ApiResponse Api::list(const std::map<std::string, std::string>& parameters) {
 }
 
 ApiResponse Api::status() {
+  return json_response(200, status_body());
+}
+
+json Api::status_body() {
   auto gauges = m_storage.gauges();
   auto optional_number = [](const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); };
   double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
-  return json_response(200, {{"version", k_version_string},
-                             {"api", "v1"},
-                             {"storage", m_storage.describe()},
-                             {"entries", optional_number(gauges.entries)},
-                             {"bytes", optional_number(gauges.bytes)},
-                             {"hits", m_metrics.hits()},
-                             {"misses", m_metrics.misses()},
-                             {"leases", lease_status()},
-                             {"uptime_seconds", uptime}});
+  return json({{"version", k_version_string},
+               {"api", "v1"},
+               {"storage", m_storage.public_description()},
+               {"entries", optional_number(gauges.entries)},
+               {"bytes", optional_number(gauges.bytes)},
+               {"hits", m_metrics.hits()},
+               {"misses", m_metrics.misses()},
+               {"leases", lease_status()},
+               {"uptime_seconds", uptime}});
 }
 
 ApiResponse Api::metrics() {

@@ -20,6 +20,7 @@
 #include "server/metrics.hpp"
 #include "server/server_config.hpp"
 #include "server/storage.hpp"
+#include "server/usage_stats.hpp"
 #include "store/signature.hpp"
 #include "store/trust.hpp"
 
@@ -37,8 +38,9 @@ inline constexpr std::size_t k_small_body_limit = 2u << 20;
 
 /// What a request's method and path resolve to.
 struct Route {
-  std::string name = "unknown";  ///< metric label: entry, signatures, lease, query, list, status, metrics, healthz, unknown
+  std::string name = "unknown";  ///< metric label: entry, signatures, lease, query, list, status, stats, metrics, healthz, ui, unknown
   std::string key;               ///< for /v1/entries/{key}, /v1/entries/{key}/signatures and /v1/leases/{key}[/{id}]
+  std::string resource;          ///< stats: summary, timeseries, misses or tokens; ui: the file ("" for /ui)
   std::string lease_id;          ///< for /v1/leases/{key}/{id}
   Scope scope = Scope::none;
   BodyKind body = BodyKind::none;
@@ -143,6 +145,16 @@ class Api {
   ApiResponse query(const std::string& body);
   ApiResponse list(const std::map<std::string, std::string>& parameters);
   ApiResponse status();
+  /// GET /v1/stats/{resource} (summary, timeseries, misses, tokens) with
+  /// its query `parameters` (docs/protocol.md "Statistics"); 400 for an
+  /// unknown or malformed parameter.
+  ApiResponse stats(const std::string& resource, const std::map<std::string, std::string>& parameters);
+  /// GET /ui/{file}: the dashboard (server/dashboard.hpp). When `may_read`
+  /// (the request would be allowed to read the statistics), index.html
+  /// carries the figures as tables for browsers without JavaScript.
+  ApiResponse ui(const std::string& file, bool may_read);
+  /// The usage statistics the session records every answered request in.
+  UsageStats& usage() noexcept { return m_usage; }
   ApiResponse metrics();
   ApiResponse healthz();
 
@@ -153,6 +165,10 @@ class Api {
   std::shared_ptr<const store::TrustedKeys> trusted_keys() const;
   // The "leases" object of GET /v1/status.
   nlohmann::json lease_status();
+  // The body of GET /v1/status.
+  nlohmann::json status_body();
+  // The body of GET /v1/stats/summary (api_stats.cpp).
+  nlohmann::json summary(StatsWindow window);
   // The 403 refusing `signatures` for the entry (key, digest), counted; or
   // std::nullopt when the upload may be stored.
   std::optional<ApiResponse> refuse_signatures(const std::string& key, const std::string& digest,
@@ -166,6 +182,7 @@ class Api {
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
   LeaseTable m_leases;
   EntryEvents m_events;
+  UsageStats m_usage;
 };
 
 }  // namespace opcache::server

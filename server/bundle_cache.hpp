@@ -22,15 +22,18 @@ namespace opcache::server {
 /// evicted).
 struct CachedBundle {
   CachedBundle(std::string digest_in, std::string bytes_in, std::int64_t checked_at,
-               store::Signatures signatures_in = {})
+               store::Signatures signatures_in = {}, std::shared_ptr<const void> facts_in = {})
       : digest(std::move(digest_in)), bytes(std::move(bytes_in)), signatures(std::move(signatures_in)),
-        checked_ns(checked_at) {}
+        facts(std::move(facts_in)), checked_ns(checked_at) {}
 
   const std::string digest;  ///< SHA-256 of `bytes` (the object's name and the ETag)
   const std::string bytes;   ///< the bundle, exactly as stored
   /// The entry's signatures when it was read; the owner erases the entry
   /// whenever it adds signatures, so a kept bundle never serves stale ones.
   const store::Signatures signatures;
+  /// What the owner knows of the entry besides its bytes (opaque here; the
+  /// local storage keeps its EntryFacts), or null.
+  const std::shared_ptr<const void> facts;
   /// When its owner last confirmed the bundle is still the stored one
   /// (steady clock, ns); the one mutable field, for the owner's use.
   mutable std::atomic<std::int64_t> checked_ns;

@@ -103,6 +103,9 @@ Result<std::vector<std::string>> HttpServer::start() {
     return log.error();
   }
   state.log.emplace(std::move(*log));
+  if (auto failed = state.usage_history.load()) {
+    state.log->event(*failed);
+  }
   if (auto trusted = state.api.load_trusted_keys(); !trusted) {
     return trusted.error();
   }
@@ -144,6 +147,7 @@ Result<std::vector<std::string>> HttpServer::start() {
     std::make_shared<Listener>(m_state, acceptor)->accept();
   }
   state.wait_for_signal();
+  state.save_usage_periodically();
   for (const auto& address : bound) {
     state.log->event(std::string("listening on ") + (state.config.tls() ? "https://" : "http://") + address +
                      " (storage: " + state.storage->describe() + ")");
@@ -161,6 +165,9 @@ void HttpServer::run() {
     thread.join();
   }
   m_state->workers.join();
+  if (auto failed = m_state->usage_history.save()) {
+    m_state->log->event(*failed);
+  }
   m_state->log->event("stopped");
 }
 

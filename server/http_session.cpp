@@ -37,7 +37,8 @@ const std::string k_server_header = std::string("opcache/") + k_version_string;
 template <class Derived>
 class Session : public SessionBase {
  public:
-  Session(std::shared_ptr<State> state, std::string client) : m_state(std::move(state)), m_client(std::move(client)) {}
+  Session(std::shared_ptr<State> state, std::string client, std::string address)
+      : m_state(std::move(state)), m_client(std::move(client)), m_address(std::move(address)) {}
   ~Session() override { m_state->remove_session(this); }
 
   void close_if_idle() override {
@@ -140,6 +141,10 @@ class Session : public SessionBase {
     m_close_after = false;
     m_route = Route{};
     m_identity = Identity{};
+    m_op_type_header.clear();
+    m_scenario_header.clear();
+    m_served_facts.reset();
+    m_may_read = false;
     if (ec == http::error::header_limit) {
       m_method = "-";
       m_target = "-";
@@ -165,6 +170,8 @@ class Session : public SessionBase {
     m_keep_alive = request.keep_alive();
     m_expect_continue = beast::iequals(request[http::field::expect], "100-continue");
     m_if_none_match = std::string(request[http::field::if_none_match]);
+    m_op_type_header = std::string(request[k_op_type_header]);
+    m_scenario_header = std::string(request[k_scenario_header]);
     const bool has_body = m_header->chunked() || m_header->content_length().value_or(0) > 0;
     // Until a body reader has consumed it, a body may be on its way.
     m_body_pending = has_body;
@@ -187,6 +194,10 @@ class Session : public SessionBase {
     auto decision = m_state->current_tokens()->authorize(request[http::field::authorization], m_route.scope,
                                                          m_state->config.anonymous_read);
     m_identity = decision.identity;
+    m_may_read = m_route.name == "ui" && m_state->current_tokens()
+                                             ->authorize(request[http::field::authorization], Scope::read,
+                                                         m_state->config.anonymous_read)
+                                             .status == 200;
     if (decision.status != 200) {
       m_close_after = has_body;
       auto response = error_response(decision.status, decision.status == 401 ? "unauthorized" : "forbidden",
@@ -369,7 +380,7 @@ class Session : public SessionBase {
   }
 
   void dispatch() {
-    ApiRequest request{m_route, m_method, m_query, m_if_none_match, std::move(m_body), m_identity.name};
+    ApiRequest request{m_route, m_method, m_query, m_if_none_match, std::move(m_body), m_identity.name, m_may_read};
     auto call = plan_call(m_state->api, m_state->config, m_state->storage->reads_are_local(), std::move(request));
     if (call.wait.count() > 0) {
       wait_for_entry(m_state, derived().stream().get_executor(), std::move(call), m_route.key,
@@ -483,6 +494,9 @@ class Session : public SessionBase {
     const bool close = m_close_after || !m_keep_alive || m_state->stopping;
     const bool head = m_method == "HEAD" || response.head_only;
     const auto status = static_cast<http::status>(response.status);
+    if (response.bundle) {
+      m_served_facts = response.bundle->facts;
+    }
     if (response.bundle && !head && response.status == 200 && response.bundle->memory) {
       send_bundle_memory(std::move(response), status, close);
       return;
@@ -534,6 +548,7 @@ class Session : public SessionBase {
   void log_request(int status, std::uint64_t bytes_out) {
     const double seconds = std::chrono::duration<double>(Clock::now() - m_started).count();
     m_state->metrics.record_request(m_route.name, m_method, status, seconds, m_bytes_in, bytes_out);
+    record_usage(status, bytes_out);
     AccessRecord record;
     record.client = m_client;
     record.method = m_method;
@@ -546,7 +561,24 @@ class Session : public SessionBase {
     m_state->log->write(record);
   }
 
-  std::string m_client;
+  void record_usage(int status, std::uint64_t bytes_out) {
+    UsageEvent event;
+    event.route = m_route.name;
+    event.method = m_method;
+    event.status = status;
+    event.bytes_in = m_bytes_in;
+    event.bytes_out = bytes_out;
+    event.token_name = m_identity.name;
+    event.client = m_address;
+    event.key = m_route.key;
+    event.facts = m_served_facts.get();
+    event.op_type_header = m_op_type_header;
+    event.scenario_header = m_scenario_header;
+    m_state->api.usage().record(event);
+  }
+
+  std::string m_client;   // "address:port", for the access log
+  std::string m_address;  // the client's address, for the usage statistics
   std::optional<http::request_parser<http::empty_body>> m_header;
   std::optional<http::request_parser<http::string_body>> m_small;
   std::optional<http::request_parser<http::file_body>> m_upload_parser;
@@ -561,6 +593,10 @@ class Session : public SessionBase {
   std::string m_target;
   std::map<std::string, std::string> m_query;
   std::string m_if_none_match;
+  std::string m_op_type_header;    // X-Opcache-Op-Type (server/usage_stats)
+  std::string m_scenario_header;   // X-Opcache-Scenario
+  std::shared_ptr<const EntryFacts> m_served_facts;  // of the entry answered, for the statistics
+  bool m_may_read = false;         // for /ui/: whether the request could read the statistics
   std::string m_body;
   store::Signatures m_signatures;  // of the current upload (X-Opcache-Signature)
   Clock::time_point m_started = Clock::now();
@@ -573,8 +609,8 @@ class Session : public SessionBase {
 
 class PlainSession final : public Session<PlainSession> {
  public:
-  PlainSession(std::shared_ptr<State> state, tcp::socket socket, std::string client)
-      : Session(std::move(state), std::move(client)), m_stream(std::move(socket)) {}
+  PlainSession(std::shared_ptr<State> state, tcp::socket socket, std::string client, std::string address)
+      : Session(std::move(state), std::move(client), std::move(address)), m_stream(std::move(socket)) {}
 
   beast::tcp_stream& stream() { return m_stream; }
   void start() { read_request(); }
@@ -595,8 +631,8 @@ class PlainSession final : public Session<PlainSession> {
 class TlsSession final : public Session<TlsSession> {
  public:
   TlsSession(std::shared_ptr<State> state, tcp::socket socket, std::shared_ptr<ssl::context> context,
-             std::string client)
-      : Session(std::move(state), std::move(client)), m_context(std::move(context)), m_stream(std::move(socket), *m_context) {}
+             std::string client, std::string address)
+      : Session(std::move(state), std::move(client), std::move(address)), m_context(std::move(context)), m_stream(std::move(socket), *m_context) {}
 
   beast::ssl_stream<beast::tcp_stream>& stream() { return m_stream; }
 
@@ -637,17 +673,18 @@ void start_session(const std::shared_ptr<State>& state, tcp::socket socket) {
   // piece waits for the client's delayed ACK (~40 ms per response).
   socket.set_option(tcp::no_delay(true), ignored);
   auto remote = socket.remote_endpoint(ignored);
-  std::string client = remote.address().to_string() + ":" + std::to_string(remote.port());
+  std::string address = remote.address().to_string();
+  std::string client = address + ":" + std::to_string(remote.port());
   // The socket belongs to the I/O thread it was handed to (not necessarily
   // the acceptor's): the session starts there, so only that thread ever
   // touches it.
   auto executor = socket.get_executor();
   if (state->config.tls()) {
-    auto session = std::make_shared<TlsSession>(state, std::move(socket), state->current_tls(), client);
+    auto session = std::make_shared<TlsSession>(state, std::move(socket), state->current_tls(), client, address);
     state->add_session(session);
     net::dispatch(executor, [session] { session->start(); });
   } else {
-    auto session = std::make_shared<PlainSession>(state, std::move(socket), client);
+    auto session = std::make_shared<PlainSession>(state, std::move(socket), client, address);
     state->add_session(session);
     net::dispatch(executor, [session] { session->start(); });
   }

@@ -42,8 +42,13 @@ StoredBundle from_memory(std::shared_ptr<const CachedBundle> kept) {
   bundle.size = static_cast<std::int64_t>(kept->bytes.size());
   bundle.digest = kept->digest;
   bundle.signatures = kept->signatures;
+  bundle.facts = std::static_pointer_cast<const EntryFacts>(kept->facts);
   bundle.memory = std::shared_ptr<const std::string>(kept, &kept->bytes);
   return bundle;
+}
+
+std::shared_ptr<const EntryFacts> facts_of(const store::IndexEntry& entry) {
+  return std::make_shared<const EntryFacts>(EntryFacts{entry.op_type, entry.scenario, entry.build_ms});
 }
 
 class LocalStorage final : public Storage {
@@ -52,6 +57,8 @@ class LocalStorage final : public Storage {
       : m_store(std::move(store)), m_objects(std::move(objects)), m_cache(cache_bytes, k_cached_bundle_limit) {}
 
   std::string describe() const override { return "local " + m_store->layout().root().string(); }
+  std::string public_description() const override { return "local"; }
+  std::optional<std::filesystem::path> state_dir() const override { return m_store->layout().root(); }
   bool reads_are_local() const override { return true; }
 
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
@@ -74,10 +81,11 @@ class LocalStorage final : public Storage {
     if (::fstat(found->second.get(), &info) != 0) {
       return Error::io("cannot stat the bundle of " + key);
     }
+    auto facts = facts_of(found->first);
     if (info.st_size <= static_cast<std::int64_t>(k_cached_bundle_limit)) {
       if (auto bytes = read_whole(found->second.get(), info.st_size)) {
         auto kept = std::make_shared<const CachedBundle>(found->first.digest, std::move(*bytes), steady_ns(),
-                                                         found->first.signatures);
+                                                         found->first.signatures, facts);
         m_cache.insert(key, kept);
         return std::optional<StoredBundle>(from_memory(std::move(kept)));
       }
@@ -88,6 +96,7 @@ class LocalStorage final : public Storage {
     bundle.size = info.st_size;
     bundle.digest = found->first.digest;
     bundle.signatures = std::move(found->first.signatures);
+    bundle.facts = std::move(facts);
     return std::optional<StoredBundle>(std::move(bundle));
   }
 
@@ -164,6 +173,9 @@ class LocalStorage final : public Storage {
       gauges.bytes = stats->totals.bundle_bytes;
       auto it = stats->counters.find("evictions");
       gauges.evictions = it == stats->counters.end() ? 0 : it->second;
+    }
+    if (const auto& aging = m_store->options().aging; aging.enabled()) {
+      gauges.limit_bytes = aging.max_bytes;
     }
     return gauges;
   }

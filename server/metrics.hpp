@@ -19,6 +19,7 @@ struct StorageGauges {
   std::optional<std::int64_t> entries;
   std::optional<std::int64_t> bytes;
   std::optional<std::int64_t> evictions;
+  std::optional<std::int64_t> limit_bytes;  ///< the size aging keeps the store under; absent without aging
 };
 
 /// Build leases and waiting requests, sampled when /metrics is scraped.

@@ -75,6 +75,15 @@ ApiCall plan_call(Api& api, const ServerConfig& config, bool reads_are_local, Ap
   if (name == "status") {
     return on_worker([&api] { return api.status(); });
   }
+  if (name == "stats") {
+    // The summary asks the storage for its gauges; the rest is in memory.
+    const bool in_memory = request->route.resource != "summary";
+    return {[&api, request] { return api.stats(request->route.resource, request->parameters); }, in_memory};
+  }
+  if (name == "ui") {
+    const bool in_memory = request->route.resource != "index.html" || !request->may_read;
+    return {[&api, request] { return api.ui(request->route.resource, request->may_read); }, in_memory};
+  }
   if (name == "metrics") {
     return on_worker([&api] { return api.metrics(); });
   }

@@ -25,6 +25,7 @@ struct ApiRequest {
   std::string if_none_match;                      ///< the If-None-Match header, or empty
   std::string body;                               ///< a small body (BodyKind::small), else empty
   std::string token_name;                         ///< who the request was authorized as
+  bool may_read = false;                          ///< whether read scope would be granted (for the dashboard's page)
 };
 
 /// The handler call of one request.

@@ -8,6 +8,7 @@
 #include "base/canonical_json.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
+#include "store/bundle_reader.hpp"
 
 namespace opcache::server {
 
@@ -23,6 +24,23 @@ Result<std::string> digest_of(int fd, const fs::path& path) {
   return digest;
 }
 
+// The statistics' facts from the manifest of the bundle behind `fd`, or null
+// when it cannot be read (the client verifies the bundle anyway); the
+// descriptor is left at the start.
+std::shared_ptr<const EntryFacts> facts_of(int fd, const fs::path& path) {
+  ::lseek(fd, 0, SEEK_SET);
+  base::FdSource source(fd, path);
+  store::BundleReader reader(source, store::BundleLimits{}, store::KeyCheck::trust_digest);
+  auto manifest = reader.read_manifest();
+  ::lseek(fd, 0, SEEK_SET);
+  if (!manifest) {
+    return nullptr;
+  }
+  auto scenario = base::canonical_json(manifest->scenario);
+  return std::make_shared<const EntryFacts>(
+      EntryFacts{manifest->op_type(), scenario ? *scenario : std::string(), manifest->build_ms});
+}
+
 class S3Storage final : public Storage {
  public:
   S3Storage(remote::S3Client client, fs::path temp_dir, std::int64_t max_bundle_bytes)
@@ -33,6 +51,11 @@ class S3Storage final : public Storage {
     return "s3 " + location.bucket + (location.prefix.empty() ? "" : "/" + location.prefix) + " at " +
            location.endpoint;
   }
+  std::string public_description() const override {
+    const auto& location = m_bucket.client().location();
+    return "s3 " + location.bucket + (location.prefix.empty() ? "" : "/" + location.prefix);
+  }
+  std::optional<fs::path> state_dir() const override { return std::nullopt; }
   bool reads_are_local() const override { return false; }
 
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
@@ -49,6 +72,7 @@ class S3Storage final : public Storage {
     ::fstat(fd.get(), &info);
     bundle.size = info.st_size;
     OPCACHE_TRY_ASSIGN(bundle.digest, digest_of(fd.get(), temp.temp_path()));
+    bundle.facts = facts_of(fd.get(), temp.temp_path());
     // Read after the bundle, so signatures added meanwhile are included;
     // the client verifies each against the bytes it gets anyway.
     OPCACHE_TRY_ASSIGN(bundle.signatures, m_bucket.get_signatures(key, m_temp_dir));

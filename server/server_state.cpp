@@ -71,6 +71,7 @@ void HttpServer::State::begin_stop() {
   log->event("stopping: finishing requests in flight (up to " + std::to_string(config.shutdown_grace_s) + " s)");
   boost::system::error_code ignored;
   signals.cancel(ignored);
+  usage_timer.cancel();
   extra_guards.clear();  // the other I/O threads end once their connections have
   for (auto& acceptor : acceptors) {
     acceptor->close(ignored);
@@ -111,6 +112,28 @@ void HttpServer::State::wait_for_signal() {
       return;
     }
     self->begin_stop();
+  });
+}
+
+}  // namespace opcache::server
+
+namespace opcache::server {
+
+void HttpServer::State::save_usage_periodically() {
+  if (!usage_history.persisted()) {
+    return;
+  }
+  usage_timer.expires_after(std::chrono::seconds(UsageHistory::k_save_interval_s));
+  usage_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (ec || self->stopping) {
+      return;
+    }
+    net::post(self->workers, [self] {
+      if (auto failed = self->usage_history.save()) {
+        self->log->event(*failed);
+      }
+    });
+    self->save_usage_periodically();
   });
 }
 

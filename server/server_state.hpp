@@ -19,6 +19,7 @@
 #include "server/api.hpp"
 #include "server/http_server.hpp"
 #include "server/metrics.hpp"
+#include "server/usage_history.hpp"
 
 namespace opcache::server {
 
@@ -50,10 +51,12 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
       : config(std::move(config_in)),
         storage(std::move(storage_in)),
         api(*storage, metrics, config),
+        usage_history(api.usage(), storage->state_dir()),
         tokens(std::make_shared<const TokenTable>(std::move(tokens_in))),
         workers(static_cast<std::size_t>(config.workers)),
         signals(ioc, SIGTERM, SIGINT, SIGHUP),
-        shutdown_timer(ioc) {
+        shutdown_timer(ioc),
+        usage_timer(ioc) {
     for (int i = 1; i < config.threads; ++i) {
       extra_contexts.push_back(std::make_unique<net::io_context>(1));
       extra_guards.push_back(net::make_work_guard(*extra_contexts.back()));
@@ -64,6 +67,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::unique_ptr<Storage> storage;
   Metrics metrics;
   Api api;
+  UsageHistory usage_history;
   std::optional<AccessLog> log;
 
   std::mutex auth_mutex;
@@ -78,6 +82,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   net::thread_pool workers;
   net::signal_set signals;
   net::steady_timer shutdown_timer;
+  net::steady_timer usage_timer;  // saves the usage history every UsageHistory::k_save_interval_s
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
 
   std::atomic<bool> stopping{false};
@@ -137,6 +142,10 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
 
   /// Waits for SIGTERM/SIGINT (stop) or SIGHUP (reload, then wait again).
   void wait_for_signal();
+
+  /// Saves the usage history on the worker pool every
+  /// UsageHistory::k_save_interval_s until the stop begins.
+  void save_usage_periodically();
 };
 
 }  // namespace opcache::server

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,14 @@
 
 namespace opcache::server {
 
+/// What the usage statistics need of an entry that is served
+/// (server/usage_stats): read from the index or the bundle's manifest.
+struct EntryFacts {
+  std::string op_type;
+  std::string scenario;       ///< canonical JSON of the scenario
+  std::int64_t build_ms = 0;  ///< the build time its producer recorded
+};
+
 /// An open bundle, ready to stream: a file, or the whole bundle in memory.
 struct StoredBundle {
   base::FileDescriptor fd;  ///< positioned at the start; not valid when `memory` holds the bundle
@@ -25,6 +34,7 @@ struct StoredBundle {
   std::int64_t size = 0;
   std::string digest;        ///< SHA-256 of the bundle (the ETag)
   store::Signatures signatures;  ///< as stored with the entry (each verified when it was stored); may be empty
+  std::shared_ptr<const EntryFacts> facts;  ///< null when the storage could not tell
 };
 
 /// The outcome of storing an upload.
@@ -63,6 +73,13 @@ class Storage {
 
   /// "local /path" or "s3 bucket/prefix at endpoint", for logs.
   virtual std::string describe() const = 0;
+  /// What API answers may say of the storage: "local", or "s3 bucket/prefix"
+  /// (no file-system path, no endpoint).
+  virtual std::string public_description() const = 0;
+  /// Where the server may keep its own state (the usage history,
+  /// server/usage_stats) across restarts: the local store's root; null for
+  /// storage shared by stateless replicas (S3).
+  virtual std::optional<std::filesystem::path> state_dir() const = 0;
   /// True when open() only reads local files (an index lookup and a file
   /// open), cheap enough to run on an I/O thread; false when it may wait on
   /// the network (then reads go to the worker pool).

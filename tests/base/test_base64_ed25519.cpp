@@ -35,6 +35,23 @@ TEST_CASE("base::base64 encodes RFC 4648 vectors and decodes only their one spel
   }
 }
 
+TEST_CASE("base::base64url encodes without padding and decodes only its one spelling") {
+  using opcache::base::base64url_decode;
+  using opcache::base::base64url_encode;
+  CHECK(base64url_encode("") == "");
+  CHECK(base64url_encode("f") == "Zg");
+  CHECK(base64url_encode("fo") == "Zm8");
+  CHECK(base64url_encode("foo") == "Zm9v");
+  CHECK(base64url_encode("\xfb\xff") == "-_8");
+  CHECK(base64url_decode("-_8") == std::optional<std::string>("\xfb\xff"));
+  CHECK(base64url_decode("Zm8") == std::optional<std::string>("fo"));
+  CHECK(base64url_decode("") == std::optional<std::string>(""));
+  CHECK_FALSE(base64url_decode("Zm8="));   // padding
+  CHECK_FALSE(base64url_decode("+/8"));    // the standard alphabet's two
+  CHECK_FALSE(base64url_decode("Zm9vY"));  // 4n+1 characters
+  CHECK_FALSE(base64url_decode("Zm9"));    // bits after the last byte
+}
+
 TEST_CASE("base::Ed25519PrivateKey signs, and ed25519_verify accepts only that signature of that message") {
   auto key = Ed25519PrivateKey::generate();
   REQUIRE(key.ok());

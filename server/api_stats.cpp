@@ -1,0 +1,122 @@
+// The statistics endpoints (GET /v1/stats/*) and the dashboard (GET /ui/) of
+// the API: parameters checked here, figures from server/usage_stats and the
+// storage's gauges (docs/protocol.md "Statistics").
+#include <cstdlib>
+#include <initializer_list>
+
+#include "server/api.hpp"
+#include "server/dashboard.hpp"
+
+namespace opcache::server {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t k_default_miss_groups = 20;
+
+// 400 naming the first parameter not in `allowed`, or std::nullopt.
+std::optional<ApiResponse> unknown_parameter(const std::map<std::string, std::string>& parameters,
+                                             std::initializer_list<std::string_view> allowed) {
+  for (const auto& [name, value] : parameters) {
+    bool known = false;
+    for (auto allowed_name : allowed) {
+      known = known || name == allowed_name;
+    }
+    if (!known) {
+      std::string names;
+      for (auto allowed_name : allowed) {
+        names += (names.empty() ? "" : ", ") + std::string(allowed_name);
+      }
+      return error_response(400, "bad_request",
+                            "unknown parameter \"" + name + "\" (allowed: " + (names.empty() ? "none" : names) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+// The integer parameter `name` (absent: `fallback`), from `low` to `high`.
+Result<long> integer_parameter(const std::map<std::string, std::string>& parameters, const std::string& name,
+                               long fallback, long low, long high) {
+  auto it = parameters.find(name);
+  if (it == parameters.end()) {
+    return fallback;
+  }
+  char* end = nullptr;
+  const long value = std::strtol(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || value < low || value > high) {
+    return Error::usage(name + "=\"" + it->second + "\" must be an integer from " + std::to_string(low) + " to " +
+                        std::to_string(high));
+  }
+  return value;
+}
+
+Result<StatsWindow> window_parameter(const std::map<std::string, std::string>& parameters) {
+  auto it = parameters.find("window");
+  return it == parameters.end() ? StatsWindow::day : parse_window(it->second);
+}
+
+json optional_number(const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); }
+
+}  // namespace
+
+ApiResponse Api::stats(const std::string& resource, const std::map<std::string, std::string>& parameters) {
+  auto bad = [](const Error& error) { return error_response(400, "bad_request", error.message()); };
+  if (resource == "tokens") {
+    auto unknown = unknown_parameter(parameters, {});
+    return unknown ? std::move(*unknown) : json_response(200, m_usage.tokens());
+  }
+  if (resource == "misses") {
+    if (auto unknown = unknown_parameter(parameters, {"limit"})) {
+      return std::move(*unknown);
+    }
+    auto limit = integer_parameter(parameters, "limit", k_default_miss_groups, 1, 1000);
+    return limit ? json_response(200, m_usage.misses(static_cast<std::size_t>(*limit))) : bad(limit.error());
+  }
+  if (resource == "timeseries") {
+    if (auto unknown = unknown_parameter(parameters, {"window", "step"})) {
+      return std::move(*unknown);
+    }
+    auto window = window_parameter(parameters);
+    auto step = integer_parameter(parameters, "step", 0, 1, 30 * 86400);
+    if (!window || !step) {
+      return bad(!window ? window.error() : step.error());
+    }
+    auto series = m_usage.timeseries(*window, *step);
+    return series ? json_response(200, *series) : bad(series.error());
+  }
+  if (auto unknown = unknown_parameter(parameters, {"window"})) {
+    return std::move(*unknown);
+  }
+  auto window = window_parameter(parameters);
+  return window ? json_response(200, summary(*window)) : bad(window.error());
+}
+
+nlohmann::json Api::summary(StatsWindow window) {
+  json body = m_usage.summary(window);
+  const auto gauges = m_storage.gauges();
+  const std::string description = m_storage.public_description();
+  const bool local = m_storage.state_dir().has_value();
+  body["storage"] = {{"kind", description.substr(0, description.find(' '))},
+                     {"entries", optional_number(gauges.entries)},
+                     {"bytes", optional_number(gauges.bytes)},
+                     {"limit_bytes", optional_number(gauges.limit_bytes)},
+                     {"evictions", optional_number(gauges.evictions)}};
+  // Local storage belongs to one server; S3 may be shared by replicas,
+  // each counting only the traffic it answered.
+  body["replica"] = {{"shared_storage", !local}, {"history_persisted", local}};
+  return body;
+}
+
+ApiResponse Api::ui(const std::string& file, bool may_read) {
+  if (file != "index.html") {
+    return ui_file(file, "");
+  }
+  if (!may_read) {
+    return ui_file(file, noscript_needs_token());
+  }
+  return ui_file(file, render_noscript_tables(summary(StatsWindow::day), status_body(),
+                                              m_usage.misses(k_default_miss_groups)));
+}
+
+}  // namespace opcache::server

@@ -1,0 +1,131 @@
+// What the team cache is used for, as the dashboard (/ui/) and the
+// /v1/stats/* endpoints show it: traffic over time (server/usage_series),
+// the keys that were missed (server/miss_table) and activity per token.
+// Counts this process's traffic (one replica); persisted to a file when the
+// storage is local, so a restart keeps the history. Fixed memory and file
+// size (docs/operations.md "Usage statistics").
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "opcache/result.hpp"
+#include "server/miss_table.hpp"
+#include "server/storage.hpp"
+#include "server/usage_series.hpp"
+
+namespace opcache::server {
+
+/// The windows the statistics answer for.
+enum class StatsWindow { hour, day, days30 };
+
+/// A window's name in the API, its length and the resolution it is kept at.
+struct WindowSpec {
+  const char* name;                  ///< "hour", "day" or "30d"
+  std::int64_t seconds;              ///< its length
+  std::int64_t resolution_seconds;   ///< its buckets: 60, or 3600 for 30d
+  std::int64_t default_step_seconds;
+};
+
+/// The spec of `window`.
+const WindowSpec& window_spec(StatsWindow window) noexcept;
+/// "hour", "day" or "30d"; else a `usage` error naming the allowed values.
+Result<StatsWindow> parse_window(std::string_view name);
+
+/// One answered request, as the session saw it.
+struct UsageEvent {
+  std::string_view route;   ///< Route::name
+  std::string_view method;
+  int status = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::string_view token_name;  ///< "-" when anonymous
+  std::string_view client;      ///< the client's address (no port)
+  std::string_view key;         ///< for entry routes
+  const EntryFacts* facts = nullptr;  ///< of the entry served, when the storage told
+  std::string_view op_type_header;    ///< X-Opcache-Op-Type, as received (may be empty)
+  std::string_view scenario_header;   ///< X-Opcache-Scenario, as received (may be empty)
+};
+
+/// The lookup headers a client may send (docs/protocol.md "Lookup hints").
+inline constexpr const char* k_op_type_header = "X-Opcache-Op-Type";
+inline constexpr const char* k_scenario_header = "X-Opcache-Scenario";
+
+/// The X-Opcache-Op-Type value if it is one (1 to 128 printable ASCII
+/// bytes), else "".
+std::string op_type_from_header(std::string_view value);
+/// The canonical JSON of the scenario object whose unpadded base64url is
+/// `value` (at most 2048 bytes), or "" when it is not one.
+std::string scenario_from_header(std::string_view value);
+
+/// Activity of one token name.
+struct TokenActivity {
+  UsageCounts counts;
+  std::int64_t bytes_in = 0;
+  std::int64_t bytes_out = 0;
+  std::int64_t last_seen_ms = 0;
+};
+
+/// The statistics. Thread-safe: one mutex, held for a record (no I/O) or
+/// while an answer is copied out.
+class UsageStats {
+ public:
+  /// Unix time in milliseconds.
+  using Clock = std::function<std::int64_t()>;
+
+  /// Keys kept in the misses table; token names kept.
+  static constexpr std::size_t k_missed_keys = 5000;
+  static constexpr std::size_t k_token_names = 1000;
+
+  /// Starts empty, with the history beginning now (`clock`: the system
+  /// clock unless a test gives its own).
+  explicit UsageStats(Clock clock = {});
+
+  /// Counts `event` (docs/protocol.md "Statistics" says what counts as what).
+  void record(const UsageEvent& event);
+
+  /// The traffic part of GET /v1/stats/summary for `window`: window, from_ms,
+  /// to_ms, the counters, all_time, top_op_types and top_scenarios.
+  nlohmann::json summary(StatsWindow window) const;
+  /// GET /v1/stats/timeseries: `step_seconds` (0: the window's default) must
+  /// be a positive multiple of the window's resolution giving at most 1440
+  /// points, else a `usage` error saying so.
+  Result<nlohmann::json> timeseries(StatsWindow window, std::int64_t step_seconds) const;
+  /// GET /v1/stats/misses with at most `limit` groups.
+  nlohmann::json misses(std::size_t limit) const;
+  /// GET /v1/stats/tokens: every token name seen, most recently seen first.
+  nlohmann::json tokens() const;
+
+  /// Writes the whole history to `file` atomically (JSON, format version 1).
+  Status save(const std::filesystem::path& file) const;
+  /// Replaces the history with that of `file`. Absent: nothing changes, no
+  /// error. Unreadable, malformed or of another format version: a `corrupt`
+  /// (or `io`) error naming the file, and nothing changes.
+  Status load(const std::filesystem::path& file);
+
+ private:
+  std::int64_t now_ms() const;
+  nlohmann::json to_json() const;
+  Status from_json(const nlohmann::json& value);
+
+  Clock m_clock;
+  mutable std::mutex m_mutex;
+  std::int64_t m_since_ms;
+  UsageCounts m_total;
+  UsageSeries m_minutes;
+  UsageSeries m_hours;
+  MissTable m_misses;
+  std::map<std::string, TokenActivity, std::less<>> m_tokens;
+};
+
+/// The file the history is kept in, inside Storage::state_dir().
+inline constexpr const char* k_usage_file_name = "serve-stats.json";
+
+}  // namespace opcache::server
