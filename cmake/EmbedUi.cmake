@@ -6,12 +6,14 @@
 #
 # Embeds exactly index.html, style.css and app.js; a missing one fails the build.
 set(files index.html style.css app.js)
-set(types "text/html; charset=utf-8" "text/css; charset=utf-8" "text/javascript; charset=utf-8")
+# (a CMake list is ";"-separated, so the charset parameter is appended below, not listed)
+set(types "text/html" "text/css" "text/javascript")
 set(arrays "")
 set(table "")
 foreach(index RANGE 2)
   list(GET files ${index} name)
   list(GET types ${index} type)
+  string(APPEND type "; charset=utf-8")
   if(NOT EXISTS "${UI_DIR}/${name}")
     message(FATAL_ERROR "EmbedUi: ${UI_DIR}/${name} is missing")
   endif()
