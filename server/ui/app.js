@@ -230,9 +230,11 @@
     const fill = $('storage-bar-fill');
     if (typeof limit === 'number' && limit > 0 && typeof bytes === 'number') {
       const share = Math.min(1, bytes / limit);
-      fill.setAttribute('width', String(Math.round(share * 1000)));
+      // a sliver stays visible for a store that is not empty
+      fill.setAttribute('width', String(bytes > 0 ? Math.max(4, Math.round(share * 1000)) : 0));
       fill.setAttribute('class', `bar-fill${share > 0.9 ? ' full' : ''}`);
-      setText(text, `${(share * 100).toFixed(1)} % of the limit used`);
+      setText(text, bytes > 0 && share < 0.001 ? 'less than 0.1 % of the limit used'
+        : `${(share * 100).toFixed(1)} % of the limit used`);
       $('storage-bar').removeAttribute('hidden');  // an SVG element has no .hidden property
     } else {
       $('storage-bar').setAttribute('hidden', '');
