@@ -106,6 +106,29 @@ async function serverJson(options, path, token) {
   return JSON.parse(text);
 }
 
+// What the page shows for a figure, read back as a number (or string), to
+// check that the text a person sees says the same as data-value: counts with
+// thousands separators, "78.2 %", "6.54 KiB", "2 h 3 min", "9.0 s".
+const UNIT_BYTES = { B: 1, KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, TiB: 1024 ** 4, PiB: 1024 ** 5 };
+const UNIT_MS = { ms: 1, s: 1000, min: 60000, h: 3600000 };
+
+function shownAgrees(name, value, text) {
+  if (value === null) return text === '–' || text === 'unknown';
+  if (typeof value === 'string') return text === value;
+  if (name === 'hit_rate') return text === `${(value * 100).toFixed(1)} %`;
+  const parts = [...text.replace(/,/g, '').matchAll(/([\d.]+) ?([A-Za-z]*)/g)];
+  if (parts.length === 0) return false;
+  if (/bytes/.test(name)) {
+    const [, number, unit] = parts[0];
+    return unit in UNIT_BYTES && Math.abs(Number(number) * UNIT_BYTES[unit] - value) <= value * 0.01 + 0.5;
+  }
+  if (name === 'compile_ms_saved') {
+    const ms = parts.reduce((sum, [, number, unit]) => sum + Number(number) * (UNIT_MS[unit] ?? NaN), 0);
+    return Math.abs(ms - value) <= Math.max(value * 0.01, 500);
+  }
+  return parts.length === 1 && parts[0][2] === '' && Number(parts[0][1]) === value;
+}
+
 const asDataValue = (value) => (typeof value === 'string' ? value : JSON.stringify(value === undefined ? null : value));
 
 // One browser tab in a fresh context (light or dark colour scheme), with every request and console error recorded.
@@ -128,10 +151,18 @@ async function openPage(browser, options, size, log, colorScheme = 'light') {
   return { context, page };
 }
 
-// Opens /ui/, answers the token form with `token`, waits for the figures.
-async function login(page, options, token) {
+// Opens /ui/ and its token form (asked for at once, or under "Use a token"
+// when the server shows its figures without one: --anonymous-read).
+async function openLogin(page, options) {
   await page.goto(`${options.url}/ui/`);
+  await page.waitForFunction(() => !document.getElementById('login').hidden || document.body.dataset.loaded);
+  if (await page.locator('#login').isHidden()) await page.click('#token-show');
   await page.locator('#login').waitFor({ state: 'visible' });
+}
+
+// Answers the token form with `token` and waits for the figures; returns the window shown.
+async function login(page, options, token) {
+  await openLogin(page, options);
   await page.fill('#token-input', token);
   await page.click('#token-submit');
   await page.waitForFunction(() => document.body.dataset.loaded && !document.getElementById('dashboard').hidden);
@@ -158,6 +189,7 @@ async function checkFigures(page, options, token, window) {
       check(node.value === asDataValue(value),
         `data-figure="${name}" has data-value=${JSON.stringify(node.value)} (shown "${node.text}") but the server's `
         + `JSON says ${asDataValue(value)}`);
+      check(shownAgrees(name, value, node.text), `data-figure="${name}" shows "${node.text}", which does not say ${asDataValue(value)}`);
       console.log(`  ok  ${name} = ${asDataValue(value)} (shown "${node.text}")`);
     }
   }
@@ -184,8 +216,7 @@ async function screenshots(page, options, name) {
 // The read token's views: laptop and 200 % zoom, a wrong token refused first.
 async function readViews(browser, options, log) {
   const { context, page } = await openPage(browser, options, LAPTOP, log);
-  await page.goto(`${options.url}/ui/`);
-  await page.locator('#login').waitFor({ state: 'visible' });
+  await openLogin(page, options);
   await page.fill('#token-input', 'not-a-token-of-this-server');
   await page.click('#token-submit');
   await page.waitForFunction(() => /refused/.test(document.getElementById('login-reason').textContent)
