@@ -11,6 +11,8 @@
 #include <doctest/doctest.h>
 
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -52,6 +54,17 @@ std::optional<std::string> browser_test_unavailable() {
            "`npm ci --prefix tests/ui --no-audit --no-fund` (scripts/install-deps.sh does)";
   }
   return std::nullopt;
+}
+
+// The reason in dashboard.mjs's "OPCACHE_SKIP: <reason>" line.
+std::string skip_reason(const std::string& out) {
+  const std::string marker = "OPCACHE_SKIP: ";
+  const auto at = out.find(marker);
+  if (at == std::string::npos) {
+    return "dashboard.mjs exited 77 without a reason";
+  }
+  const auto start = at + marker.size();
+  return out.substr(start, out.find('\n', start) - start);
 }
 
 // The server and the token files of the three tokens.
@@ -177,9 +190,7 @@ TEST_CASE("e2e::dashboard shows the server's figures in headless Chromium, the m
   auto browser = run_process(argv);
   MESSAGE(browser.out);
   if (browser.exit_code == 77) {
-    const auto marker = browser.out.find("OPCACHE_SKIP: ");
-    report_skip(marker == std::string::npos ? "dashboard.mjs skipped"
-                                            : browser.out.substr(marker + 14, browser.out.find('\n', marker) - marker - 14));
+    report_skip(skip_reason(browser.out));
     return;
   }
   INFO("stdout:\n", browser.out, "\nstderr:\n", browser.err, "\nserver log:\n", team.server->log_text());
