@@ -319,7 +319,8 @@
     if (path) root.append(svg('path', { d: path.trim(), class: 'line' }));
     points.forEach((p, index) => {
       if (p.hit_rate === null || p.hit_rate === undefined) return;
-      const dot = svg('circle', { cx: xOf(index, points.length).toFixed(1), cy: yOf(p.hit_rate).toFixed(1), r: rates.length <= 3 ? 5 : 3,
+      const dot = svg('circle', { cx: xOf(index, points.length).toFixed(1), cy: yOf(p.hit_rate).toFixed(1),
+                                  r: rates.length <= 3 ? 5 : 3,
                                   class: 'dot' });
       dot.append(svg('title', {}, `${fmtTime(p.t_ms, win)}: ${fmtPercent(p.hit_rate)} (${p.hits} of ${p.lookups} lookups)`));
       root.append(dot);

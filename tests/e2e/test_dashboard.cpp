@@ -79,7 +79,8 @@ struct Team {
     write_text(dir / "read.token", k_read_token);
     write_text(dir / "write.token", k_write_token);
     write_text(dir / "admin.token", k_admin_token);
-    server = std::make_unique<ServerProcess>(dir / "storage", std::vector<std::string>{"--tokens", (dir / "tokens").string()});
+    server = std::make_unique<ServerProcess>(dir / "storage",
+                                             std::vector<std::string>{"--tokens", (dir / "tokens").string()});
   }
 
   // `--remote URL --token-file <name>.token`, the server as the only remote.
@@ -99,8 +100,8 @@ struct Team {
 // every call is a lookup on the server; returns the exit code (0: a hit).
 int remote_get(const Team& team, const fs::path& desc, const std::string& token_name, const std::string& label) {
   CliRunner machine(team.dir.path(), team.dir / ("cache-" + label));
-  std::vector<std::string> args{"get", "--desc", desc.string(), "--scenario", k_test_scenario, "--out",
-                                (team.dir / ("out-" + label)).string()};
+  std::vector<std::string> args{
+      "get", "--desc", desc.string(), "--scenario", k_test_scenario, "--out", (team.dir / ("out-" + label)).string()};
   auto remote = team.remote(token_name);
   args.insert(args.end(), remote.begin(), remote.end());
   auto result = machine.run(args);
@@ -115,10 +116,10 @@ int remote_get(const Team& team, const fs::path& desc, const std::string& token_
 void missed_lookup(const Team& team, const CliRunner& cli, const fs::path& desc, const std::string& op_type,
                    const char* token) {
   auto key = cli.run_json({"key", "--desc", desc.string(), "--scenario", k_test_scenario, "--show-canonical"});
-  auto response = http_request("GET", team.server->base_url() + "/v1/entries/" + key["key"].get<std::string>(),
-                               {std::string("Authorization: Bearer ") + token, "X-Opcache-Op-Type: " + op_type,
-                                "X-Opcache-Scenario: " +
-                                    opcache::base::base64url_encode(key["scenario_canonical"].get<std::string>())});
+  auto response = http_request(
+      "GET", team.server->base_url() + "/v1/entries/" + key["key"].get<std::string>(),
+      {std::string("Authorization: Bearer ") + token, "X-Opcache-Op-Type: " + op_type,
+       "X-Opcache-Scenario: " + opcache::base::base64url_encode(key["scenario_canonical"].get<std::string>())});
   REQUIRE(response.status == 404);
 }
 
@@ -130,7 +131,8 @@ void fill(const Team& team) {
   CliRunner builder(team.dir.path(), team.dir / "cache-builder");
   std::vector<fs::path> stored;
   int build_ms = 1500;
-  for (const auto& [op, length] : std::vector<std::pair<std::string, int>>{{"MatMul", 16}, {"MatMul", 32}, {"Add", 64}}) {
+  for (const auto& [op, length] :
+       std::vector<std::pair<std::string, int>>{{"MatMul", 16}, {"MatMul", 32}, {"Add", 64}}) {
     auto kernel = make_kernel(team.dir / "kernels", op, length);
     builder.put(kernel, k_test_scenario, {"--build-ms", std::to_string(build_ms)});
     stored.push_back(builder.descriptor_file(kernel));
@@ -160,8 +162,9 @@ void fill(const Team& team) {
 
 }  // namespace
 
-TEST_CASE("e2e::dashboard shows the server's figures in headless Chromium, the most missed op type first and the "
-          "activity per token only to an admin") {
+TEST_CASE(
+    "e2e::dashboard shows the server's figures in headless Chromium, the most missed op type first and the "
+    "activity per token only to an admin") {
   hermetic_environment();
   const auto unavailable = browser_test_unavailable();
   OPCACHE_SKIP_IF(unavailable.has_value(), *unavailable);
@@ -180,13 +183,20 @@ TEST_CASE("e2e::dashboard shows the server's figures in headless Chromium, the m
   const fs::path out = fs::path(OPCACHE_BINARY_DIR) / "tests" / "output" / "dashboard";
   fs::create_directories(out);
   MESSAGE("dashboard screenshots: " << out.string());
-  const std::vector<std::string> argv{"node", (fs::path(OPCACHE_SOURCE_DIR) / "tests/ui/dashboard.mjs").string(),
-                                      "--url", team.server->base_url(),
-                                      "--read-token-file", (team.dir / "read.token").string(),
-                                      "--admin-token-file", (team.dir / "admin.token").string(),
-                                      "--expect-op-type", k_most_missed,
-                                      "--token-names", "reader,ci",
-                                      "--out", out.string()};
+  const std::vector<std::string> argv{"node",
+                                      (fs::path(OPCACHE_SOURCE_DIR) / "tests/ui/dashboard.mjs").string(),
+                                      "--url",
+                                      team.server->base_url(),
+                                      "--read-token-file",
+                                      (team.dir / "read.token").string(),
+                                      "--admin-token-file",
+                                      (team.dir / "admin.token").string(),
+                                      "--expect-op-type",
+                                      k_most_missed,
+                                      "--token-names",
+                                      "reader,ci",
+                                      "--out",
+                                      out.string()};
   auto browser = run_process(argv);
   MESSAGE(browser.out);
   if (browser.exit_code == 77) {
