@@ -181,16 +181,17 @@ Route match_route(std::string_view method, std::string_view path) {
     return route;
   }
   if (path.substr(0, k_stats_prefix.size()) == k_stats_prefix) {
-    route.name = "stats";
     route.resource = std::string(path.substr(k_stats_prefix.size()));
     if (route.resource != "summary" && route.resource != "timeseries" && route.resource != "misses" &&
         route.resource != "tokens") {
+      route.resource.clear();
       route.error_status = 404;
       route.error_code = "not_found";
       route.error_message = "no such statistics: " + std::string(path) +
                             " (there are /v1/stats/summary, timeseries, misses and tokens)";
       return route;
     }
+    route.name = "stats";
     if (only({"GET", "HEAD"}, "GET, HEAD")) {
       route.scope = route.resource == "tokens" ? Scope::admin : Scope::read;
     }

@@ -31,15 +31,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-// Moto takes any credentials; the client and `opcache serve` (which inherits
-// this environment) find these.
-void use_test_credentials() {
-  ::setenv("AWS_ACCESS_KEY_ID", "AKIDOPCACHETEST", 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", "opcache/test+secret", 1);
-  ::unsetenv("AWS_SESSION_TOKEN");
-  ::unsetenv("AWS_PROFILE");
-}
-
 std::string s3_url(const std::string& bucket, const std::string& prefix, const std::string& endpoint) {
   return "s3://" + bucket + "/" + prefix + "?endpoint=" + endpoint;
 }
@@ -66,7 +57,7 @@ bool has_object(S3Client& client, const std::string& name) {
 
 TEST_CASE("remote::s3: upload queue, layered get and push/pull through moto") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  use_test_credentials();
+  use_moto_test_credentials();
   S3Client bucket = bucket_client("opcache-remote-s3", "team/a");
   const std::string url = s3_url("opcache-remote-s3", "team/a", MotoServer::shared().endpoint());
   TempDir temp;
@@ -144,7 +135,7 @@ TEST_CASE("remote::s3: upload queue, layered get and push/pull through moto") {
 
 TEST_CASE("remote::s3: an object under the wrong key in the bucket is a miss and is not stored") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  use_test_credentials();
+  use_moto_test_credentials();
   S3Client bucket = bucket_client("opcache-remote-s3-bad", "p");
   TempDir temp;
   const TestKernel wanted = make_test_kernel(temp / "src", "relu", 3);
@@ -169,7 +160,7 @@ TEST_CASE("remote::s3: an object under the wrong key in the bucket is a miss and
 }
 
 TEST_CASE("remote::s3: an S3 endpoint that hangs costs one timeout for a batch of 30 lookups") {
-  use_test_credentials();
+  use_moto_test_credentials();
   FaultServer endpoint([](const FaultRequest&) { return FaultReply::hang(); });
   TempDir temp;
   WarningLog warnings;
@@ -190,7 +181,7 @@ TEST_CASE("remote::s3: an S3 endpoint that hangs costs one timeout for a batch o
 
 TEST_CASE("remote::serve --storage s3://: PUT, GET, HEAD, query and list round trip through moto") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  use_test_credentials();
+  use_moto_test_credentials();
   TempDir temp;
   const std::string reader = "s3-reader-token";
   const std::string writer = "s3-writer-token";

@@ -143,10 +143,7 @@ TEST_CASE("remote::signatures travel through a file remote, in <key>.sig beside 
 
 TEST_CASE("remote::signatures travel through an s3 remote, in v1/signatures/<key>") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  ::setenv("AWS_ACCESS_KEY_ID", "AKIDOPCACHETEST", 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", "opcache/test+secret", 1);
-  ::unsetenv("AWS_SESSION_TOKEN");
-  ::unsetenv("AWS_PROFILE");
+  use_moto_test_credentials();
   const std::string url = "s3://opcache-signatures/team?endpoint=" + MotoServer::shared().endpoint();
   auto location = opcache::remote::parse_s3_url(url);
   REQUIRE(location.ok());

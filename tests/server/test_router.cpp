@@ -37,6 +37,15 @@ TEST_CASE("server::match_route maps every route and method to a handler, scope a
       {"GET", "/metrics", "metrics", Scope::read, BodyKind::none},
       {"GET", "/healthz", "healthz", Scope::none, BodyKind::none},
       {"HEAD", "/healthz", "healthz", Scope::none, BodyKind::none},
+      {"GET", "/v1/stats/summary", "stats", Scope::read, BodyKind::none},
+      {"GET", "/v1/stats/timeseries", "stats", Scope::read, BodyKind::none},
+      {"GET", "/v1/stats/misses", "stats", Scope::read, BodyKind::none},
+      {"HEAD", "/v1/stats/misses", "stats", Scope::read, BodyKind::none},
+      {"GET", "/v1/stats/tokens", "stats", Scope::admin, BodyKind::none},
+      {"GET", "/ui", "ui", Scope::none, BodyKind::none},
+      {"GET", "/ui/", "ui", Scope::none, BodyKind::none},
+      {"GET", "/ui/app.js", "ui", Scope::none, BodyKind::none},
+      {"HEAD", "/ui/style.css", "ui", Scope::none, BodyKind::none},
   };
   for (const auto& c : cases) {
     CAPTURE(c.method);
@@ -48,6 +57,10 @@ TEST_CASE("server::match_route maps every route and method to a handler, scope a
     CHECK(route.body == c.body);
   }
   CHECK(match_route("GET", "/v1/entries/" + k_key).key == k_key);
+  CHECK(match_route("GET", "/v1/stats/timeseries").resource == "timeseries");
+  CHECK(match_route("GET", "/ui").resource.empty());
+  CHECK(match_route("GET", "/ui/").resource == "index.html");
+  CHECK(match_route("GET", "/ui/app.js").resource == "app.js");
 }
 
 TEST_CASE("server::match_route answers 405 with Allow for a wrong method") {
@@ -63,6 +76,8 @@ TEST_CASE("server::match_route answers 405 with Allow for a wrong method") {
       {"DELETE", "/v1/status", "GET, HEAD"},
       {"POST", "/metrics", "GET, HEAD"},
       {"PUT", "/healthz", "GET, HEAD"},
+      {"POST", "/v1/stats/summary", "GET, HEAD"},
+      {"DELETE", "/ui/", "GET, HEAD"},
   };
   for (const auto& c : cases) {
     CAPTURE(c.method);
@@ -76,7 +91,8 @@ TEST_CASE("server::match_route answers 405 with Allow for a wrong method") {
 }
 
 TEST_CASE("server::match_route answers 404 for unknown paths") {
-  for (const char* path : {"/", "/v2/entries", "/v1", "/v1/entriesx", "/healthz/x"}) {
+  for (const char* path : {"/", "/v2/entries", "/v1", "/v1/entriesx", "/healthz/x", "/v1/stats/", "/v1/stats/keys",
+                           "/v1/stats/summary/x", "/uix"}) {
     CAPTURE(path);
     const Route route = match_route("GET", path);
     CHECK(route.error_status == 404);

@@ -255,10 +255,7 @@ TEST_CASE("server::SIGHUP reloads --trusted-keys: a key added to the file is tru
 
 TEST_CASE("server::serve --storage s3:// stores, serves and adds signatures (v1/signatures/<key>) through moto") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  ::setenv("AWS_ACCESS_KEY_ID", "AKIDOPCACHETEST", 1);
-  ::setenv("AWS_SECRET_ACCESS_KEY", "opcache/test+secret", 1);
-  ::unsetenv("AWS_SESSION_TOKEN");
-  ::unsetenv("AWS_PROFILE");
+  use_moto_test_credentials();
   TempDir temp;
   const auto trusted = new_key();
   const auto other = new_key();

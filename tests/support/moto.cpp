@@ -324,4 +324,11 @@ MotoServer::AuthenticationKeys MotoServer::enable_authentication() {
   return keys;
 }
 
+void use_moto_test_credentials() {
+  ::setenv("AWS_ACCESS_KEY_ID", "AKIDOPCACHETEST", 1);
+  ::setenv("AWS_SECRET_ACCESS_KEY", "opcache/test+secret", 1);
+  ::unsetenv("AWS_SESSION_TOKEN");
+  ::unsetenv("AWS_PROFILE");
+}
+
 }  // namespace opcache::test

@@ -16,6 +16,12 @@ struct MotoKeys {
   std::string session_token;  ///< empty for an IAM user's long-term keys
 };
 
+/// Sets the AWS_* environment to test credentials that moto (before
+/// enable_authentication) accepts, for the client and for the servers the
+/// test starts (they inherit the environment); unsets a session token and
+/// profile from the caller's environment.
+void use_moto_test_credentials();
+
 /// Runs `moto_server` (found in PATH) on 127.0.0.1 at a port chosen at run
 /// time, in its own process group, with its output in a log file. The server
 /// dies with this object (SIGTERM, then SIGKILL to the group) and, through

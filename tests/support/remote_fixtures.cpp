@@ -17,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-TestKernel bundle_kernel(const std::string& descriptor_json, std::vector<fs::path> files) {
+TestKernel bundle_kernel(const std::string& descriptor_json, std::vector<fs::path> files, std::int64_t build_ms = 0) {
   auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
   auto scenario = store::parse_scenario_spec(k_test_scenario, no_env);
   REQUIRE(scenario.ok());
@@ -27,6 +27,7 @@ TestKernel bundle_kernel(const std::string& descriptor_json, std::vector<fs::pat
   for (const auto& file : files) {
     input.members.push_back({file.filename().string(), file, ""});
   }
+  input.build_ms = build_ms;
   base::StringSink sink;
   auto written = store::write_bundle(input, sink);
   REQUIRE_MESSAGE(written.ok(), (written.ok() ? "" : written.error().message()));
@@ -53,7 +54,7 @@ TestKernel make_test_kernel(const fs::path& dir, const std::string& op, int leng
   return bundle_kernel(triple.descriptor_json, triple.files());
 }
 
-TestKernel make_cheap_kernel(const fs::path& dir, int index) {
+TestKernel make_cheap_kernel(const fs::path& dir, int index, std::int64_t build_ms) {
   const fs::path home = dir / ("cheap_" + std::to_string(index));
   const nlohmann::json descriptor = {{"op_type", "add"},
                                      {"inputs", {{{"shape", {index + 1}}, {"dtype", "float16"}, {"format", "ND"}}}},
@@ -62,7 +63,7 @@ TestKernel make_cheap_kernel(const fs::path& dir, int index) {
   const std::string stem = "add_" + std::to_string(index);
   write_text(home / (stem + ".o"), "object code of kernel " + std::to_string(index) + std::string(200, 'x'));
   write_text(home / (stem + ".json"), nlohmann::json{{"kernelName", stem}, {"blockDim", 1}}.dump());
-  return bundle_kernel(descriptor.dump(), {home / (stem + ".o"), home / (stem + ".json")});
+  return bundle_kernel(descriptor.dump(), {home / (stem + ".o"), home / (stem + ".json")}, build_ms);
 }
 
 fs::path write_bundle_file(const fs::path& dir, const TestKernel& kernel) {

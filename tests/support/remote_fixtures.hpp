@@ -35,8 +35,9 @@ struct TestKernel {
 TestKernel make_test_kernel(const std::filesystem::path& dir, const std::string& op, int length);
 
 /// A kernel whose members are small generated files (no compiler): for
-/// batches of many entries. Different `index`es give different keys.
-TestKernel make_cheap_kernel(const std::filesystem::path& dir, int index);
+/// batches of many entries. Different `index`es give different keys. Its
+/// manifest records `build_ms` (the bytes differ, the key does not).
+TestKernel make_cheap_kernel(const std::filesystem::path& dir, int index, std::int64_t build_ms = 0);
 
 /// Writes `kernel.bundle` to `dir/<key>.bundle` and returns the path.
 std::filesystem::path write_bundle_file(const std::filesystem::path& dir, const TestKernel& kernel);

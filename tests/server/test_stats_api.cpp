@@ -1,0 +1,291 @@
+// The statistics API (GET /v1/stats/*) and the dashboard's files (GET /ui/)
+// on a real `opcache serve`: figures from real uploads, hits and misses
+// (with the lookup headers), each body valid against its schema, scopes
+// (tokens need admin), parameters checked, the page served with its CSP and
+// its no-JavaScript tables only to a request that may read, the history
+// kept over a graceful restart, a bad history file moved aside, and S3
+// storage saying that its figures are this replica's own.
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "base/base64.hpp"
+#include "base/sha256.hpp"
+#include "opcache_test_paths.hpp"
+#include "server/dashboard.hpp"
+#include "tests/support/api_schema.hpp"
+#include "tests/support/moto.hpp"
+#include "tests/support/remote_fixtures.hpp"
+#include "tests/support/server.hpp"
+#include "tests/support/skip.hpp"
+#include "tests/support/temp_dir.hpp"
+
+using namespace opcache::test;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* k_read_token = "stats-read-token-4f1e";
+constexpr const char* k_write_token = "stats-write-token-8c2a";
+constexpr const char* k_admin_token = "stats-admin-token-d93b";
+constexpr std::int64_t k_build_ms = 1234;
+const std::string k_scenario = R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})";
+
+// A server with a read ("reader"), a write ("writer") and an admin ("boss") token.
+struct StatsServer {
+  TempDir dir;
+  fs::path storage;
+  std::unique_ptr<ServerProcess> process;
+
+  explicit StatsServer(std::vector<std::string> extra = {}, fs::path storage_in = {})
+      : storage(storage_in.empty() ? dir / "storage" : std::move(storage_in)) {
+    write_text(dir / "tokens", opcache::base::sha256_hex(k_read_token) + " reader read\n" +
+                                   opcache::base::sha256_hex(k_write_token) + " writer write\n" +
+                                   opcache::base::sha256_hex(k_admin_token) + " boss admin\n");
+    extra.insert(extra.begin(), {"--tokens", (dir / "tokens").string()});
+    start(extra);
+  }
+  void start(const std::vector<std::string>& extra) { process = std::make_unique<ServerProcess>(storage, extra); }
+
+  HttpResponse request(const std::string& method, const std::string& path, const char* token = k_read_token,
+                       std::vector<std::string> headers = {}, const std::string& body = {}) const {
+    if (token != nullptr) {
+      headers.push_back(std::string("Authorization: Bearer ") + token);
+    }
+    return http_request(method, process->base_url() + path, headers, body);
+  }
+  json get(const std::string& path, const std::string& schema, const char* token = k_read_token) const {
+    return checked_json(request("GET", path, token), schema);
+  }
+  void upload(const TestKernel& kernel) const {
+    REQUIRE(request("PUT", "/v1/entries/" + kernel.key, k_write_token, {}, kernel.bundle).status == 201);
+  }
+  // A lookup of `key` that misses, saying what it was for.
+  void miss(const std::string& key, const std::string& op_type, const char* token = k_read_token) const {
+    auto response = request("GET", "/v1/entries/" + key, token,
+                            {"X-Opcache-Op-Type: " + op_type,
+                             "X-Opcache-Scenario: " + opcache::base::base64url_encode(k_scenario)});
+    REQUIRE(response.status == 404);
+  }
+};
+
+std::string key_of(char c) { return std::string(64, c); }
+
+// What a summary says, for comparing two of them.
+json traffic(const json& summary) {
+  json out = summary["all_time"];
+  out.erase("hit_rate");
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("server::/v1/stats answers from real uploads, hits and misses, per the schemas, and equals /v1/status") {
+  StatsServer server;
+  TempDir temp;
+  const auto kernel = make_cheap_kernel(temp / "k", 1, k_build_ms);
+  server.upload(kernel);
+  for (int i = 0; i < 2; ++i) {
+    REQUIRE(server.request("GET", "/v1/entries/" + kernel.key).body == kernel.bundle);
+  }
+  REQUIRE(server.request("HEAD", "/v1/entries/" + kernel.key, k_admin_token).status == 200);
+  for (int i = 0; i < 3; ++i) {
+    server.miss(key_of('c'), "Conv2D");
+  }
+  server.miss(key_of('d'), "Conv2D", k_admin_token);
+  server.miss(key_of('a'), "MatMul");
+
+  const json summary = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
+  CHECK(summary["window"] == "day");
+  CHECK(summary["requests"] == 9);
+  CHECK(summary["lookups"] == 8);
+  CHECK(summary["hits"] == 3);
+  CHECK(summary["misses"] == 5);
+  CHECK(summary["hit_rate"] == doctest::Approx(3.0 / 8));
+  CHECK(summary["bytes_served"] == 2 * kernel.bundle.size());
+  CHECK(summary["compile_ms_saved"] == 2 * k_build_ms);
+  CHECK(summary["uploads"] == 1);
+  CHECK(summary["bytes_uploaded"] == kernel.bundle.size());
+  CHECK(summary["top_op_types"] == json::array({{{"op_type", "add"}, {"hits", 3}}}));
+  CHECK(summary["storage"]["kind"] == "local");
+  CHECK(summary["storage"]["entries"] == 1);
+  CHECK(summary["storage"]["bytes"] == kernel.bundle.size());
+  CHECK(summary["replica"] == json{{"shared_storage", false}, {"history_persisted", true}});
+  CHECK(summary["all_time"]["lookups"] == 8);
+
+  const json status = server.get("/v1/status", "status-response.schema.json");
+  CHECK(status["hits"] == summary["hits"]);
+  CHECK(status["misses"] == summary["misses"]);
+  CHECK(status["entries"] == summary["storage"]["entries"]);
+  CHECK(status["storage"] == "local");
+
+  const json misses = server.get("/v1/stats/misses", "stats-misses-response.schema.json");
+  CHECK(misses["tracked_keys"] == 3);
+  REQUIRE(misses["groups"].size() == 2);
+  CHECK(misses["groups"][0]["op_type"] == "Conv2D");
+  CHECK(misses["groups"][0]["scenario"] == json::parse(k_scenario));
+  CHECK(misses["groups"][0]["requests"] == 4);
+  CHECK(misses["groups"][0]["keys"] == 2);
+  CHECK(misses["groups"][0]["clients"] == 2);  // reader and boss, from one address
+  CHECK(misses["groups"][0]["top_keys"][0]["key"] == key_of('c'));
+  CHECK(misses["groups"][1]["op_type"] == "MatMul");
+
+  const json series = server.get("/v1/stats/timeseries?window=hour", "stats-timeseries-response.schema.json");
+  CHECK(series["points"].size() == 60);
+  std::int64_t lookups = 0;
+  std::int64_t saved = 0;
+  for (const auto& point : series["points"]) {
+    lookups += point["lookups"].get<std::int64_t>();
+    saved += point["compile_ms_saved"].get<std::int64_t>();
+  }
+  CHECK(lookups == 8);
+  CHECK(saved == 2 * k_build_ms);
+
+  const json tokens = server.get("/v1/stats/tokens", "stats-tokens-response.schema.json", k_admin_token);
+  std::map<std::string, json> by_name;
+  for (const auto& token : tokens["tokens"]) {
+    by_name[token["name"]] = token;
+  }
+  REQUIRE(by_name.size() == 3);
+  CHECK(by_name["writer"]["uploads"] == 1);
+  CHECK(by_name["reader"]["hits"] == 2);
+  CHECK(by_name["reader"]["misses"] == 4);
+  CHECK(by_name["boss"]["lookups"] == 2);
+
+  // No token and no path in any answer.
+  for (const auto* body : {&summary, &status, &misses, &series, &tokens}) {
+    const std::string text = body->dump();
+    for (const char* secret : {k_read_token, k_write_token, k_admin_token}) {
+      CHECK(text.find(secret) == std::string::npos);
+    }
+    CHECK(text.find(server.dir.path().string()) == std::string::npos);
+  }
+}
+
+TEST_CASE("server::/v1/stats/tokens needs the admin scope, and the other statistics the read scope") {
+  StatsServer server;
+  CHECK(server.request("GET", "/v1/stats/tokens", k_read_token).status == 403);
+  CHECK(server.request("GET", "/v1/stats/tokens", k_write_token).status == 403);
+  CHECK(server.request("GET", "/v1/stats/tokens", nullptr).status == 401);
+  CHECK(server.request("GET", "/v1/stats/summary", nullptr).status == 401);
+  CHECK(server.request("GET", "/v1/stats/misses", k_read_token).status == 200);
+
+  StatsServer anonymous({"--anonymous-read"});
+  CHECK(anonymous.request("GET", "/v1/stats/summary", nullptr).status == 200);
+  CHECK(anonymous.request("GET", "/v1/stats/tokens", nullptr).status == 401);
+}
+
+TEST_CASE("server::/v1/stats parameters are checked, with a 400 naming the parameter") {
+  StatsServer server;
+  const std::pair<std::string, std::string> cases[] = {
+      {"/v1/stats/summary?window=week", "window"},      {"/v1/stats/summary?limit=3", "limit"},
+      {"/v1/stats/timeseries?window=30d&step=60", "step"}, {"/v1/stats/timeseries?step=61", "step"},
+      {"/v1/stats/timeseries?step=x", "step"},           {"/v1/stats/misses?limit=0", "limit"},
+      {"/v1/stats/misses?limit=1001", "limit"},          {"/v1/stats/tokens?window=day", "window"},
+  };
+  for (const auto& [path, parameter] : cases) {
+    CAPTURE(path);
+    const auto response = server.request("GET", path, k_admin_token);
+    CHECK(response.status == 400);
+    const json body = checked_json(response, "error.schema.json");
+    CHECK(body["error"] == "bad_request");
+    CHECK(body["message"].get<std::string>().find(parameter) != std::string::npos);
+  }
+  CHECK(server.request("GET", "/v1/stats/keys").status == 404);
+  CHECK(server.request("POST", "/v1/stats/summary").status == 405);
+  CHECK(server.request("GET", "/v1/stats/timeseries?window=30d&step=86400").status == 200);
+}
+
+TEST_CASE("server::/ui/ serves the embedded page without a token, with its CSP, and its tables only to who may read") {
+  StatsServer server;
+  TempDir temp;
+  const auto kernel = make_cheap_kernel(temp / "k", 2, 10);
+  server.upload(kernel);
+  server.miss(key_of('e'), "Softmax");
+
+  const auto moved = server.request("GET", "/ui", nullptr);
+  CHECK(moved.status == 301);
+  CHECK(moved.header("location") == "/ui/");
+
+  const auto page = server.request("GET", "/ui/", nullptr);
+  REQUIRE(page.status == 200);
+  CHECK(page.header("content-type") == "text/html; charset=utf-8");
+  CHECK(page.header("content-security-policy") == opcache::server::k_ui_content_security_policy);
+  CHECK(page.header("x-content-type-options") == "nosniff");
+  CHECK(page.body.find("needs a token") != std::string::npos);
+  CHECK(page.body.find("<table") == std::string::npos);
+  CHECK(page.body.find(std::string(opcache::server::k_noscript_marker)) == std::string::npos);
+
+  const auto with_token = server.request("GET", "/ui/", k_read_token);
+  REQUIRE(with_token.status == 200);
+  CHECK(with_token.body.find("<td>Softmax</td>") != std::string::npos);
+  CHECK(with_token.body.find("<tr><td>Entries stored</td><td>1</td></tr>") != std::string::npos);
+
+  StatsServer anonymous({"--anonymous-read"});
+  CHECK(anonymous.request("GET", "/ui/", nullptr).body.find("<table") != std::string::npos);
+
+  for (const char* file : {"app.js", "style.css"}) {
+    CAPTURE(file);
+    const auto asset = server.request("GET", std::string("/ui/") + file, nullptr);
+    CHECK(asset.status == 200);
+    CHECK(asset.body == read_text(fs::path(OPCACHE_SOURCE_DIR) / "server" / "ui" / file));
+  }
+  CHECK(server.request("GET", "/ui/secrets.txt", nullptr).status == 404);
+  CHECK(server.request("GET", "/ui/../v1/status", nullptr).status != 200);
+  // The page's own requests do not count as traffic.
+  CHECK(server.get("/v1/stats/summary", "stats-summary-response.schema.json")["requests"] == 2);
+}
+
+TEST_CASE("server::the usage history survives a graceful restart over local storage, and a bad file is moved aside") {
+  StatsServer server;
+  TempDir temp;
+  const auto kernel = make_cheap_kernel(temp / "k", 3, 77);
+  server.upload(kernel);
+  REQUIRE(server.request("GET", "/v1/entries/" + kernel.key).status == 200);
+  server.miss(key_of('f'), "LayerNorm");
+  const json before = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
+  const json misses_before = server.get("/v1/stats/misses", "stats-misses-response.schema.json");
+  REQUIRE(server.process->stop() == 0);
+  REQUIRE(fs::exists(server.storage / "serve-stats.json"));
+
+  server.start({"--tokens", (server.dir / "tokens").string()});
+  const json after = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
+  CHECK(traffic(after) == traffic(before));
+  CHECK(after["compile_ms_saved"] == 77);
+  CHECK(after["top_op_types"] == before["top_op_types"]);
+  CHECK(server.get("/v1/stats/misses", "stats-misses-response.schema.json") == misses_before);
+  REQUIRE(server.process->stop() == 0);
+
+  write_text(server.storage / "serve-stats.json", "{\"format\": \"opcache-serve-stats\", \"version\": 99}");
+  server.start({"--tokens", (server.dir / "tokens").string()});
+  CHECK(server.process->log_text().find("serve-stats.json.bad") != std::string::npos);
+  CHECK(read_text(server.storage / "serve-stats.json.bad").find("\"version\": 99") != std::string::npos);
+  const json fresh = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
+  CHECK(fresh["all_time"]["lookups"] == 0);
+  CHECK(server.request("GET", "/v1/entries/" + kernel.key).status == 200);  // the entries themselves are untouched
+}
+
+TEST_CASE("server::over s3:// storage the statistics say they are this replica's own, and keep no file") {
+  OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
+  use_moto_test_credentials();
+  TempDir temp;
+  StatsServer server({}, "s3://opcache-serve-stats/p?endpoint=" + MotoServer::shared().endpoint());
+  const auto kernel = make_cheap_kernel(temp / "k", 4, 900);
+  server.upload(kernel);
+  REQUIRE(server.request("GET", "/v1/entries/" + kernel.key).body == kernel.bundle);
+  const json summary = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
+  CHECK(summary["replica"] == json{{"shared_storage", true}, {"history_persisted", false}});
+  CHECK(summary["storage"]["kind"] == "s3");
+  CHECK(summary["storage"]["entries"].is_null());
+  CHECK(summary["compile_ms_saved"] == 900);  // read from the bundle's manifest
+  CHECK(summary["top_op_types"][0]["op_type"] == "add");
+  const json status = server.get("/v1/status", "status-response.schema.json");
+  CHECK(status["storage"] == "s3 opcache-serve-stats/p");
+}
