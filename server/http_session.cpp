@@ -9,13 +9,14 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <variant>
 
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
-#include "opcache/version.hpp"
 #include "server/entry_wait.hpp"
+#include "server/http_response.hpp"
 #include "server/request_dispatch.hpp"
 
 namespace opcache::server {
@@ -26,8 +27,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 using State = HttpServer::State;
-
-const std::string k_server_header = std::string("opcache/") + k_version_string;
 
 
 // One HTTP connection: read a request, route and authorize it from its
@@ -425,111 +424,22 @@ class Session : public SessionBase {
     });
   }
 
-  template <class Body>
-  void finish_headers(http::response<Body>& message, const ApiResponse& response, bool close) {
-    message.set(http::field::server, k_server_header);
-    if (!response.content_type.empty()) {
-      message.set(http::field::content_type, response.content_type);
-    }
-    for (const auto& [name, value] : response.headers) {
-      message.set(name, value);
-    }
-    message.keep_alive(!close);
-  }
-
-  // Bundles up to this size are read into memory and sent in one write;
-  // larger ones stream from the file.
-  static constexpr std::int64_t k_in_memory_bundle_bytes = 1 << 20;
-
-  // The whole bundle, when it is small enough and reads completely.
-  static std::optional<std::string> read_small_bundle(const StoredBundle& bundle) {
-    if (bundle.size < 0 || bundle.size > k_in_memory_bundle_bytes) {
-      return std::nullopt;
-    }
-    std::string bytes(static_cast<std::size_t>(bundle.size), '\0');
-    std::size_t done = 0;
-    while (done < bytes.size()) {
-      const ssize_t got = ::pread(bundle.fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
-      if (got < 0 && errno == EINTR) {
-        continue;
-      }
-      if (got <= 0) {
-        return std::nullopt;  // fall back to streaming, which reports the error
-      }
-      done += static_cast<std::size_t>(got);
-    }
-    return bytes;
-  }
-
-  void send_bundle_file(ApiResponse response, http::status status, bool close) {
-    auto message = std::make_shared<http::response<http::file_body>>(status, 11);
-    finish_headers(*message, response, close);
-    beast::file file;
-    file.native_handle(response.bundle->fd.release());
-    beast::error_code ec;
-    message->body().reset(std::move(file), ec);
-    message->prepare_payload();
-    write(message, response.status, static_cast<std::uint64_t>(response.bundle->size), close);
-  }
-
-  // Sends a bundle held in memory as the body, without copying it: the
-  // message owns a reference to the bytes until it is written.
-  void send_bundle_memory(ApiResponse response, http::status status, bool close) {
-    struct Holder {
-      std::shared_ptr<const std::string> bytes;
-      http::response<http::span_body<const char>> message;
-    };
-    auto holder = std::make_shared<Holder>();
-    holder->bytes = std::move(response.bundle->memory);
-    holder->message = http::response<http::span_body<const char>>(status, 11);
-    finish_headers(holder->message, response, close);
-    holder->message.body() = beast::span<const char>(holder->bytes->data(), holder->bytes->size());
-    holder->message.prepare_payload();
-    const auto bytes_out = static_cast<std::uint64_t>(holder->bytes->size());
-    write(std::shared_ptr<http::response<http::span_body<const char>>>(holder, &holder->message), response.status,
-          bytes_out, close);
-  }
-
   void respond(ApiResponse response) {
     const bool close = m_close_after || !m_keep_alive || m_state->stopping;
-    const bool head = m_method == "HEAD" || response.head_only;
-    const auto status = static_cast<http::status>(response.status);
+    const bool head = m_method == "HEAD";
     if (response.bundle) {
       m_served_facts = response.bundle->facts;
     }
-    if (response.bundle && !head && response.status == 200 && response.bundle->memory) {
-      send_bundle_memory(std::move(response), status, close);
-      return;
-    }
-    if (response.bundle && !head && response.status == 200) {
-      if (auto bytes = read_small_bundle(*response.bundle)) {
-        // One write instead of file_body's 4 KiB pieces.
-        response.body = std::move(*bytes);
-        response.bundle.reset();
-      } else {
-        send_bundle_file(std::move(response), status, close);
-        return;
-      }
-    }
-    if (head) {
-      // The headers a GET would get (Content-Length included), without the body.
-      auto header_only = std::make_shared<http::response<http::empty_body>>(status, 11);
-      finish_headers(*header_only, response, close);
-      if (response.status != 304) {
-        header_only->content_length(response.bundle ? static_cast<std::uint64_t>(response.bundle->size)
-                                                    : response.body.size());
-      }
-      write(header_only, response.status, 0, close);
-      return;
-    }
-    auto message = std::make_shared<http::response<http::string_body>>(status, 11);
-    finish_headers(*message, response, close);
-    message->body() = std::move(response.body);
-    if (response.status != 304) {
-      message->prepare_payload();
-    }
-    const auto bytes = message->body().size();
-    write(message, response.status, bytes, close);
+    auto outgoing = to_message(std::move(response), head, close);
+    std::visit([&](auto message) { write(std::move(message), outgoing.status, outgoing.bytes_out, close); },
+               std::move(outgoing.message));
+  }
+
+  // A bundle in memory is written as its message, kept alive with its bytes.
+  void write(std::shared_ptr<MemoryBundleMessage> holder, int status, std::uint64_t bytes_out, bool close) {
+    auto& message = holder->message;
+    write(std::shared_ptr<http::response<http::span_body<const char>>>(std::move(holder), &message), status,
+          bytes_out, close);
   }
 
   template <class Message>

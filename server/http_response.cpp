@@ -1,0 +1,123 @@
+#include "server/http_response.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <optional>
+#include <string>
+
+#include <boost/beast/core.hpp>
+
+#include "opcache/version.hpp"
+
+namespace opcache::server {
+
+namespace {
+
+namespace beast = boost::beast;
+
+const std::string k_server_header = std::string("opcache/") + k_version_string;
+
+// Bundles up to this size are read into memory and sent in one write;
+// larger ones stream from the file.
+constexpr std::int64_t k_in_memory_bundle_bytes = 1 << 20;
+
+template <class Body>
+void finish_headers(http::response<Body>& message, const ApiResponse& response, bool close) {
+  message.set(http::field::server, k_server_header);
+  if (!response.content_type.empty()) {
+    message.set(http::field::content_type, response.content_type);
+  }
+  for (const auto& [name, value] : response.headers) {
+    message.set(name, value);
+  }
+  message.keep_alive(!close);
+}
+
+// The whole bundle, when it is small enough and reads completely.
+std::optional<std::string> read_small_bundle(const StoredBundle& bundle) {
+  if (bundle.size < 0 || bundle.size > k_in_memory_bundle_bytes) {
+    return std::nullopt;
+  }
+  std::string bytes(static_cast<std::size_t>(bundle.size), '\0');
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t got = ::pread(bundle.fd.get(), bytes.data() + done, bytes.size() - done, static_cast<off_t>(done));
+    if (got < 0 && errno == EINTR) {
+      continue;
+    }
+    if (got <= 0) {
+      return std::nullopt;  // fall back to streaming, which reports the error
+    }
+    done += static_cast<std::size_t>(got);
+  }
+  return bytes;
+}
+
+OutgoingResponse bundle_file_message(ApiResponse response, bool close) {
+  auto message = std::make_shared<http::response<http::file_body>>(static_cast<http::status>(response.status), 11);
+  finish_headers(*message, response, close);
+  beast::file file;
+  file.native_handle(response.bundle->fd.release());
+  beast::error_code ec;
+  message->body().reset(std::move(file), ec);
+  message->prepare_payload();
+  return {message, response.status, static_cast<std::uint64_t>(response.bundle->size)};
+}
+
+// A bundle held in memory as the body, without copying it: the message
+// owns a reference to the bytes until it is written.
+OutgoingResponse bundle_memory_message(ApiResponse response, bool close) {
+  auto holder = std::make_shared<MemoryBundleMessage>();
+  holder->bytes = std::move(response.bundle->memory);
+  holder->message = http::response<http::span_body<const char>>(static_cast<http::status>(response.status), 11);
+  finish_headers(holder->message, response, close);
+  holder->message.body() = beast::span<const char>(holder->bytes->data(), holder->bytes->size());
+  holder->message.prepare_payload();
+  const auto bytes_out = static_cast<std::uint64_t>(holder->bytes->size());
+  return {holder, response.status, bytes_out};
+}
+
+// The headers a GET would get (Content-Length included), without the body.
+OutgoingResponse header_only_message(const ApiResponse& response, bool close) {
+  auto message = std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(response.status), 11);
+  finish_headers(*message, response, close);
+  if (response.status != 304) {
+    message->content_length(response.bundle ? static_cast<std::uint64_t>(response.bundle->size)
+                                            : response.body.size());
+  }
+  return {message, response.status, 0};
+}
+
+OutgoingResponse string_message(ApiResponse response, bool close) {
+  auto message = std::make_shared<http::response<http::string_body>>(static_cast<http::status>(response.status), 11);
+  finish_headers(*message, response, close);
+  message->body() = std::move(response.body);
+  if (response.status != 304) {
+    message->prepare_payload();
+  }
+  const auto bytes = message->body().size();
+  return {message, response.status, bytes};
+}
+
+}  // namespace
+
+OutgoingResponse to_message(ApiResponse response, bool head, bool close) {
+  head = head || response.head_only;
+  const bool sends_bundle = response.bundle && !head && response.status == 200;
+  if (sends_bundle && response.bundle->memory) {
+    return bundle_memory_message(std::move(response), close);
+  }
+  if (sends_bundle) {
+    auto bytes = read_small_bundle(*response.bundle);
+    if (!bytes) {
+      return bundle_file_message(std::move(response), close);
+    }
+    // One write instead of file_body's 4 KiB pieces.
+    response.body = std::move(*bytes);
+    response.bundle.reset();
+  }
+  return head ? header_only_message(response, close) : string_message(std::move(response), close);
+}
+
+}  // namespace opcache::server
