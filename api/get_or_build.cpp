@@ -85,12 +85,13 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   }
 
   store::LocalStore& local = *m_impl->local;
+  const auto hint = m_impl->lookup_hint(descriptor.op_type, scenario_json);
   const bool force = m_impl->settings.mode.value == store::CacheMode::force;
   auto try_hit = [&]() -> Result<bool> {
     OPCACHE_TRY_ASSIGN(auto entry, local.find(result.key));
     if (!entry && !force) {
       // Layered lookup: a verified remote hit becomes a local entry.
-      OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(result.key, &scenario));
+      OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(result.key, hint, &scenario));
       if (fetched) {
         OPCACHE_TRY_ASSIGN(entry, local.find(result.key));
       }
@@ -137,8 +138,8 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
     if (team == nullptr) {
       OPCACHE_TRY(build_locally());
     } else {
-      auto fetch = [&] { return m_impl->fetch_from_remotes(result.key); };
-      OPCACHE_TRY_ASSIGN(auto outcome, team->run(result.key, fetch, build_locally));
+      auto fetch = [&] { return m_impl->fetch_from_remotes(result.key, hint); };
+      OPCACHE_TRY_ASSIGN(auto outcome, team->run(result.key, hint, fetch, build_locally));
       if (outcome == remote::TeamOutcome::fetched) {
         OPCACHE_TRY_ASSIGN(auto hit, local.get(result.key, out_dir));
         if (hit) {

@@ -15,15 +15,16 @@
 
 namespace opcache {
 
-Result<bool> Store::Impl::fetch_from_remotes(const std::string& key, const Scenario* scenario) {
+Result<bool> Store::Impl::fetch_from_remotes(const std::string& key, const remote::LookupHint& hint,
+                                             const Scenario* prefetch) {
   if (!remotes || remotes->empty()) {
     return false;
   }
-  if (scenario == nullptr) {
-    return remotes->fetch_into_local(key);
+  if (prefetch == nullptr) {
+    return remotes->fetch_into_local(key, hint);
   }
-  const ListFilter filter = scenario_filter(*scenario);
-  return remotes->fetch_into_local(key, &filter);
+  const ListFilter filter = scenario_filter(*prefetch);
+  return remotes->fetch_into_local(key, hint, &filter);
 }
 
 Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {
@@ -163,17 +164,29 @@ Result<PutResult> Store::put(std::string_view descriptor_json, const Scenario& s
   return result;
 }
 
-Result<std::optional<GetResult>> Store::get(std::string_view key, const std::filesystem::path& out_dir) {
-  const std::string wanted(key);
-  OPCACHE_TRY_ASSIGN(auto local, m_impl->local->get(wanted, out_dir));
-  if (local) {
-    return local;
+Result<std::optional<GetResult>> Store::Impl::get(const std::string& key, const remote::LookupHint& hint,
+                                                  const std::filesystem::path& out_dir) {
+  OPCACHE_TRY_ASSIGN(auto found, local->get(key, out_dir));
+  if (found) {
+    return found;
   }
-  OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(wanted));
+  OPCACHE_TRY_ASSIGN(bool fetched, fetch_from_remotes(key, hint));
   if (!fetched) {
-    return local;
+    return found;
   }
-  return m_impl->local->get(wanted, out_dir);
+  return local->get(key, out_dir);
+}
+
+Result<std::optional<GetResult>> Store::get(std::string_view key, const std::filesystem::path& out_dir) {
+  return m_impl->get(std::string(key), remote::LookupHint{}, out_dir);
+}
+
+Result<std::optional<GetResult>> Store::get(std::string_view descriptor_json, const Scenario& scenario,
+                                            const std::filesystem::path& out_dir) {
+  OPCACHE_TRY_ASSIGN(auto descriptor, m_impl->descriptor(descriptor_json));
+  const auto scenario_json = store::scenario_to_json(scenario);
+  OPCACHE_TRY_ASSIGN(auto key, store::derive_key(descriptor.normalized, scenario_json));
+  return m_impl->get(key, m_impl->lookup_hint(descriptor.op_type, scenario_json), out_dir);
 }
 
 Result<std::optional<Entry>> Store::lookup(std::string_view key) {
@@ -251,22 +264,37 @@ remote::TransferRequest transfer_request(const Store::TransferOptions& options) 
 
 }  // namespace
 
-Result<TransferSummary> Store::push(const TransferOptions& options) {
-  if (!m_impl->remotes) {
+Result<const remote::Remote*> Store::Impl::select_remote(const std::string& name_or_url) const {
+  if (!remotes) {
     return Error::usage("no remote configured: pass --remote URL, set OPCACHE_REMOTE, or add a [remote \"NAME\"] "
                         "section to the config file");
   }
-  OPCACHE_TRY_ASSIGN(auto remote, m_impl->remotes->select(options.remote));
+  return remotes->select(name_or_url);
+}
+
+Result<TransferSummary> Store::push(const TransferOptions& options) {
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->select_remote(options.remote));
   return remote::push(*m_impl->local, *remote, transfer_request(options));
 }
 
 Result<TransferSummary> Store::pull(const TransferOptions& options) {
-  if (!m_impl->remotes) {
-    return Error::usage("no remote configured: pass --remote URL, set OPCACHE_REMOTE, or add a [remote \"NAME\"] "
-                        "section to the config file");
-  }
-  OPCACHE_TRY_ASSIGN(auto remote, m_impl->remotes->select(options.remote));
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->select_remote(options.remote));
   return remote::pull(*m_impl->local, *remote, transfer_request(options));
+}
+
+Result<ServerStats> Store::server_stats(const ServerStatsOptions& options) {
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->select_remote(options.remote));
+  remote::ServerStatistics* statistics = remote->store->statistics();
+  if (statistics == nullptr) {
+    return Error::usage(remote->store->name() +
+                        " has no server to ask for statistics: give the http(s) URL of an "
+                        "opcache serve (s3:// and file:// remotes are plain storage)");
+  }
+  ServerStats stats;
+  stats.remote = remote->store->name();
+  OPCACHE_TRY_ASSIGN(stats.summary_json, statistics->stats_summary(options.window));
+  OPCACHE_TRY_ASSIGN(stats.misses_json, statistics->stats_misses(options.misses_limit));
+  return stats;
 }
 
 std::vector<SettingInfo> Store::settings() const {

@@ -22,9 +22,21 @@ struct Store::Impl {
   store::VolatileFieldFilter volatile_fields;
   std::int64_t opened_at_ms = 0;  ///< force mode rebuilds entries stored before this
 
-  /// The local store, then the remotes: true when `key` is (now) stored
-  /// locally. `scenario`, when the caller knows it, lets a remote prefetch it.
-  Result<bool> fetch_from_remotes(const std::string& key, const Scenario* scenario = nullptr);
+  /// The remotes, in order: true when `key` is (now) stored locally. `hint`
+  /// tells an opcache server what the key is, when the caller knows it;
+  /// `prefetch`, the lookup's scenario, lets a remote prefetch it.
+  Result<bool> fetch_from_remotes(const std::string& key, const remote::LookupHint& hint,
+                                  const Scenario* prefetch = nullptr);
+
+  /// What a server is told of the lookups of a descriptor with `op_type` in
+  /// `scenario` (its JSON); built only when there is a remote to tell.
+  remote::LookupHint lookup_hint(const std::string& op_type, const nlohmann::json& scenario) const {
+    return remotes ? remote::make_lookup_hint(op_type, scenario) : remote::LookupHint{};
+  }
+
+  /// Store::get: the local store, then the remotes (told `hint`).
+  Result<std::optional<GetResult>> get(const std::string& key, const remote::LookupHint& hint,
+                                       const std::filesystem::path& out_dir);
 
   /// Queues a freshly stored key for background upload, to every uploading
   /// remote but `uploaded_to` (which has it already).
@@ -33,6 +45,10 @@ struct Store::Impl {
       remotes->enqueue_upload(key, uploaded_to);
     }
   }
+
+  /// The remote named by `name_or_url` (RemoteSet::select); `usage` error
+  /// when no remote is configured.
+  Result<const remote::Remote*> select_remote(const std::string& name_or_url) const;
 
   /// Parses and normalizes a descriptor given as JSON text.
   Result<store::Descriptor> descriptor(std::string_view json_text) const;

@@ -1,4 +1,7 @@
 // opcache get / has: read entries back.
+#include <optional>
+#include <utility>
+
 #include "cli/context.hpp"
 
 namespace opcache::cli {
@@ -18,9 +21,15 @@ struct KeySelector {
     scenario.add_to(command, false);
   }
 
-  Result<std::string> resolve(const Store& store) const {
+  /// The key, and the descriptor and scenario when they were given.
+  struct Resolved {
+    std::string key;
+    std::optional<std::pair<std::string, Scenario>> descriptor;  ///< its JSON text and scenario
+  };
+
+  Result<Resolved> resolve(const Store& store) const {
     if (!key.empty()) {
-      return key;
+      return Resolved{key, std::nullopt};
     }
     if (desc.empty()) {
       return Error::usage("give a KEY, or --desc FILE with --scenario");
@@ -37,7 +46,7 @@ struct KeySelector {
     if (!derived) {
       return derived.error().with_context(desc);
     }
-    return derived;
+    return Resolved{*derived, std::make_pair(std::move(*text), std::move(*parsed))};
   }
 };
 
@@ -51,19 +60,22 @@ int run_get(const Context& context, const GetArgs& args) {
   if (!store) {
     return context.fail(store.error());
   }
-  auto key = args.selector.resolve(*store);
-  if (!key) {
-    return context.fail(key.error());
+  auto resolved = args.selector.resolve(*store);
+  if (!resolved) {
+    return context.fail(resolved.error());
   }
-  auto result = store->get(*key, args.out);
+  const std::string& key = resolved->key;
+  // With the descriptor, a team server also learns what was looked up (its statistics).
+  const auto& descriptor = resolved->descriptor;
+  auto result = descriptor ? store->get(descriptor->first, descriptor->second, args.out) : store->get(key, args.out);
   if (!result) {
     return context.fail(result.error());
   }
   if (!*result) {
     if (context.options.json) {
-      context.print_json({{"key", *key}, {"hit", false}});
+      context.print_json({{"key", key}, {"hit", false}});
     }
-    context.note("miss: no entry for " + *key);
+    context.note("miss: no entry for " + key);
     return k_exit_not_found;
   }
   const auto& hit = **result;
@@ -73,9 +85,9 @@ int run_get(const Context& context, const GetArgs& args) {
     for (const auto& file : hit.files) {
       files.push_back(file.string());
     }
-    context.print_json({{"key", *key}, {"hit", true}, {"files", files}, {"op_type", hit.entry.op_type}});
+    context.print_json({{"key", key}, {"hit", true}, {"files", files}, {"op_type", hit.entry.op_type}});
   } else {
-    context.print_text("hit " + *key + " (" + hit.entry.op_type + "): wrote " + std::to_string(hit.files.size()) +
+    context.print_text("hit " + key + " (" + hit.entry.op_type + "): wrote " + std::to_string(hit.files.size()) +
                        " files to " + args.out);
   }
   return k_exit_ok;
@@ -86,18 +98,19 @@ int run_has(const Context& context, const KeySelector& selector) {
   if (!store) {
     return context.fail(store.error());
   }
-  auto key = selector.resolve(*store);
-  if (!key) {
-    return context.fail(key.error());
+  auto resolved = selector.resolve(*store);
+  if (!resolved) {
+    return context.fail(resolved.error());
   }
-  auto present = store->contains(*key);
+  const std::string& key = resolved->key;
+  auto present = store->contains(key);
   if (!present) {
     return context.fail(present.error());
   }
   if (context.options.json) {
-    context.print_json({{"key", *key}, {"present", *present}});
+    context.print_json({{"key", key}, {"present", *present}});
   } else {
-    context.print_text((*present ? "present " : "absent ") + *key);
+    context.print_text((*present ? "present " : "absent ") + key);
   }
   return *present ? k_exit_ok : k_exit_not_found;
 }

@@ -1,5 +1,6 @@
 // opcache stats / verify: how the store is doing, and whether it is sound.
 #include "cli/context.hpp"
+#include "cli/remote_stats.hpp"
 
 namespace opcache::cli {
 
@@ -10,21 +11,19 @@ std::int64_t counter_value(const StoreStats& stats, const char* name) {
   return it == stats.counters.end() ? 0 : it->second;
 }
 
-std::string format_duration_ms(std::int64_t ms) {
-  char buffer[64];
-  if (ms < 1000) {
-    std::snprintf(buffer, sizeof buffer, "%lld ms", static_cast<long long>(ms));
-  } else if (ms < 120000) {
-    std::snprintf(buffer, sizeof buffer, "%.1f s", ms / 1000.0);
-  } else if (ms < 7200000) {
-    std::snprintf(buffer, sizeof buffer, "%.1f min", ms / 60000.0);
-  } else {
-    std::snprintf(buffer, sizeof buffer, "%.1f h", ms / 3600000.0);
-  }
-  return buffer;
-}
+// --window: which summary of a server (stats --remote).
+struct StatsArgs {
+  std::string window = "day";
+  bool window_given = false;
+};
 
-int run_stats(const Context& context) {
+int run_stats(const Context& context, const StatsArgs& args) {
+  if (!context.options.store_config().remotes.empty()) {
+    return run_remote_stats(context, args.window);
+  }
+  if (args.window_given) {
+    return context.fail(Error::usage("--window is a window of a server's statistics: give --remote URL too"));
+  }
   auto store = context.open_store();
   if (!store) {
     return context.fail(store.error());
@@ -46,18 +45,15 @@ int run_stats(const Context& context) {
     return k_exit_ok;
   }
   auto row = [&context](const std::string& label, const std::string& value) {
-    char line[256];
-    std::snprintf(line, sizeof line, "%-22s %s", label.c_str(), value.c_str());
-    context.print_text(line);
+    context.print_text(format_row(label, value));
   };
   row("cache directory", store->root().string());
   row("entries", std::to_string(totals.entries) + (totals.pinned ? " (" + std::to_string(totals.pinned) + " pinned)" : ""));
   row("size on disk", format_bytes(totals.bundle_bytes) + " (" + format_bytes(totals.raw_bytes) + " uncompressed)");
-  char rate[32] = "n/a";
-  if (hits + misses > 0) {
-    std::snprintf(rate, sizeof rate, "%.1f %%", 100.0 * hits / (hits + misses));
-  }
-  row("hits / misses", std::to_string(hits) + " / " + std::to_string(misses) + " (hit rate " + rate + ")");
+  const auto rate =
+      hits + misses > 0 ? std::optional<double>(static_cast<double>(hits) / (hits + misses)) : std::nullopt;
+  row("hits / misses",
+      std::to_string(hits) + " / " + std::to_string(misses) + " (hit rate " + format_hit_rate(rate) + ")");
   row("stores", std::to_string(counter_value(*stats, "stores")) + " (already present: " +
                     std::to_string(counter_value(*stats, "already_present")) + ")");
   row("evictions", std::to_string(counter_value(*stats, "evictions")));
@@ -152,6 +148,19 @@ int run_verify_signatures(const Context& context) {
 
 std::vector<Command> register_maintenance_commands(CLI::App& app, Context& context) {
   auto* stats = app.add_subcommand("stats", "Show entries, sizes, hit rate and compile time saved");
+  auto stats_args = std::make_shared<StatsArgs>();
+  stats->footer(
+      "Without --remote: this machine's cache. With --remote URL (an http(s) opcache serve; token from\n"
+      "--token-file or OPCACHE_TOKEN): the server's statistics, what its dashboard at URL/ui/ shows: the\n"
+      "summary of --window (requests, hits and misses, bytes, compile time saved, storage), the top op\n"
+      "types and what to pre-build next (the most requested misses). --json prints {\"summary\",\"misses\"}\n"
+      "as the server sent them. Exit status 4 when the server cannot be reached, refuses the token or is\n"
+      "older than its statistics.\n\n"
+      "Examples:\n  opcache stats\n  opcache stats --remote https://cache.example:8443 --token-file ci.token "
+      "--window hour");
+  stats->add_option("--window", stats_args->window, "With --remote: the server's last hour, day (default) or 30d")
+      ->check(CLI::IsMember(k_stats_windows))
+      ->each([stats_args](const std::string&) { stats_args->window_given = true; });
   auto repair = std::make_shared<bool>(false);
   auto* verify = app.add_subcommand("verify", "Check every entry against its object; find orphans and leftovers");
   auto signatures = std::make_shared<bool>(false);
@@ -161,7 +170,7 @@ std::vector<Command> register_maintenance_commands(CLI::App& app, Context& conte
       "require_signature is not off and any was found.");
   verify->add_flag("--repair", *repair, "Remove corrupt entries, orphan objects and stale temp files");
   verify->add_flag("--signatures", *signatures, "Check that a trusted key signed every entry")->excludes("--repair");
-  return {{stats, [&context] { return run_stats(context); }},
+  return {{stats, [&context, stats_args] { return run_stats(context, *stats_args); }},
           {verify, [&context, repair, signatures] {
              return *signatures ? run_verify_signatures(context) : run_verify(context, *repair);
            }}};

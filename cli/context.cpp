@@ -155,6 +155,35 @@ Result<std::string> read_descriptor_text(const std::string& path) {
   return text;
 }
 
+std::string format_duration_ms(std::int64_t ms) {
+  char buffer[64];
+  if (ms < 1000) {
+    std::snprintf(buffer, sizeof buffer, "%lld ms", static_cast<long long>(ms));
+  } else if (ms < 120000) {
+    std::snprintf(buffer, sizeof buffer, "%.1f s", ms / 1000.0);
+  } else if (ms < 7200000) {
+    std::snprintf(buffer, sizeof buffer, "%.1f min", ms / 60000.0);
+  } else {
+    std::snprintf(buffer, sizeof buffer, "%.1f h", ms / 3600000.0);
+  }
+  return buffer;
+}
+
+std::string format_hit_rate(std::optional<double> rate) {
+  if (!rate) {
+    return "n/a";
+  }
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%.1f %%", 100.0 * *rate);
+  return buffer;
+}
+
+std::string format_row(const std::string& label, const std::string& value) {
+  char line[64];
+  std::snprintf(line, sizeof line, "%-22s ", label.c_str());
+  return line + value;
+}
+
 std::string format_bytes(std::int64_t bytes) {
   const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);

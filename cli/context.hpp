@@ -101,6 +101,15 @@ Result<std::string> read_descriptor_text(const std::string& path);
 /// "1.5 KiB", "12.0 MiB", "17 B".
 std::string format_bytes(std::int64_t bytes);
 
+/// "850 ms", "1.5 s", "2.5 min", "3.1 h".
+std::string format_duration_ms(std::int64_t ms);
+
+/// A hit rate (0..1) as "75.0 %", or "n/a" when there were no lookups.
+std::string format_hit_rate(std::optional<double> rate);
+
+/// One line of `opcache stats`: the label padded to 22 columns, then the value.
+std::string format_row(const std::string& label, const std::string& value);
+
 /// JSON of an index entry, for --json output.
 nlohmann::json entry_to_json(const Entry& entry);
 

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "opcache/result.hpp"
+#include "remote/lookup_headers.hpp"
 
 namespace opcache::remote {
 
@@ -26,14 +27,16 @@ struct LeaseGrant {
 };
 
 /// Build leases on one server. Thread-safe. Transport failures and
-/// unexpected statuses are `remote` or `timeout` errors.
+/// unexpected statuses are `remote` or `timeout` errors. The requests about
+/// an entry carry the lookup's `hint` (remote/lookup_headers.hpp).
 class BuildLeases {
  public:
   virtual ~BuildLeases() = default;
 
   /// POST /v1/leases/{key} naming `holder` ("host:pid"). `not_found` when
   /// the server has no build leases at all (older than API v1 revision 3).
-  virtual Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder) = 0;
+  virtual Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder,
+                                           const LookupHint& hint) = 0;
   /// PUT /v1/leases/{key}/{id}: true when renewed, false when the lease is
   /// no longer this client's (it expired and another took it, or the entry
   /// was uploaded).
@@ -44,7 +47,7 @@ class BuildLeases {
   /// (within `wait`), false when the wait ended without it (or the lease it
   /// waited behind ended). The request may take `wait` plus the remote's
   /// timeout.
-  virtual Result<bool> wait_for_entry(const std::string& key, std::chrono::seconds wait) = 0;
+  virtual Result<bool> wait_for_entry(const std::string& key, std::chrono::seconds wait, const LookupHint& hint) = 0;
 };
 
 }  // namespace opcache::remote

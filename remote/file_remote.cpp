@@ -28,7 +28,8 @@ class FileRemote final : public RemoteStore {
 
   std::string name() const override { return m_options.url; }
 
-  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
+  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures,
+                     const LookupHint& /*hint: no server to tell*/) override {
     if (signatures != nullptr) {
       OPCACHE_TRY_ASSIGN(*signatures, read_signatures(key));
     }

@@ -41,6 +41,12 @@ class HttpTransfer final : public Transfer {
 
   /// Adds a request header line ("Name: value").
   void add_header(std::string line) { m_extra_headers.push_back(std::move(line)); }
+  /// Adds the lookup hint headers of `hint` (those within the protocol's limits).
+  void add_lookup_hint(const LookupHint& hint) {
+    for (auto& line : lookup_header_lines(hint)) {
+      add_header(std::move(line));
+    }
+  }
   /// Sends `body` as JSON (POST).
   void set_json_body(std::string body) { m_body = std::move(body); }
   /// Uploads the file (PUT); it must outlive the transfer.
@@ -223,7 +229,7 @@ std::string string_field(const json& body, const char* name) {
   return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-class HttpRemote final : public RemoteStore, public BuildLeases {
+class HttpRemote final : public RemoteStore, public BuildLeases, public ServerStatistics {
  public:
   explicit HttpRemote(RemoteOptions options, RetryTiming timing)
       : m_options(std::move(options)), m_engine(engine_options(m_options), std::move(timing)) {
@@ -235,8 +241,9 @@ class HttpRemote final : public RemoteStore, public BuildLeases {
 
   std::string name() const override { return display_url(m_options.url); }
 
-  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
+  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures, const LookupHint& hint) override {
     HttpTransfer request("GET", m_base + "/v1/entries/" + key, m_options.token);
+    request.add_lookup_hint(hint);
     request.set_download(fd);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 404) {
@@ -366,8 +373,19 @@ class HttpRemote final : public RemoteStore, public BuildLeases {
 
   void cancel_transfers() noexcept override { m_engine.cancel(); }
 
-  Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder) override {
+  ServerStatistics* statistics() override { return this; }
+
+  Result<std::string> stats_summary(const std::string& window) override {
+    return stats_document("/v1/stats/summary?window=" + escape(window));
+  }
+
+  Result<std::string> stats_misses(int limit) override {
+    return stats_document("/v1/stats/misses?limit=" + std::to_string(limit));
+  }
+
+  Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder, const LookupHint& hint) override {
     HttpTransfer request("POST", m_base + "/v1/leases/" + key, m_options.token);
+    request.add_lookup_hint(hint);
     request.set_json_body(json{{"holder", holder}}.dump());
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 404 && error_code_of(response.text) != "lease_not_found") {
@@ -410,9 +428,10 @@ class HttpRemote final : public RemoteStore, public BuildLeases {
     return {};
   }
 
-  Result<bool> wait_for_entry(const std::string& key, std::chrono::seconds wait) override {
+  Result<bool> wait_for_entry(const std::string& key, std::chrono::seconds wait, const LookupHint& hint) override {
     HttpTransfer request("HEAD", m_base + "/v1/entries/" + key + "?wait=" + std::to_string(wait.count()),
                          m_options.token);
+    request.add_lookup_hint(hint);
     request.set_no_body();
     request.set_timeout_ms(static_cast<long>(wait.count()) * 1000 + m_options.timeout_ms);
     return found(request);
@@ -420,6 +439,23 @@ class HttpRemote final : public RemoteStore, public BuildLeases {
 
  private:
   static std::string escape(const std::string& text) { return base::percent_encode(text); }
+
+  // GET of a /v1/stats document: its JSON object, as sent.
+  Result<std::string> stats_document(const std::string& path) {
+    HttpTransfer request("GET", m_base + path, m_options.token);
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404) {
+      return Error::remote(name() + " has no /v1/stats (an opcache serve older than " + k_first_stats_revision +
+                           "): upgrade the server to see its statistics");
+    }
+    if (response.status != 200) {
+      return status_error("GET", request.url(), response);
+    }
+    if (!json::parse(response.text, nullptr, false).is_object()) {
+      return Error::remote(name() + ": GET " + display_url(request.url()) + ": the answer is not a JSON object");
+    }
+    return std::move(response.text);
+  }
 
   // Performs a request answered 200 (true) or 404 (false); anything else is an error.
   Result<bool> found(HttpTransfer& request) {

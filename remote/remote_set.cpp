@@ -214,7 +214,7 @@ RemoteSet::~RemoteSet() {
   wait_until(std::chrono::steady_clock::now() + k_cancel_wait);
 }
 
-Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilter* scenario) {
+Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario) {
   for (const auto& remote : m_remotes) {
     if (!remote.breaker->allows()) {
       continue;
@@ -229,7 +229,7 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const ListFilte
     }
     OPCACHE_TRY_ASSIGN(auto file, m_local.create_temp());
     store::Provenance provenance{true, remote.store->name(), {}};
-    auto fetched = remote.store->fetch(key, file.fd(), &provenance.signatures);
+    auto fetched = remote.store->fetch(key, file.fd(), &provenance.signatures, hint);
     if (!fetched) {
       if (fetched.error().code() == ErrorCode::io) {
         return fetched.error();  // our own disk, not the remote

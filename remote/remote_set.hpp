@@ -43,10 +43,12 @@ class RemoteSet {
   /// Tries each remote whose breaker allows it, in order. A bundle that is
   /// found is verified and adopted into the local store (true). A corrupt or
   /// mis-keyed answer is reported, counted and never stored; a failing remote
-  /// opens its breaker. Never fails for remote reasons: false then. With
-  /// `scenario` (the lookup's scenario), each remote first gets the chance to
-  /// prefetch the whole scenario (remote/prefetch.hpp).
-  Result<bool> fetch_into_local(const std::string& key, const ListFilter* scenario = nullptr);
+  /// opens its breaker. Never fails for remote reasons: false then. `hint`
+  /// (what the key is, when the caller knows it) goes with each request to an
+  /// opcache server (remote/lookup_headers.hpp). With `scenario` (the
+  /// lookup's scenario), each remote first gets the chance to prefetch the
+  /// whole scenario (remote/prefetch.hpp).
+  Result<bool> fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario = nullptr);
 
   /// Queues `key` (stored locally) for upload to every remote with `upload`
   /// but `except` (one it was just uploaded to). Never blocks on the

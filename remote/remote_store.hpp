@@ -11,7 +11,9 @@
 #include "opcache/result.hpp"
 #include "opcache/types.hpp"
 #include "remote/build_leases.hpp"
+#include "remote/lookup_headers.hpp"
 #include "remote/remote_config.hpp"
+#include "remote/server_statistics.hpp"
 #include "store/scenario.hpp"
 #include "store/signature.hpp"
 
@@ -31,8 +33,10 @@ class RemoteStore {
   /// its start) and, when `signatures` is not null, replaces its contents
   /// with the signatures stored with the entry (docs/formats.md
   /// "Signatures"); false on a miss. Neither the bytes nor the signatures
-  /// are trusted: the caller verifies both (LocalStore::adopt).
-  virtual Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) = 0;
+  /// are trusted: the caller verifies both (LocalStore::adopt). `hint` says
+  /// what the lookup is for, when the caller knows it; an opcache server is
+  /// told (remote/lookup_headers.hpp), other backends ignore it.
+  virtual Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures, const LookupHint& hint) = 0;
 
   /// Uploads the bundle file of `key` (verified locally) with its
   /// signatures. Idempotent: an existing entry is kept.
@@ -63,6 +67,10 @@ class RemoteStore {
   /// The build leases of this remote (a team server), or null when the
   /// backend has none (file://, s3://). Owned by the remote.
   virtual BuildLeases* leases() { return nullptr; }
+
+  /// The statistics of this remote's server (an opcache server), or null
+  /// when the backend has no server (file://, s3://). Owned by the remote.
+  virtual ServerStatistics* statistics() { return nullptr; }
 };
 
 /// Opens the backend for `options.url` (scheme → factory). Performs no I/O

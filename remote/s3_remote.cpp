@@ -20,7 +20,8 @@ class S3Remote final : public RemoteStore {
 
   std::string name() const override { return display_url(m_options.url); }
 
-  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures) override {
+  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures,
+                     const LookupHint& /*hint: no server to tell*/) override {
     OPCACHE_TRY_ASSIGN(bool found, m_bucket.get_bundle(key, fd, k_max_bundle_bytes));
     if (found && signatures != nullptr) {
       // Read after the bundle: signatures added meanwhile are a bonus; the

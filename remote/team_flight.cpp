@@ -58,8 +58,8 @@ class LeaseRenewer {
 TeamFlight::TeamFlight(Remote remote, store::LocalStore& local, TeamFlightOptions options)
     : m_remote(std::move(remote)), m_leases(*m_remote.store->leases()), m_local(local), m_options(std::move(options)) {}
 
-Result<TeamOutcome> TeamFlight::run(const std::string& key, const std::function<Result<bool>()>& fetch,
-                                    const std::function<Status()>& build) {
+Result<TeamOutcome> TeamFlight::run(const std::string& key, const LookupHint& hint,
+                                    const std::function<Result<bool>()>& fetch, const std::function<Status()>& build) {
   if (m_without_leases || !m_remote.breaker->allows()) {
     return build_alone(build);
   }
@@ -71,7 +71,7 @@ Result<TeamOutcome> TeamFlight::run(const std::string& key, const std::function<
     }
   };
   for (;;) {
-    auto grant = m_leases.acquire_lease(key, m_options.holder);
+    auto grant = m_leases.acquire_lease(key, m_options.holder, hint);
     if (!grant && grant.error().code() == ErrorCode::not_found) {
       if (!m_without_leases.exchange(true)) {
         m_local.options().warn(grant.error().message() + ": team single flight is off for this process; "
@@ -101,7 +101,7 @@ Result<TeamOutcome> TeamFlight::run(const std::string& key, const std::function<
       // or learn of the renewal), in steps of at most wait_step.
       const auto until_expiry = std::chrono::duration_cast<std::chrono::seconds>(grant->expires_in) + std::chrono::seconds(1);
       const auto step = std::max(std::chrono::seconds(1), std::min({m_options.wait_step, until_expiry, left}));
-      auto arrived = m_leases.wait_for_entry(key, step);
+      auto arrived = m_leases.wait_for_entry(key, step, hint);
       if (!arrived) {
         server_failed("waiting for " + grant->holder + " to build " + key, arrived.error());
         record_wait();

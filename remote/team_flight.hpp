@@ -49,8 +49,9 @@ class TeamFlight {
   /// and every remote missed. `fetch` takes the entry from the remotes into
   /// the local store (true when it did); `build` builds the key and stores it
   /// locally (only). Errors are `build`'s; a failing server is reported as a
-  /// warning and the key built here.
-  Result<TeamOutcome> run(const std::string& key, const std::function<Result<bool>()>& fetch,
+  /// warning and the key built here. The lease requests and waits carry
+  /// `hint` (what the key is, for the server's statistics).
+  Result<TeamOutcome> run(const std::string& key, const LookupHint& hint, const std::function<Result<bool>()>& fetch,
                           const std::function<Status()>& build);
 
  private:

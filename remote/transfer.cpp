@@ -218,7 +218,7 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   run.run(fetchable, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
     OPCACHE_TRY_ASSIGN(auto file, local.create_temp());
     store::Provenance provenance{true, remote.store->name(), {}};
-    OPCACHE_TRY_ASSIGN(bool found, remote.store->fetch(key, file.fd(), &provenance.signatures));
+    OPCACHE_TRY_ASSIGN(bool found, remote.store->fetch(key, file.fd(), &provenance.signatures, LookupHint{}));
     if (!found) {
       return Error::not_found("the remote no longer has " + key);
     }

@@ -123,12 +123,11 @@ Result<StatsWindow> parse_window(std::string_view name) {
 }
 
 std::string op_type_from_header(std::string_view value) {
-  const bool printable = std::all_of(value.begin(), value.end(), [](char c) { return c >= 0x20 && c <= 0x7e; });
-  return !value.empty() && value.size() <= 128 && printable ? std::string(value) : std::string();
+  return remote::is_op_type_header_value(value) ? std::string(value) : std::string();
 }
 
 std::string scenario_from_header(std::string_view value) {
-  if (value.empty() || value.size() > 2048) {
+  if (value.empty() || value.size() > remote::k_max_scenario_header) {
     return {};
   }
   auto decoded = base::base64url_decode(value);

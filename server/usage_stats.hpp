@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/result.hpp"
+#include "remote/lookup_headers.hpp"
 #include "server/miss_table.hpp"
 #include "server/storage.hpp"
 #include "server/usage_series.hpp"
@@ -54,9 +55,10 @@ struct UsageEvent {
   std::string_view scenario_header;   ///< X-Opcache-Scenario, as received (may be empty)
 };
 
-/// The lookup headers a client may send (docs/protocol.md "Lookup hints").
-inline constexpr const char* k_op_type_header = "X-Opcache-Op-Type";
-inline constexpr const char* k_scenario_header = "X-Opcache-Scenario";
+/// The lookup headers a client may send (docs/protocol.md "Lookup hints"),
+/// named where the client builds them.
+using remote::k_op_type_header;
+using remote::k_scenario_header;
 
 /// The X-Opcache-Op-Type value if it is one (1 to 128 printable ASCII
 /// bytes), else "".

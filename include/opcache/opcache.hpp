@@ -205,6 +205,13 @@ class Store {
   /// is reported through on_warning, dropped, and a miss.
   Result<std::optional<GetResult>> get(std::string_view key, const std::filesystem::path& out_dir);
 
+  /// Like get(key(descriptor_json, scenario), out_dir), but a remote lookup
+  /// also tells an opcache server the op type and scenario it is for (for
+  /// the server's statistics: its "what to pre-build next"). `usage` error
+  /// for bad JSON or descriptors.
+  Result<std::optional<GetResult>> get(std::string_view descriptor_json, const Scenario& scenario,
+                                       const std::filesystem::path& out_dir);
+
   /// The index entry of `key`, or std::nullopt. Does not verify the object.
   Result<std::optional<Entry>> lookup(std::string_view key);
 
@@ -303,6 +310,23 @@ class Store {
   /// Downloads the entries (keys, or all the remote lists for the filter)
   /// that the local store lacks, verifying each before it is stored.
   Result<TransferSummary> pull(const TransferOptions& options);
+
+  /// Options of server_stats.
+  struct ServerStatsOptions {
+    std::string remote;          ///< URL or 1-based position; empty: the first remote
+    std::string window = "day";  ///< the summary's window: "hour", "day" or "30d"
+    int misses_limit = 5;        ///< how many groups of missed keys (1..1000)
+  };
+
+  /// The statistics of the team server behind an http(s) remote (what its
+  /// dashboard shows, `opcache stats --remote`): the summary of `window`
+  /// and the most requested misses. Errors: `usage` when no remote is
+  /// configured or the remote has no server (s3://, file://); `remote` for
+  /// a server without /v1/stats (older than HTTP API v1 revision 4), a
+  /// refused token (401/403, naming the token settings) or a bad answer;
+  /// `remote`/`timeout` when the server cannot be reached. Ignores the
+  /// remote's circuit breaker (an explicit request).
+  Result<ServerStats> server_stats(const ServerStatsOptions& options);
 
  private:
   struct Impl;

@@ -163,4 +163,12 @@ struct TransferSummary {
   std::vector<std::pair<std::string, std::string>> failures;  ///< key, reason (first 100)
 };
 
+/// A team server's statistics (docs/protocol.md "Statistics"), each
+/// document as the server sent it (JSON text of an object).
+struct ServerStats {
+  std::string remote;        ///< the server's URL without credentials
+  std::string summary_json;  ///< GET /v1/stats/summary?window=…
+  std::string misses_json;   ///< GET /v1/stats/misses?limit=…
+};
+
 }  // namespace opcache

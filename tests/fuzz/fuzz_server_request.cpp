@@ -5,7 +5,9 @@
 //   route's body limit) → route_target (server/api) → TokenTable::authorize
 //   (server/auth) → the body rule of the route (an upload's
 //   X-Opcache-Signature headers) → the handler server/request_dispatch picks,
-//   on a local storage in a scratch directory → metrics and access log records,
+//   on a local storage in a scratch directory → metrics, access log and usage
+//   statistics records (server/usage_stats, with the X-Opcache-Op-Type and
+//   X-Opcache-Scenario lookup hints),
 // repeating while the request keeps the connection alive, as the session does.
 // The tokens known to this server are "read-token", "write-token" and
 // "admin-token" (seeds send them in Authorization headers).
@@ -94,6 +96,12 @@ struct Outcome {
   bool keep_going = false;
 };
 
+// A request's lookup hints, for the usage statistics.
+struct LookupHints {
+  std::string op_type;
+  std::string scenario;
+};
+
 Outcome stop_with(ApiResponse response) { return {std::move(response), false}; }
 
 // The handler the session would call (server/request_dispatch), run here
@@ -135,9 +143,13 @@ Outcome read_body_then_dispatch(http::request_parser<http::empty_body>& header, 
   return {server().api->put_entry(routed.route.key, std::move(*file), *signatures), keep_alive};
 }
 
+std::optional<Outcome> answer(http::request_parser<http::empty_body>& header, std::string_view& input,
+                              const std::string& method, const std::string& target);
+
 // The steps of Session::on_header for one request; nullopt when the session
 // would close without answering (end of input, or bytes that are not HTTP).
-std::optional<Outcome> handle_one(std::string_view& input, std::string& method, std::string& target) {
+std::optional<Outcome> handle_one(std::string_view& input, std::string& method, std::string& target,
+                                  LookupHints& hints) {
   http::request_parser<http::empty_body> header;
   header.header_limit(server().config.max_header_bytes);
   header.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -148,6 +160,16 @@ std::optional<Outcome> handle_one(std::string_view& input, std::string& method, 
   const auto& request = header.get();
   method = std::string(request.method_string());
   target = std::string(request.target());
+  // Read before answer(), which may move the parser (and the header) away.
+  hints.op_type = std::string(request[k_op_type_header]);
+  hints.scenario = std::string(request[k_scenario_header]);
+  return answer(header, input, method, target);
+}
+
+// What the session answers a request whose header `header` was read.
+std::optional<Outcome> answer(http::request_parser<http::empty_body>& header, std::string_view& input,
+                              const std::string& method, const std::string& target) {
+  const auto& request = header.get();
   const auto routed = route_target(method, target);
   const bool has_body = header.chunked() || header.content_length().value_or(0) > 0;
   const bool keep_alive = request.keep_alive();
@@ -166,8 +188,22 @@ std::optional<Outcome> handle_one(std::string_view& input, std::string& method, 
   return Outcome{dispatch(routed, method, request[http::field::if_none_match], ""), keep_alive};
 }
 
-void record(const std::string& route, const std::string& method, const std::string& target, int status) {
+void record(const RoutedTarget& routed, const std::string& method, const std::string& target, const Outcome& outcome,
+            const LookupHints& hints) {
+  const std::string& route = routed.route.name;
+  const int status = outcome.response.status;
   server().metrics.record_request(route, method, status, 0.001, 0, 0);
+  UsageEvent event;
+  event.route = route;
+  event.method = method;
+  event.status = status;
+  event.token_name = "fuzz-client";
+  event.client = "127.0.0.1";
+  event.key = routed.route.key;
+  event.facts = outcome.response.bundle ? outcome.response.bundle->facts.get() : nullptr;
+  event.op_type_header = hints.op_type;
+  event.scenario_header = hints.scenario;
+  server().api->usage().record(event);
   AccessRecord access{"127.0.0.1:1", method, target, status, 0, 0, 0.001, "-"};
   server().text_log->write(access);
   server().json_log->write(access);
@@ -180,11 +216,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   for (int requests = 0; requests < 16; ++requests) {
     std::string method = "-";
     std::string target = "-";
-    auto outcome = handle_one(input, method, target);
+    LookupHints hints;
+    auto outcome = handle_one(input, method, target, hints);
     if (!outcome) {
       break;
     }
-    record(route_target(method, target).route.name, method, target, outcome->response.status);
+    record(route_target(method, target), method, target, *outcome, hints);
     fuzz::trace(method + " " + target + " -> " + std::to_string(outcome->response.status) + " " +
                 outcome->response.body.substr(0, 120));
     if (!outcome->keep_going) {
