@@ -18,7 +18,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/base64.hpp"
 #include "base/sha256.hpp"
 #include "opcache_test_paths.hpp"
 #include "tests/support/cli_runner.hpp"
@@ -97,7 +96,8 @@ struct Team {
 };
 
 // `opcache get` of `desc` from the server into a fresh cache directory, so
-// every call is a lookup on the server; returns the exit code (0: a hit).
+// every call is a lookup on the server (with the op type and scenario hint
+// headers); returns the exit code (0: a hit, 1: a miss).
 int remote_get(const Team& team, const fs::path& desc, const std::string& token_name, const std::string& label) {
   CliRunner machine(team.dir.path(), team.dir / ("cache-" + label));
   std::vector<std::string> args{
@@ -109,24 +109,10 @@ int remote_get(const Team& team, const fs::path& desc, const std::string& token_
   return result.exit_code;
 }
 
-// A lookup of `desc` (a key the server does not hold) as a client sends it:
-// GET /v1/entries/KEY with the X-Opcache-Op-Type and X-Opcache-Scenario hints
-// (docs/protocol.md), the key and canonical scenario computed by the CLI.
-// REQUIREs the 404.
-void missed_lookup(const Team& team, const CliRunner& cli, const fs::path& desc, const std::string& op_type,
-                   const char* token) {
-  auto key = cli.run_json({"key", "--desc", desc.string(), "--scenario", k_test_scenario, "--show-canonical"});
-  auto response = http_request(
-      "GET", team.server->base_url() + "/v1/entries/" + key["key"].get<std::string>(),
-      {std::string("Authorization: Bearer ") + token, "X-Opcache-Op-Type: " + op_type,
-       "X-Opcache-Scenario: " + opcache::base::base64url_encode(key["scenario_canonical"].get<std::string>())});
-  REQUIRE(response.status == 404);
-}
-
 // Three kernels stored with build times and pushed by the write token; hits
 // from the read and the write token (`opcache get` into fresh cache
-// directories); misses: three Conv2D kernels asked for by both tokens, one
-// Softmax kernel by one.
+// directories); misses, the same way: three Conv2D kernels asked for by both
+// tokens, one Softmax kernel by one.
 void fill(const Team& team) {
   CliRunner builder(team.dir.path(), team.dir / "cache-builder");
   std::vector<fs::path> stored;
@@ -152,12 +138,12 @@ void fill(const Team& team) {
   for (int i = 0; i < 3; ++i) {
     const auto desc = team.dir / ("conv" + std::to_string(i) + ".desc.json");
     write_text(desc, descriptor_for(k_most_missed, i));
-    missed_lookup(team, builder, desc, k_most_missed, k_read_token);
-    missed_lookup(team, builder, desc, k_most_missed, k_write_token);
+    CHECK(remote_get(team, desc, "read", std::to_string(label++)) == 1);
+    CHECK(remote_get(team, desc, "write", std::to_string(label++)) == 1);
   }
   const auto softmax = team.dir / "softmax.desc.json";
   write_text(softmax, descriptor_for("Softmax", 0));
-  missed_lookup(team, builder, softmax, "Softmax", k_read_token);
+  CHECK(remote_get(team, softmax, "read", std::to_string(label++)) == 1);
 }
 
 }  // namespace
