@@ -3,6 +3,15 @@
 # Idempotent: does nothing (not even `apt-get update`) when all are present.
 # Run as root, or as a user with sudo.
 #
+# The dashboard's browser test (tests/ui/dashboard.mjs, run by the CTest test
+# "e2e::dashboard …") drives Debian's chromium through the npm package
+# playwright-core, pinned in tests/ui/package-lock.json: when
+# tests/ui/node_modules/playwright-core is missing, this script runs
+# `npm ci --prefix tests/ui --no-audit --no-fund` (the npm registry only; no
+# browser is downloaded: playwright-core ships none). Idempotent as well:
+# nothing is fetched when it is present. Without node/npm it says so and goes
+# on; the test then reports itself skipped.
+#
 #   scripts/install-deps.sh          build and test dependencies
 #   scripts/install-deps.sh --bench  also what bench/run needs (wrk, nginx, ccache, gnuplot)
 #   scripts/install-deps.sh --fuzz   also what scripts/fuzz.sh needs (clang 14 and its libFuzzer runtime)
@@ -16,6 +25,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libinih-dev libboost-dev
   # tests
   doctest-dev libvalijson-dev openssl zstd sqlite3 procps python3 curl
+  # the dashboard's browser test (tests/ui/): headless Chromium
+  chromium
 )
 if [ "${1:-}" = "--bench" ]; then
   # baselines bench/run measures against in the same run, and gnuplot for its charts
@@ -27,6 +38,21 @@ elif [ $# -gt 0 ]; then
   exit 2
 fi
 
+repo=$(cd "$(dirname "$0")/.." && pwd)
+
+# tests/ui's npm packages (playwright-core), exactly as locked.
+install_ui_test_packages() {
+  if [ -d "$repo/tests/ui/node_modules/playwright-core" ]; then
+    return 0
+  fi
+  if ! command -v npm >/dev/null 2>&1; then
+    echo "install-deps: npm not found: tests/ui/node_modules is not installed (the dashboard test will be skipped)" >&2
+    return 0
+  fi
+  echo "install-deps: npm ci --prefix tests/ui"
+  npm ci --prefix "$repo/tests/ui" --no-audit --no-fund
+}
+
 missing=()
 for pkg in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
@@ -36,6 +62,7 @@ done
 
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#packages[@]} packages present"
+  install_ui_test_packages
   exit 0
 fi
 
@@ -53,3 +80,4 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 "${sudo_cmd[@]}" apt-get update -qq
 "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+install_ui_test_packages

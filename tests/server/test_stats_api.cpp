@@ -221,7 +221,7 @@ TEST_CASE("server::/ui/ serves the embedded page without a token, with its CSP, 
   CHECK(page.header("content-security-policy") == opcache::server::k_ui_content_security_policy);
   CHECK(page.header("x-content-type-options") == "nosniff");
   CHECK(page.body.find("needs a token") != std::string::npos);
-  CHECK(page.body.find("<table") == std::string::npos);
+  CHECK(page.body.find("<td>Entries stored</td>") == std::string::npos);  // the page's own tables are empty shells
   CHECK(page.body.find(std::string(opcache::server::k_noscript_marker)) == std::string::npos);
 
   const auto with_token = server.request("GET", "/ui/", k_read_token);
@@ -230,7 +230,7 @@ TEST_CASE("server::/ui/ serves the embedded page without a token, with its CSP, 
   CHECK(with_token.body.find("<tr><td>Entries stored</td><td>1</td></tr>") != std::string::npos);
 
   StatsServer anonymous({"--anonymous-read"});
-  CHECK(anonymous.request("GET", "/ui/", nullptr).body.find("<table") != std::string::npos);
+  CHECK(anonymous.request("GET", "/ui/", nullptr).body.find("<td>Entries stored</td>") != std::string::npos);
 
   for (const char* file : {"app.js", "style.css"}) {
     CAPTURE(file);
