@@ -213,6 +213,10 @@
     }
     setFigure('compile_ms_saved', summary.compile_ms_saved, fmtDuration(summary.compile_ms_saved),
               `${fmtInt(summary.compile_ms_saved)} ms`);
+    const allTime = summary.all_time || {};
+    setFigure('all_time_compile_ms_saved', allTime.compile_ms_saved, fmtDuration(allTime.compile_ms_saved),
+              `${fmtInt(allTime.compile_ms_saved)} ms since the history began`);
+    setText($('all-time-since'), typeof allTime.since_ms === 'number' ? fmtTime(allTime.since_ms, '30d') : '–');
     const storage = summary.storage || {};
     setFigure('limit_bytes', storage.limit_bytes, storage.limit_bytes === null ? 'unknown' : fmtBytes(storage.limit_bytes),
               storage.limit_bytes === null ? null : `${fmtInt(storage.limit_bytes)} bytes`);
