@@ -44,8 +44,12 @@ ApiResponse json_response(int status, const json& body) {
 }
 
 ApiResponse storage_failure(const Error& error) {
-  int status = error.code() == ErrorCode::remote || error.code() == ErrorCode::timeout ? 503 : 500;
-  return error_response(status, status == 503 ? "unavailable" : "internal", error.message());
+  const bool unavailable = error.code() == ErrorCode::remote || error.code() == ErrorCode::timeout;
+  ApiResponse response =
+      unavailable ? error_response(503, "unavailable", "the server's storage did not answer; retry later")
+                  : error_response(500, "internal", "the server's storage failed; its log says why");
+  response.log_detail = "storage failure: " + error.message();
+  return response;
 }
 
 namespace {

@@ -61,6 +61,7 @@ struct ApiResponse {
   std::optional<StoredBundle> bundle;  ///< streamed as the body instead of `body`
   bool head_only = false;              ///< HEAD: headers (incl. Content-Length) without a body
   std::vector<std::pair<std::string, std::string>> headers;
+  std::string log_detail;  ///< written to the server's log by the session; never sent
 };
 
 /// A JSON error body {"error": code, "message": message} with `status`.
@@ -70,7 +71,9 @@ ApiResponse error_response(int status, const std::string& code, const std::strin
 ApiResponse json_response(int status, const nlohmann::json& body);
 
 /// The response for a failed storage call: 503 "unavailable" for `remote`
-/// and `timeout` errors, else 500 "internal"; the error's message.
+/// and `timeout` errors, else 500 "internal". The error's own message names
+/// files and endpoints, so it goes to the server's log (log_detail), and the
+/// client is told only what kind of failure it was.
 ApiResponse storage_failure(const Error& error);
 
 /// A request target ("path?query") split and percent-decoded.

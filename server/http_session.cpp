@@ -320,7 +320,9 @@ class Session : public SessionBase {
     if (!upload) {
       m_state->release_inflight();
       m_close_after = true;
-      respond(error_response(503, "unavailable", upload.error().message()));
+      auto refused = error_response(503, "unavailable", "the server cannot take an upload now; its log says why");
+      refused.log_detail = "no temp file for an upload: " + upload.error().message();
+      respond(std::move(refused));
       return;
     }
     m_expected_length = *length;
@@ -429,6 +431,9 @@ class Session : public SessionBase {
     const bool head = m_method == "HEAD";
     if (response.bundle) {
       m_served_facts = response.bundle->facts;
+    }
+    if (!response.log_detail.empty()) {
+      m_state->log->event(m_method + " " + m_target + ": " + response.log_detail);
     }
     auto outgoing = to_message(std::move(response), head, close);
     // Counted as it is answered, not once it is written: a client that has

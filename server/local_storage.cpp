@@ -81,6 +81,11 @@ class LocalStorage final : public Storage {
     if (::fstat(found->second.get(), &info) != 0) {
       return Error::io("cannot stat the bundle of " + key);
     }
+    if (!S_ISREG(info.st_mode)) {
+      // Streaming a directory or a device would answer 200 and then break.
+      return Error::corrupt("the object of " + key + " in " + m_store->layout().objects().string() +
+                            " is not a regular file");
+    }
     auto facts = facts_of(found->first);
     if (info.st_size <= static_cast<std::int64_t>(k_cached_bundle_limit)) {
       if (auto bytes = read_whole(found->second.get(), info.st_size)) {

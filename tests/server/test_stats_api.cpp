@@ -291,3 +291,32 @@ TEST_CASE("server::over s3:// storage the statistics say they are this replica's
   const json status = server.get("/v1/status", "status-response.schema.json");
   CHECK(status["storage"] == "s3 opcache-serve-stats/p");
 }
+
+TEST_CASE("server::a storage failure is answered 500 without the storage's paths, which go to the server's log") {
+  StatsServer server;
+  TempDir temp;
+  const auto kernel = make_cheap_kernel(temp / "k", 5);
+  server.upload(kernel);
+  // Tamper with the store: the entry's object becomes a directory.
+  fs::path object;
+  for (const auto& item : fs::recursive_directory_iterator(server.storage / "objects")) {
+    if (item.is_regular_file()) {
+      object = item.path();
+    }
+  }
+  REQUIRE_FALSE(object.empty());
+  fs::remove(object);
+  fs::create_directory(object);
+
+  const auto failed = server.request("GET", "/v1/entries/" + kernel.key);
+  CHECK(failed.status == 500);
+  const json body = checked_json(failed, "error.schema.json");
+  CHECK(body["error"] == "internal");
+  CHECK(failed.body.find(server.storage.string()) == std::string::npos);
+  CHECK(failed.body.find("/objects") == std::string::npos);
+  CHECK(eventually([&] {
+    const std::string log = server.process->log_text();
+    return log.find("storage failure: the object of " + kernel.key) != std::string::npos &&
+           log.find((server.storage / "objects").string()) != std::string::npos;
+  }));
+}
