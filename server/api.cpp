@@ -89,6 +89,40 @@ Status apply_scenario_filter(const std::string& spec, ListQuery& query) {
 
 }  // namespace
 
+std::optional<ApiResponse> unknown_parameter(const std::map<std::string, std::string>& parameters,
+                                             std::initializer_list<std::string_view> allowed) {
+  for (const auto& [name, value] : parameters) {
+    bool known = false;
+    for (auto allowed_name : allowed) {
+      known = known || name == allowed_name;
+    }
+    if (!known) {
+      std::string names;
+      for (auto allowed_name : allowed) {
+        names += (names.empty() ? "" : ", ") + std::string(allowed_name);
+      }
+      return error_response(400, "bad_request",
+                            "unknown parameter \"" + name + "\" (allowed: " + (names.empty() ? "none" : names) + ")");
+    }
+  }
+  return std::nullopt;
+}
+
+Result<long> integer_parameter(const std::map<std::string, std::string>& parameters, const std::string& name,
+                               long fallback, long low, long high) {
+  auto it = parameters.find(name);
+  if (it == parameters.end()) {
+    return fallback;
+  }
+  char* end = nullptr;
+  const long value = std::strtol(it->second.c_str(), &end, 10);
+  if (it->second.empty() || *end != '\0' || value < low || value > high) {
+    return Error::usage(name + "=\"" + it->second + "\" must be an integer from " + std::to_string(low) + " to " +
+                        std::to_string(high));
+  }
+  return value;
+}
+
 Route match_route(std::string_view method, std::string_view path) {
   Route route;
   auto only = [&](std::initializer_list<std::string_view> methods, const char* allow) {
@@ -379,28 +413,26 @@ ApiResponse Api::query(const std::string& body) {
 }
 
 ApiResponse Api::list(const std::map<std::string, std::string>& parameters) {
+  if (auto unknown = unknown_parameter(parameters, {"scenario", "op_type", "after", "limit"})) {
+    return std::move(*unknown);
+  }
   ListQuery query;
-  for (const auto& [name, value] : parameters) {
-    if (name == "scenario") {
-      if (auto applied = apply_scenario_filter(value, query); !applied) {
-        return error_response(400, "bad_request", applied.error().message());
-      }
-    } else if (name == "op_type") {
-      query.op_type = value;
-    } else if (name == "after") {
-      query.after = value;
-    } else if (name == "limit") {
-      char* end = nullptr;
-      long limit = std::strtol(value.c_str(), &end, 10);
-      if (value.empty() || *end != '\0' || limit < 1 || limit > 1000) {
-        return error_response(400, "bad_request", "limit must be an integer from 1 to 1000");
-      }
-      query.limit = static_cast<int>(limit);
-    } else {
-      return error_response(400, "bad_request",
-                            "unknown parameter \"" + name + "\" (allowed: scenario, op_type, after, limit)");
+  if (auto scenario = parameters.find("scenario"); scenario != parameters.end()) {
+    if (auto applied = apply_scenario_filter(scenario->second, query); !applied) {
+      return error_response(400, "bad_request", applied.error().message());
     }
   }
+  if (auto op_type = parameters.find("op_type"); op_type != parameters.end()) {
+    query.op_type = op_type->second;
+  }
+  if (auto after = parameters.find("after"); after != parameters.end()) {
+    query.after = after->second;
+  }
+  auto limit = integer_parameter(parameters, "limit", query.limit, 1, 1000);
+  if (!limit) {
+    return error_response(400, "bad_request", limit.error().message());
+  }
+  query.limit = static_cast<int>(*limit);
   auto page = m_storage.list(query);
   if (!page) {
     return storage_failure(page.error());
@@ -419,11 +451,10 @@ ApiResponse Api::list(const std::map<std::string, std::string>& parameters) {
 }
 
 ApiResponse Api::status() {
-  return json_response(200, status_body());
+  return json_response(200, status_body(m_storage.gauges()));
 }
 
-json Api::status_body() {
-  auto gauges = m_storage.gauges();
+json Api::status_body(const StorageGauges& gauges) {
   auto optional_number = [](const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); };
   double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
   return json({{"version", k_version_string},

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,6 +99,16 @@ struct RoutedTarget {
 /// "bad_request" error. Pure; thread-safe.
 RoutedTarget route_target(std::string_view method, std::string_view target);
 
+/// 400 bad_request naming the first of the query `parameters` that is not
+/// in `allowed` (and listing those), or std::nullopt when all are known.
+std::optional<ApiResponse> unknown_parameter(const std::map<std::string, std::string>& parameters,
+                                             std::initializer_list<std::string_view> allowed);
+
+/// The integer query parameter `name` (absent: `fallback`), from `low` to
+/// `high`; else a `usage` error naming the parameter, its value and the range.
+Result<long> integer_parameter(const std::map<std::string, std::string>& parameters, const std::string& name,
+                               long fallback, long low, long high);
+
 /// The signatures of a PUT's X-Opcache-Signature header values (each one
 /// or more comma-separated "<public key base64>:<signature base64>"); a
 /// signer given twice counts once. A malformed value is a `usage` error
@@ -168,10 +179,10 @@ class Api {
   std::shared_ptr<const store::TrustedKeys> trusted_keys() const;
   // The "leases" object of GET /v1/status.
   nlohmann::json lease_status();
-  // The body of GET /v1/status.
-  nlohmann::json status_body();
-  // The body of GET /v1/stats/summary (api_stats.cpp).
-  nlohmann::json summary(StatsWindow window);
+  // The body of GET /v1/status, with the storage's `gauges`.
+  nlohmann::json status_body(const StorageGauges& gauges);
+  // The body of GET /v1/stats/summary (api_stats.cpp), with the storage's `gauges`.
+  nlohmann::json summary(StatsWindow window, const StorageGauges& gauges);
   // The 403 refusing `signatures` for the entry (key, digest), counted; or
   // std::nullopt when the upload may be stored.
   std::optional<ApiResponse> refuse_signatures(const std::string& key, const std::string& digest,

@@ -1,9 +1,6 @@
 // The statistics endpoints (GET /v1/stats/*) and the dashboard (GET /ui/) of
 // the API: parameters checked here, figures from server/usage_stats and the
 // storage's gauges (docs/protocol.md "Statistics").
-#include <cstdlib>
-#include <initializer_list>
-
 #include "server/api.hpp"
 #include "server/dashboard.hpp"
 
@@ -14,42 +11,6 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::size_t k_default_miss_groups = 20;
-
-// 400 naming the first parameter not in `allowed`, or std::nullopt.
-std::optional<ApiResponse> unknown_parameter(const std::map<std::string, std::string>& parameters,
-                                             std::initializer_list<std::string_view> allowed) {
-  for (const auto& [name, value] : parameters) {
-    bool known = false;
-    for (auto allowed_name : allowed) {
-      known = known || name == allowed_name;
-    }
-    if (!known) {
-      std::string names;
-      for (auto allowed_name : allowed) {
-        names += (names.empty() ? "" : ", ") + std::string(allowed_name);
-      }
-      return error_response(400, "bad_request",
-                            "unknown parameter \"" + name + "\" (allowed: " + (names.empty() ? "none" : names) + ")");
-    }
-  }
-  return std::nullopt;
-}
-
-// The integer parameter `name` (absent: `fallback`), from `low` to `high`.
-Result<long> integer_parameter(const std::map<std::string, std::string>& parameters, const std::string& name,
-                               long fallback, long low, long high) {
-  auto it = parameters.find(name);
-  if (it == parameters.end()) {
-    return fallback;
-  }
-  char* end = nullptr;
-  const long value = std::strtol(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0' || value < low || value > high) {
-    return Error::usage(name + "=\"" + it->second + "\" must be an integer from " + std::to_string(low) + " to " +
-                        std::to_string(high));
-  }
-  return value;
-}
 
 Result<StatsWindow> window_parameter(const std::map<std::string, std::string>& parameters) {
   auto it = parameters.find("window");
@@ -89,12 +50,11 @@ ApiResponse Api::stats(const std::string& resource, const std::map<std::string, 
     return std::move(*unknown);
   }
   auto window = window_parameter(parameters);
-  return window ? json_response(200, summary(*window)) : bad(window.error());
+  return window ? json_response(200, summary(*window, m_storage.gauges())) : bad(window.error());
 }
 
-nlohmann::json Api::summary(StatsWindow window) {
+nlohmann::json Api::summary(StatsWindow window, const StorageGauges& gauges) {
   json body = m_usage.summary(window);
-  const auto gauges = m_storage.gauges();
   const std::string description = m_storage.public_description();
   const bool local = m_storage.state_dir().has_value();
   body["storage"] = {{"kind", description.substr(0, description.find(' '))},
@@ -115,7 +75,9 @@ ApiResponse Api::ui(const std::string& file, bool may_read) {
   if (!may_read) {
     return ui_file(file, noscript_needs_token());
   }
-  return ui_file(file, render_noscript_tables(summary(StatsWindow::day), status_body(),
+  // One look at the storage for both tables (an aggregate over the index).
+  const auto gauges = m_storage.gauges();
+  return ui_file(file, render_noscript_tables(summary(StatsWindow::day, gauges), status_body(gauges),
                                               m_usage.misses(k_default_miss_groups)));
 }
 

@@ -1,6 +1,6 @@
 #include "server/request_dispatch.hpp"
 
-#include <cstdlib>
+#include <algorithm>
 #include <memory>
 
 namespace opcache::server {
@@ -9,16 +9,11 @@ namespace {
 
 // The ?wait= of a GET or HEAD of an entry, capped at `max_wait_s`; 0 when absent.
 Result<std::chrono::seconds> wait_of(const std::map<std::string, std::string>& parameters, int max_wait_s) {
-  auto it = parameters.find("wait");
-  if (it == parameters.end()) {
-    return std::chrono::seconds(0);
+  auto seconds = integer_parameter(parameters, "wait", 0, 0, 3600);
+  if (!seconds) {
+    return seconds.error();
   }
-  char* end = nullptr;
-  const long seconds = std::strtol(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0' || seconds < 0 || seconds > 3600) {
-    return Error::usage("wait=\"" + it->second + "\" must be a whole number of seconds from 0 to 3600");
-  }
-  return std::chrono::seconds(std::min<long>(seconds, max_wait_s));
+  return std::chrono::seconds(std::min<long>(*seconds, max_wait_s));
 }
 
 // A call answering an error without a handler.
