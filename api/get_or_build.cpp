@@ -5,10 +5,11 @@
 
 #include "api/store_impl.hpp"
 #include "base/file_io.hpp"
+#include "base/temporary_directory.hpp"
+#include "base/try.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
 #include "store/single_flight.hpp"
-#include "base/try.hpp"
 
 namespace opcache {
 
@@ -19,22 +20,6 @@ namespace fs = std::filesystem;
 std::int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
 }
-
-// Removes a directory tree when it goes out of scope.
-class ScopedDirectory {
- public:
-  explicit ScopedDirectory(fs::path path) : m_path(std::move(path)) {}
-  ScopedDirectory(const ScopedDirectory&) = delete;
-  ScopedDirectory& operator=(const ScopedDirectory&) = delete;
-  ~ScopedDirectory() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
-};
 
 // Moves the files a build wrote into its work directory to out_dir.
 Result<std::vector<fs::path>> move_build_outputs(const fs::path& work, const fs::path& out_dir) {
@@ -169,12 +154,7 @@ Result<BuildResult> Store::get_or_build(std::string_view descriptor_json, const 
                                         const fs::path& out_dir, const BuildFunction& build) {
   OPCACHE_TRY(base::ensure_directory(out_dir));
   auto build_in_work_dir = [&]() -> Result<std::vector<fs::path>> {
-    ScopedDirectory work(out_dir / (".opcache-build-" + base::random_token()));
-    std::error_code ec;
-    fs::create_directory(work.path(), ec);
-    if (ec) {
-      return Error::io("cannot create build directory " + work.path().string() + ": " + ec.message());
-    }
+    OPCACHE_TRY_ASSIGN(auto work, base::TemporaryDirectory::create(out_dir, ".opcache-build-"));
     auto built = build(work.path());
     if (!built) {
       return built.error();

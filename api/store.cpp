@@ -8,10 +8,11 @@
 #include "api/store_impl.hpp"
 #include "base/canonical_json.hpp"
 #include "base/json_parse.hpp"
+#include "base/try.hpp"
+#include "remote/remote_store.hpp"
+#include "remote/transfer.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
-#include "remote/transfer.hpp"
-#include "base/try.hpp"
 
 namespace opcache {
 
@@ -227,6 +228,11 @@ Result<bool> Store::set_pinned(std::string_view key, bool pinned) {
 }
 
 Result<ClearReport> Store::clear() { return m_impl->local->clear(); }
+
+bool remote_has_server(std::string_view remote_spec) noexcept {
+  const remote::RemoteScheme* scheme = remote::find_remote_scheme(remote_spec.substr(0, remote_spec.find('|')));
+  return scheme != nullptr && scheme->kind == remote::RemoteKind::server;
+}
 
 std::optional<std::string> Store::bypass_reason(const std::string& op_type) const {
   const auto& settings = m_impl->settings;

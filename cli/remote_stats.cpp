@@ -153,17 +153,13 @@ void print_misses(const Context& context, const json& misses) {
 
 }  // namespace
 
-bool names_server(const std::string& spec) {
-  return spec.rfind("http://", 0) == 0 || spec.rfind("https://", 0) == 0;
-}
-
 int run_remote_stats(const Context& context, const std::string& window) {
   const auto remotes = context.options.store_config().remotes;
   if (remotes.size() != 1) {
     return context.fail(
         Error::usage("opcache stats --remote takes one server URL, not " + std::to_string(remotes.size())));
   }
-  if (!names_server(remotes.front())) {
+  if (!remote_has_server(remotes.front())) {
     return context.fail(Error::usage("opcache stats --remote needs the http(s) URL of an opcache serve; \"" +
                                      remotes.front().substr(0, remotes.front().find('|')) +
                                      "\" has no server to ask (s3:// and file:// remotes are plain storage)"));

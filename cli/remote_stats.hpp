@@ -12,10 +12,6 @@ namespace opcache::cli {
 /// The windows of /v1/stats/summary.
 inline const std::vector<std::string> k_stats_windows = {"hour", "day", "30d"};
 
-/// Whether `spec` ("URL[|attribute…]", a --remote value) names an http(s)
-/// server; s3:// and file:// remotes have none.
-bool names_server(const std::string& spec);
-
 /// Prints the summary of `window` of the first remote given with --remote
 /// (an http(s) opcache server), its top op types and the top five groups of
 /// "what to pre-build next" (GET /v1/stats/summary and /v1/stats/misses);

@@ -150,16 +150,18 @@ Result<ExportOptions> mindspore_destination(const std::optional<fs::path>& dir, 
 }
 
 Result<ExportReport> export_entries(Store& store, const ExportOptions& options) {
-  if (options.layout == Layout::mindspore) {
-    if (options.ranks.empty()) {
-      return Error::usage("export: no ranks to write");
-    }
-    return export_mindspore(store, options);
+  switch (options.layout) {  // no default: -Wswitch names the next layout here
+    case Layout::mindspore:
+      if (options.ranks.empty()) {
+        return Error::usage("export: no ranks to write");
+      }
+      return export_mindspore(store, options);
+    case Layout::cann:
+      return export_cann(store, options);
+    case Layout::torchair:
+      return Error::usage("export to the torchair layout is not supported (import it, then `opcache get` its entry)");
   }
-  if (options.layout == Layout::cann) {
-    return export_cann(store, options);
-  }
-  return Error::usage("export to the torchair layout is not supported (import it, then `opcache get` its entry)");
+  return Error::usage("export: unknown layout");  // not reached: every Layout is a case above
 }
 
 }  // namespace opcache::layouts

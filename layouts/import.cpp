@@ -5,6 +5,23 @@
 
 namespace opcache::layouts {
 
+namespace {
+
+// The scanner of `layout`. No default: -Wswitch names the next layout here.
+Scan scan_layout(Layout layout, const std::filesystem::path& dir) {
+  switch (layout) {
+    case Layout::mindspore:
+      return scan_mindspore(dir);
+    case Layout::cann:
+      return scan_cann(dir);
+    case Layout::torchair:
+      return scan_torchair(dir);
+  }
+  return {};  // not reached: every Layout is a case above
+}
+
+}  // namespace
+
 Result<ImportReport> import_directory(Store& store, const std::filesystem::path& dir, const Scenario& scenario,
                                       std::optional<Layout> layout, bool dry_run) {
   std::error_code ec;
@@ -18,9 +35,7 @@ Result<ImportReport> import_directory(Store& store, const std::filesystem::path&
   } else {
     OPCACHE_TRY_ASSIGN(report.layout, detect_layout(dir));
   }
-  Scan scan = report.layout == Layout::mindspore ? scan_mindspore(dir)
-              : report.layout == Layout::cann   ? scan_cann(dir)
-                                                : scan_torchair(dir);
+  Scan scan = scan_layout(report.layout, dir);
   report.skipped = std::move(scan.skipped);
   std::map<std::string, std::string> first_origin;  // key -> origin stored first in this import
   for (auto& candidate : scan.candidates) {

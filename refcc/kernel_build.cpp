@@ -3,33 +3,17 @@
 #include <chrono>
 #include <cstdlib>
 
+#include "base/file_io.hpp"
+#include "base/temporary_directory.hpp"
+#include "base/try.hpp"
 #include "opcache/key.hpp"
 #include "refcc/codegen.hpp"
-#include "base/file_io.hpp"
-#include "base/try.hpp"
 
 namespace opcache::refcc {
 
 namespace fs = std::filesystem;
 
 namespace {
-
-// A staging directory inside out_dir (same file system, so publishing is a
-// rename), removed with whatever is left in it.
-class StageDirectory {
- public:
-  explicit StageDirectory(fs::path path) : m_path(std::move(path)) {}
-  StageDirectory(const StageDirectory&) = delete;
-  StageDirectory& operator=(const StageDirectory&) = delete;
-  ~StageDirectory() {
-    std::error_code ec;
-    fs::remove_all(m_path, ec);
-  }
-  const fs::path& path() const { return m_path; }
-
- private:
-  fs::path m_path;
-};
 
 std::int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
@@ -77,8 +61,10 @@ Result<KernelOutcome> build_kernel(const PreparedOp& prepared, const std::string
   outcome.names = kernel_names(prepared.def->func_name, key);
   outcome.stem = outcome.names.stem(ctx.device_id);
   OPCACHE_TRY(base::ensure_directory(ctx.out_dir));
-  StageDirectory stage(ctx.out_dir / (".refcc-" + outcome.names.neutral_stem + "-" + base::random_token()));
-  OPCACHE_TRY(base::ensure_directory(stage.path()));
+  // Inside out_dir (same file system, so publishing is a rename), removed
+  // with whatever is left in it.
+  OPCACHE_TRY_ASSIGN(auto stage,
+                     base::TemporaryDirectory::create(ctx.out_dir, ".refcc-" + outcome.names.neutral_stem + "-"));
   auto build = [&](const fs::path& work_dir) { return build_neutral_triple(prepared, outcome.names, ctx, work_dir); };
 
   if (ctx.store == nullptr) {

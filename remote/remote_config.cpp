@@ -3,10 +3,11 @@
 #include <cstdlib>
 #include <map>
 
-#include "remote/curl_handle.hpp"
 #include "base/file_io.hpp"
 #include "base/ini.hpp"
 #include "base/try.hpp"
+#include "remote/curl_handle.hpp"
+#include "remote/remote_store.hpp"
 
 namespace opcache::remote {
 
@@ -53,13 +54,10 @@ Status apply_attribute(RemoteOptions& options, const std::string& name, const st
 }
 
 Status check_url(const std::string& url, const std::string& where) {
-  for (const char* scheme : {"http://", "https://", "s3://", "file://"}) {
-    if (url.rfind(scheme, 0) == 0 && url.size() > std::string(scheme).size()) {
-      return {};
-    }
+  if (find_remote_scheme(url) != nullptr) {
+    return {};
   }
-  return Error::usage(where + ": remote \"" + display_url(url) +
-                      "\" must start with http://, https://, s3:// or file://");
+  return Error::usage(where + ": remote \"" + display_url(url) + "\" must start with " + remote_scheme_names());
 }
 
 std::vector<std::string> split_list(const std::string& text) {

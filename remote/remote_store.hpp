@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opcache/result.hpp"
@@ -72,6 +73,25 @@ class RemoteStore {
   /// when the backend has no server (file://, s3://). Owned by the remote.
   virtual ServerStatistics* statistics() { return nullptr; }
 };
+
+/// What a remote URL names: a team server (`opcache serve`, which also has
+/// build leases and statistics), an S3 bucket, or a directory.
+enum class RemoteKind { server, s3, file };
+
+/// One row of the scheme table (remote_store.cpp): a URL prefix and what it
+/// names. Adding a kind of remote means a row there, a case in open_remote
+/// (a switch with no default: -Wswitch names it) and a backend file pair.
+struct RemoteScheme {
+  std::string_view prefix;  ///< "http://", "https://", "s3://", "file://"
+  RemoteKind kind;
+};
+
+/// The row whose prefix `url` starts with, with something after it; nullptr
+/// when none does. Pure; thread-safe.
+const RemoteScheme* find_remote_scheme(std::string_view url) noexcept;
+
+/// The prefixes of the table for messages: "http://, https://, s3:// or file://".
+std::string remote_scheme_names();
 
 /// Opens the backend for `options.url` (scheme → factory). Performs no I/O
 /// beyond what the backend needs to be usable (none for http and file).

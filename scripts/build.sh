@@ -13,7 +13,9 @@ if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
-cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" "${launcher[@]}" >/dev/null
+# OPCACHE_WERROR=1 (developers): warnings in product code are errors (CMakeLists.txt).
+cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" \
+  -DOPCACHE_WERROR="$([[ "${OPCACHE_WERROR:-0}" == 1 ]] && echo ON || echo OFF)" "${launcher[@]}" >/dev/null
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done
 cmake --build "$repo/build" -j"${OPCACHE_JOBS:-2}" "${targets[@]}"

@@ -13,13 +13,13 @@
 # on; the test then reports itself skipped.
 #
 #   scripts/install-deps.sh          build and test dependencies
-#   scripts/install-deps.sh --bench  also what bench/run needs (wrk, nginx, ccache, gnuplot)
+#   scripts/install-deps.sh --bench  also what bench/run needs (wrk, nginx, gnuplot; ccache is a baseline too)
 #   scripts/install-deps.sh --fuzz   also what scripts/fuzz.sh needs (clang 14 and its libFuzzer runtime)
 set -euo pipefail
 
 packages=(
-  # toolchain
-  cmake g++ gcc make pkg-config git
+  # toolchain (ccache: rebuilds, and CI's clean clone, reuse what was compiled before)
+  cmake g++ gcc make pkg-config git ccache
   # libraries the code links
   libcurl4-openssl-dev libssl-dev libzstd-dev libsqlite3-dev
   nlohmann-json3-dev libcli11-dev libinih-dev libboost-dev
@@ -30,7 +30,7 @@ packages=(
 )
 if [ "${1:-}" = "--bench" ]; then
   # baselines bench/run measures against in the same run, and gnuplot for its charts
-  packages+=(wrk nginx-light ccache gnuplot-nox)
+  packages+=(wrk nginx-light gnuplot-nox)
 elif [ "${1:-}" = "--fuzz" ]; then
   packages+=(clang-14 libclang-rt-14-dev)
 elif [ $# -gt 0 ]; then

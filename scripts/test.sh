@@ -16,9 +16,14 @@ TSAN_TESTS='^(server::|remote::|e2e::|refcc|store::LocalStore|store::Index|C API
 # /tmp/tsan.rodata.<pid> at start-up, not the store's, so they cannot work.
 TSAN_EXCLUDED='^e2e::kill SIGKILL of (rm|clear) '
 
+# The folders of tests/ that --focused compiles: the suites that exercise
+# concurrency, parsers of outside bytes and the server (every fuzz target's
+# replay runs too). Left out: tests/cli, tests/layouts and tests/schemas.
+FOCUSED_FOLDERS='base;store;remote;server;api;e2e;refcc'
+
 usage() {
   cat <<EOF
-usage: scripts/test.sh [--sanitize address,undefined | --sanitize thread] [CTEST ARGS...]
+usage: scripts/test.sh [--sanitize address,undefined | --sanitize thread [--focused]] [CTEST ARGS...]
 
 Without --sanitize: installs dependencies, builds everything into build/
 (scripts/build.sh) and runs the whole test suite with CTest.
@@ -43,6 +48,17 @@ Without --sanitize: installs dependencies, builds everything into build/
     (they delay the process's first unlink with strace; under TSan that is
     the runtime's own /tmp/tsan.rodata.<pid>, not the store's).
 
+--focused (with --sanitize)
+    Compiles and runs only the suites of tests/{${FOCUSED_FOLDERS//;/,}}:
+    concurrency, parsers of outside bytes and the server (plus every fuzz
+    target's replay, the install and Python tests); CI's sanitizer pass
+    (.ci/run). The rest (tests/cli, tests/layouts, tests/schemas) runs in the
+    normal pass only.
+
+Sanitizer builds have warnings in product code as errors (OPCACHE_WERROR)
+and line tables only (-g1): what a report's stack needs, and a third less
+compile time than full debug information.
+
 Extra arguments go to ctest in every mode, after the mode's own (a -R given
 here replaces the thread mode's regex): e.g.
   scripts/test.sh -R 'store::'                      a subset, normal build
@@ -66,13 +82,20 @@ EOF
 }
 
 sanitize=""
-if [[ $# -gt 0 ]]; then
+focused=""
+while [[ $# -gt 0 ]]; do
   case "$1" in
     -h|--help) usage; exit 0 ;;
     --sanitize) [[ $# -ge 2 ]] || { echo "test.sh: --sanitize needs a list (address,undefined or thread)" >&2; exit 2; }
                 sanitize=$2; shift 2 ;;
     --sanitize=*) sanitize=${1#--sanitize=}; shift ;;
+    --focused) focused=$FOCUSED_FOLDERS; shift ;;
+    *) break ;;
   esac
+done
+if [[ -n "$focused" && -z "$sanitize" ]]; then
+  echo "test.sh: --focused goes with --sanitize (the normal run is always the whole suite)" >&2
+  exit 2
 fi
 
 if [[ -z "$sanitize" ]]; then
@@ -96,7 +119,8 @@ if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 fi
 cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" \
-  -DOPCACHE_SANITIZE="$sanitize" -DOPCACHE_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+  -DOPCACHE_SANITIZE="$sanitize" -DOPCACHE_BUILD_BENCH=OFF -DOPCACHE_WERROR=ON \
+  -DOPCACHE_TEST_FOLDERS="$focused" "${launcher[@]}" >/dev/null
 if [[ "$sanitize" == thread ]]; then
   targets=(--target opcache_tests)  # and, as its dependencies, the CLI and refcc
 else

@@ -1,7 +1,7 @@
 // HTTP API v1 of `opcache serve` (docs/protocol.md): routing, and handlers
 // that parse and validate, call the storage, and map outcomes to statuses.
-// Independent of the HTTP library: the session layer (http_server.cpp)
-// converts to and from Beast.
+// Independent of the HTTP library: the session layer (http_session.cpp,
+// with http_response.cpp) converts to and from Beast.
 #pragma once
 
 #include <chrono>

@@ -163,12 +163,19 @@ struct PutOptions {
   ReplacePolicy replace = ReplacePolicy::keep_existing;
 };
 
-/// A handle on a local store. Move-only. Thread-safe: one handle may be used
-/// from several threads. Several processes may open the same root at once.
+/// Whether a remote spec ("URL[|attribute…]", a --remote value) names a team
+/// server (http:// or https://: an `opcache serve`, with statistics and
+/// build leases) rather than plain storage (s3://, file://) or nothing
+/// known. Pure; thread-safe.
+bool remote_has_server(std::string_view remote_spec) noexcept;
+
 /// Checks the name of a signing key as trusted-keys files accept it: 1-128
 /// of A-Z a-z 0-9 . _ @ + - (`usage` error saying so).
 Status check_signer_name(std::string_view name);
 
+/// A handle on a local store and its remotes. Move-only. Thread-safe: one
+/// handle may be used from several threads. Several processes may open the
+/// same root at once.
 class Store {
  public:
   /// Opens (creating if needed) the store described by `config`.

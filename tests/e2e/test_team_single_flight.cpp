@@ -43,10 +43,19 @@ constexpr const char* k_token = "team-flight-token-41b7";
 
 // A build that takes `seconds`: appends "<kernel> <pid>" to the counter
 // ($0), sleeps, then writes kernel.o naming its builder into the out dir ($2).
-std::string build_script(double seconds) {
+// With `hold_kernel_0_for` (a server URL), the build of kernel 0 first holds
+// until the server's /metrics shows a request waiting for an entry (at most
+// 120 s), so that another machine surely waits for this one however slow
+// the machine running the test is (under a sanitizer, say).
+std::string build_script(double seconds, const std::string& hold_kernel_0_for = "") {
   std::ostringstream script;
-  script << "printf '%s %s\\n' \"$1\" \"$$\" >> \"$0\"; sleep " << seconds
-         << "; printf 'kernel %s built by %s\\n' \"$1\" \"$$\" > \"$2/kernel.o\"";
+  script << "printf '%s %s\\n' \"$1\" \"$$\" >> \"$0\"; ";
+  if (!hold_kernel_0_for.empty()) {
+    script << "if [ \"$1\" = 0 ]; then i=0; while [ $i -lt 1200 ] && ! curl -sf -H 'Authorization: Bearer " << k_token
+           << "' " << hold_kernel_0_for
+           << "/metrics | grep -q '^opcache_entry_waits [1-9]'; do sleep 0.1; i=$((i+1)); done; fi; ";
+  }
+  script << "sleep " << seconds << "; printf 'kernel %s built by %s\\n' \"$1\" \"$$\" > \"$2/kernel.o\"";
   return script.str();
 }
 
@@ -82,9 +91,12 @@ struct Team {
       extra = remote_args();
     }
     return exec_argv(cache(machine), descs[static_cast<std::size_t>(index)], out, {"kernel.o"},
-                     build_script(build_seconds), {counter.string(), std::to_string(index), out.string()},
-                     JsonOutput::yes, extra);
+                     build_script(build_seconds, hold_kernel_0 ? server->base_url() : ""),
+                     {counter.string(), std::to_string(index), out.string()}, JsonOutput::yes, extra);
   }
+
+  // Whether the build of kernel 0 holds until a request waits for an entry.
+  bool hold_kernel_0 = false;
 
   // Counter lines by kernel.
   std::map<std::string, int> builds() const {
@@ -177,6 +189,7 @@ TEST_CASE("e2e::team single flight: 16 processes on 4 machines build each of 30 
           "the same bytes") {
   hermetic_environment();
   Team team(30);
+  team.hold_kernel_0 = true;  // so that team_waits > 0 on a machine of any speed
   const auto wall_ms = run_all(team, 4, 4, 0.5, [&](int) { return team.remote_args(); });
   MESSAGE("16 processes x 30 kernels (0.5 s builds) through one server: " << wall_ms << " ms");
 
