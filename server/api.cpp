@@ -17,11 +17,7 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr std::string_view k_entries_prefix = "/v1/entries/";
-constexpr std::string_view k_signatures_suffix = "/signatures";
-constexpr std::string_view k_leases_prefix = "/v1/leases/";
 constexpr std::string_view k_stats_prefix = "/v1/stats/";
-constexpr std::string_view k_ui_prefix = "/ui/";
 
 // Decodes one part of a request target; `what` names it in the error.
 Result<std::string> decode_part(std::string_view text, base::PlusSign plus, const std::string& what) {
@@ -123,133 +119,108 @@ Result<long> integer_parameter(const std::map<std::string, std::string>& paramet
   return value;
 }
 
-Route match_route(std::string_view method, std::string_view path) {
-  Route route;
-  auto only = [&](std::initializer_list<std::string_view> methods, const char* allow) {
-    for (auto allowed : methods) {
-      if (method == allowed) {
-        return true;
-      }
+namespace {
+
+// The answer for a path no route takes: 404, naming the statistics there are
+// for a path under /v1/stats/.
+void not_found(Route& route, std::string_view path) {
+  route.error_status = 404;
+  route.error_code = "not_found";
+  if (path.substr(0, k_stats_prefix.size()) != k_stats_prefix) {
+    route.error_message =
+        "no such endpoint: " + std::string(path) + " (the API lives under /v1/, see docs/protocol.md)";
+    return;
+  }
+  std::vector<std::string_view> names;
+  for (const RouteSpec& spec : routes()) {
+    if (spec.pattern.substr(0, k_stats_prefix.size()) == k_stats_prefix) {
+      names.push_back(spec.pattern.substr(k_stats_prefix.size()));
     }
-    route.error_status = 405;
-    route.error_code = "method_not_allowed";
-    route.error_message = std::string(method) + " is not allowed on " + std::string(path);
-    route.allow = allow;
-    return false;
-  };
-  auto valid_key = [&route] {
-    auto valid = store::check_key(route.key);
-    if (!valid) {
+  }
+  std::string list;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    list += (i == 0 ? "" : i + 1 == names.size() ? " and " : ", ") + std::string(names[i]);
+  }
+  route.error_message =
+      "no such statistics: " + std::string(path) + " (there are " + std::string(k_stats_prefix) + list + ")";
+}
+
+// The route of the first pattern `path` matches, with its captures in `route`; nullptr when none does.
+const RouteSpec* match_path(std::string_view path, Route& route) {
+  for (const RouteSpec& spec : routes()) {
+    if (auto captures = match_pattern(spec.pattern, path)) {
+      route.key = std::move(captures->key);
+      route.lease_id = std::move(captures->id);
+      // /ui/ is the page itself.
+      route.resource = spec.id == RouteId::ui && captures->file.empty() ? "index.html" : std::move(captures->file);
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+// The route of `pattern` that takes `method`, or nullptr after a 405 in `route` listing those methods.
+const RouteSpec* match_method(std::string_view pattern, std::string_view method, std::string_view path, Route& route) {
+  std::string allow;
+  for (const RouteSpec& spec : routes()) {
+    if (spec.pattern != pattern) {
+      continue;
+    }
+    if (has_method(spec.methods, method)) {
+      return &spec;
+    }
+    allow += (allow.empty() ? "" : ", ") + std::string(spec.methods);
+  }
+  route.error_status = 405;
+  route.error_code = "method_not_allowed";
+  route.error_message = std::string(method) + " is not allowed on " + std::string(path);
+  route.allow = std::move(allow);
+  return nullptr;
+}
+
+// Whether the captures of `pattern` in `route` are valid; else the 400 in `route`.
+bool valid_captures(std::string_view pattern, Route& route) {
+  if (pattern.find("{key}") != std::string_view::npos) {
+    if (auto valid = store::check_key(route.key); !valid) {
       route.error_status = 400;
       route.error_code = "invalid_key";
       route.error_message = valid.error().message();
+      return false;
     }
-    return static_cast<bool>(valid);
-  };
-  auto valid_lease_id = [&route] {
+  }
+  if (pattern.find("{id}") != std::string_view::npos) {
     const bool valid = !route.lease_id.empty() && route.lease_id.size() <= 64 &&
                        route.lease_id.find_first_not_of("0123456789abcdef") == std::string::npos;
     if (!valid) {
       route.error_status = 400;
       route.error_code = "invalid_lease";
-      route.error_message = "\"" + route.lease_id + "\" is not a lease id (lowercase hex, as POST /v1/leases/{key} gave)";
+      route.error_message =
+          "\"" + route.lease_id + "\" is not a lease id (lowercase hex, as POST /v1/leases/{key} gave)";
+      return false;
     }
-    return valid;
-  };
-  if (path.substr(0, k_leases_prefix.size()) == k_leases_prefix) {
-    route.name = "lease";
-    const auto rest = path.substr(k_leases_prefix.size());
-    const auto slash = rest.find('/');
-    route.key = std::string(rest.substr(0, slash));
-    if (slash == std::string_view::npos) {
-      if (only({"POST"}, "POST") && valid_key()) {
-        route.scope = Scope::write;
-        route.body = BodyKind::small;
-      }
-      return route;
-    }
-    route.lease_id = std::string(rest.substr(slash + 1));
-    if (only({"PUT", "DELETE"}, "PUT, DELETE") && valid_key() && valid_lease_id()) {
-      route.scope = Scope::write;
-    }
+  }
+  return true;
+}
+
+}  // namespace
+
+Route match_route(std::string_view method, std::string_view path) {
+  Route route;
+  const RouteSpec* on_path = match_path(path, route);
+  if (on_path == nullptr) {
+    not_found(route, path);
     return route;
   }
-  const bool under_entries = path.substr(0, k_entries_prefix.size()) == k_entries_prefix;
-  if (under_entries && path.size() > k_signatures_suffix.size() &&
-      path.substr(path.size() - k_signatures_suffix.size()) == k_signatures_suffix) {
-    route.name = "signatures";
-    route.key = std::string(path.substr(k_entries_prefix.size(),
-                                        path.size() - k_entries_prefix.size() - k_signatures_suffix.size()));
-    if (only({"POST"}, "POST") && valid_key()) {
-      route.scope = Scope::write;
-      route.body = BodyKind::small;
-    }
+  route.id = on_path->id;
+  const RouteSpec* spec = match_method(on_path->pattern, method, path, route);
+  if (spec == nullptr) {
     return route;
   }
-  if (under_entries && path != "/v1/entries/query") {
-    route.name = "entry";
-    route.key = std::string(path.substr(k_entries_prefix.size()));
-    if (!only({"GET", "HEAD", "PUT", "DELETE"}, "GET, HEAD, PUT, DELETE") || !valid_key()) {
-      return route;
-    }
-    route.scope = method == "PUT" ? Scope::write : method == "DELETE" ? Scope::admin : Scope::read;
-    route.body = method == "PUT" ? BodyKind::upload : BodyKind::none;
-    return route;
+  route.id = spec->id;
+  if (valid_captures(spec->pattern, route)) {
+    route.scope = spec->scope;
+    route.body = spec->body;
   }
-  if (path == "/v1/entries/query") {
-    route.name = "query";
-    if (only({"POST"}, "POST")) {
-      route.scope = Scope::read;
-      route.body = BodyKind::small;
-    }
-    return route;
-  }
-  if (path == "/v1/entries") {
-    route.name = "list";
-    if (only({"GET", "HEAD"}, "GET, HEAD")) {
-      route.scope = Scope::read;
-    }
-    return route;
-  }
-  if (path == "/v1/status" || path == "/metrics") {
-    route.name = path == "/metrics" ? "metrics" : "status";
-    if (only({"GET", "HEAD"}, "GET, HEAD")) {
-      route.scope = Scope::read;
-    }
-    return route;
-  }
-  if (path.substr(0, k_stats_prefix.size()) == k_stats_prefix) {
-    route.resource = std::string(path.substr(k_stats_prefix.size()));
-    if (route.resource != "summary" && route.resource != "timeseries" && route.resource != "misses" &&
-        route.resource != "tokens") {
-      route.resource.clear();
-      route.error_status = 404;
-      route.error_code = "not_found";
-      route.error_message = "no such statistics: " + std::string(path) +
-                            " (there are /v1/stats/summary, timeseries, misses and tokens)";
-      return route;
-    }
-    route.name = "stats";
-    if (only({"GET", "HEAD"}, "GET, HEAD")) {
-      route.scope = route.resource == "tokens" ? Scope::admin : Scope::read;
-    }
-    return route;
-  }
-  if (path == "/ui" || path.substr(0, k_ui_prefix.size()) == k_ui_prefix) {
-    // The page holds no data and needs no token; its script asks for one.
-    route.name = "ui";
-    route.resource = path == "/ui" ? "" : path == k_ui_prefix ? "index.html" : std::string(path.substr(k_ui_prefix.size()));
-    only({"GET", "HEAD"}, "GET, HEAD");
-    return route;
-  }
-  if (path == "/healthz") {
-    route.name = "healthz";
-    only({"GET", "HEAD"}, "GET, HEAD");
-    return route;
-  }
-  route.error_status = 404;
-  route.error_code = "not_found";
-  route.error_message = "no such endpoint: " + std::string(path) + " (the API lives under /v1/, see docs/protocol.md)";
   return route;
 }
 

@@ -19,6 +19,7 @@
 #include "server/entry_events.hpp"
 #include "server/lease_table.hpp"
 #include "server/metrics.hpp"
+#include "server/routes.hpp"
 #include "server/server_config.hpp"
 #include "server/storage.hpp"
 #include "server/usage_stats.hpp"
@@ -27,21 +28,16 @@
 
 namespace opcache::server {
 
-/// How a request's body is read.
-enum class BodyKind {
-  none,    ///< no body expected (any sent is refused)
-  small,   ///< read into memory, up to k_small_body_limit
-  upload,  ///< streamed into a storage temp file, up to max_body_bytes
-};
-
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
 
 /// What a request's method and path resolve to.
 struct Route {
-  std::string name = "unknown";  ///< metric label: entry, signatures, lease, query, list, status, stats, metrics, healthz, ui, unknown
+  /// The route (server/routes.hpp); for a method the path does not take
+  /// (405), the path's first route, whose name labels the request.
+  RouteId id = RouteId::unknown;
   std::string key;               ///< for /v1/entries/{key}, /v1/entries/{key}/signatures and /v1/leases/{key}[/{id}]
-  std::string resource;          ///< stats: summary, timeseries, misses or tokens; ui: the file ("" for /ui)
+  std::string resource;          ///< ui: the file ("" for /ui, "index.html" for /ui/)
   std::string lease_id;          ///< for /v1/leases/{key}/{id}
   Scope scope = Scope::none;
   BodyKind body = BodyKind::none;
@@ -51,7 +47,8 @@ struct Route {
   std::string allow;             ///< for 405: the allowed methods
 };
 
-/// Resolves a method and a path (without query string).
+/// Resolves a method and a path (without query string) by the routes of
+/// server/routes.hpp.
 Route match_route(std::string_view method, std::string_view path);
 
 /// A response before it is turned into HTTP.

@@ -28,6 +28,29 @@ namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 using State = HttpServer::State;
 
+// What a connection knows of the request it is answering; one value per
+// request (Session::read_request starts each with a fresh one).
+struct RequestState {
+  Route route;
+  Identity identity;
+  std::string method;
+  std::string target;
+  std::map<std::string, std::string> query;
+  std::string if_none_match;
+  std::string op_type_header;                      // X-Opcache-Op-Type (server/usage_stats)
+  std::string scenario_header;                     // X-Opcache-Scenario
+  std::shared_ptr<const EntryFacts> served_facts;  // of the entry answered, for the statistics
+  bool may_read = false;                           // for /ui/: whether the request could read the statistics
+  std::string body;
+  store::Signatures signatures;  // of an upload (X-Opcache-Signature)
+  Clock::time_point started = Clock::now();
+  std::uint64_t bytes_in = 0;
+  std::uint64_t expected_length = 0;
+  bool keep_alive = true;
+  bool expect_continue = false;
+  bool close_after = false;
+  bool body_pending = false;  // request bytes may still arrive unread (see linger_then_close)
+};
 
 // One HTTP connection: read a request, route and authorize it from its
 // header, read its body (into memory or a temp file), run the handler on the
@@ -63,6 +86,7 @@ class Session : public SessionBase {
       derived().shutdown();
       return;
     }
+    m_request = {};
     m_header.emplace();
     m_header->header_limit(m_state->config.max_header_bytes);
     // The header parser must not judge Content-Length: Beast's default request
@@ -70,7 +94,6 @@ class Session : public SessionBase {
     // route's own limit is applied once the route is known (read_small_body,
     // read_upload).
     m_header->body_limit(std::numeric_limits<std::uint64_t>::max());
-    m_body_pending = false;
     if (m_buffer.size() > 0) {
       read_header();  // a pipelined request has already begun
       return;
@@ -96,7 +119,7 @@ class Session : public SessionBase {
   }
 
   /// Whether the client may still be sending a request the server did not read.
-  bool body_pending() const { return m_body_pending; }
+  bool body_pending() const { return m_request.body_pending; }
 
   beast::flat_buffer m_buffer;
   std::shared_ptr<State> m_state;
@@ -117,7 +140,7 @@ class Session : public SessionBase {
   }
 
   void read_header() {
-    m_started = Clock::now();
+    m_request.started = Clock::now();
     lowest().expires_after(std::chrono::seconds(m_state->config.request_timeout_s));
     http::async_read_header(derived().stream(), m_buffer, *m_header,
                             [self = self_pointer()](beast::error_code ec, std::size_t) { self->on_header(ec); });
@@ -135,23 +158,14 @@ class Session : public SessionBase {
   }
 
   void on_header(beast::error_code ec) {
-    m_bytes_in = 0;
-    m_body.clear();
-    m_close_after = false;
-    m_route = Route{};
-    m_identity = Identity{};
-    m_op_type_header.clear();
-    m_scenario_header.clear();
-    m_served_facts.reset();
-    m_may_read = false;
     if (ec == http::error::header_limit) {
-      m_method = "-";
-      m_target = "-";
-      m_close_after = true;
-      m_body_pending = true;  // the rest of the header
-      respond(error_response(431, "header_too_large",
-                             "request header larger than " + std::to_string(m_state->config.max_header_bytes) +
-                                 " bytes"));
+      m_request.method = "-";
+      m_request.target = "-";
+      m_request.close_after = true;
+      m_request.body_pending = true;  // the rest of the header
+      respond(
+          error_response(431, "header_too_large",
+                         "request header larger than " + std::to_string(m_state->config.max_header_bytes) + " bytes"));
       return;
     }
     if (ec) {
@@ -161,60 +175,62 @@ class Session : public SessionBase {
       return;
     }
     auto& request = m_header->get();
-    m_method = std::string(request.method_string());
-    m_target = std::string(request.target());
-    auto routed = route_target(m_method, m_target);
+    m_request.method = std::string(request.method_string());
+    m_request.target = std::string(request.target());
+    auto routed = route_target(m_request.method, m_request.target);
     const std::string& path = routed.path;
-    m_query = std::move(routed.parameters);
-    m_keep_alive = request.keep_alive();
-    m_expect_continue = beast::iequals(request[http::field::expect], "100-continue");
-    m_if_none_match = std::string(request[http::field::if_none_match]);
-    m_op_type_header = std::string(request[k_op_type_header]);
-    m_scenario_header = std::string(request[k_scenario_header]);
+    m_request.query = std::move(routed.parameters);
+    m_request.keep_alive = request.keep_alive();
+    m_request.expect_continue = beast::iequals(request[http::field::expect], "100-continue");
+    m_request.if_none_match = std::string(request[http::field::if_none_match]);
+    m_request.op_type_header = std::string(request[k_op_type_header]);
+    m_request.scenario_header = std::string(request[k_scenario_header]);
     const bool has_body = m_header->chunked() || m_header->content_length().value_or(0) > 0;
     // Until a body reader has consumed it, a body may be on its way.
-    m_body_pending = has_body;
-    m_route = std::move(routed.route);
+    m_request.body_pending = has_body;
+    m_request.route = std::move(routed.route);
 
     if (m_state->stopping) {
-      m_close_after = true;
+      m_request.close_after = true;
       respond(error_response(503, "unavailable", "the server is shutting down"));
       return;
     }
-    if (m_route.error_status != 0) {
-      m_close_after = has_body;
-      auto response = error_response(m_route.error_status, m_route.error_code, m_route.error_message);
-      if (!m_route.allow.empty()) {
-        response.headers.push_back({"Allow", m_route.allow});
+    if (m_request.route.error_status != 0) {
+      m_request.close_after = has_body;
+      auto response =
+          error_response(m_request.route.error_status, m_request.route.error_code, m_request.route.error_message);
+      if (!m_request.route.allow.empty()) {
+        response.headers.push_back({"Allow", m_request.route.allow});
       }
       respond(std::move(response));
       return;
     }
-    auto decision = m_state->current_tokens()->authorize(request[http::field::authorization], m_route.scope,
+    auto decision = m_state->current_tokens()->authorize(request[http::field::authorization], m_request.route.scope,
                                                          m_state->config.anonymous_read);
-    m_identity = decision.identity;
-    m_may_read = m_route.name == "ui" && m_state->current_tokens()
-                                             ->authorize(request[http::field::authorization], Scope::read,
-                                                         m_state->config.anonymous_read)
-                                             .status == 200;
+    m_request.identity = decision.identity;
+    m_request.may_read =
+        m_request.route.id == RouteId::ui &&
+        m_state->current_tokens()
+                ->authorize(request[http::field::authorization], Scope::read, m_state->config.anonymous_read)
+                .status == 200;
     if (decision.status != 200) {
-      m_close_after = has_body;
-      auto response = error_response(decision.status, decision.status == 401 ? "unauthorized" : "forbidden",
-                                     decision.message);
+      m_request.close_after = has_body;
+      auto response =
+          error_response(decision.status, decision.status == 401 ? "unauthorized" : "forbidden", decision.message);
       if (decision.status == 401) {
         response.headers.push_back({"WWW-Authenticate", "Bearer realm=\"opcache\""});
       }
       respond(std::move(response));
       return;
     }
-    if (m_route.body == BodyKind::upload && !read_signature_headers(request)) {
+    if (m_request.route.body == BodyKind::upload && !read_signature_headers(request)) {
       return;
     }
-    switch (m_route.body) {
+    switch (m_request.route.body) {
       case BodyKind::none:
         if (has_body) {
-          m_close_after = true;
-          respond(error_response(400, "bad_request", m_method + " " + path + " takes no request body"));
+          m_request.close_after = true;
+          respond(error_response(400, "bad_request", m_request.method + " " + path + " takes no request body"));
           return;
         }
         dispatch();
@@ -228,25 +244,25 @@ class Session : public SessionBase {
     }
   }
 
-  // The X-Opcache-Signature headers of an upload, into m_signatures; false
+  // The X-Opcache-Signature headers of an upload, into m_request.signatures; false
   // (after answering 400, before the body is read) when one is malformed.
   template <class Request>
   bool read_signature_headers(const Request& request) {
     auto parsed = upload_signatures(request);
     if (!parsed) {
-      m_close_after = true;
+      m_request.close_after = true;
       m_state->metrics.record_rejected_upload("malformed_signature");
       respond(error_response(400, "malformed_signature", parsed.error().message()));
       return false;
     }
-    m_signatures = std::move(*parsed);
+    m_request.signatures = std::move(*parsed);
     return true;
   }
 
   // Answers "Expect: 100-continue" before reading a body we accept.
   template <class Then>
   void continue_then(Then then) {
-    if (!m_expect_continue) {
+    if (!m_request.expect_continue) {
       then();
       return;
     }
@@ -263,7 +279,7 @@ class Session : public SessionBase {
 
   void read_small_body() {
     if (m_header->content_length().value_or(0) > k_small_body_limit) {
-      m_close_after = true;
+      m_request.close_after = true;
       respond(error_response(413, "payload_too_large",
                              "request body larger than " + std::to_string(k_small_body_limit) + " bytes"));
       return;
@@ -278,19 +294,19 @@ class Session : public SessionBase {
 
   void on_small_body(beast::error_code ec) {
     if (ec == http::error::body_limit) {
-      m_close_after = true;
+      m_request.close_after = true;
       respond(error_response(413, "payload_too_large",
                              "request body larger than " + std::to_string(k_small_body_limit) + " bytes"));
       return;
     }
     if (ec) {
-      m_body_pending = false;  // a broken or timed-out connection: nothing to answer
+      m_request.body_pending = false;  // a broken or timed-out connection: nothing to answer
       derived().shutdown();
       return;
     }
-    m_body_pending = false;
-    m_body = std::move(m_small->get().body());
-    m_bytes_in = m_body.size();
+    m_request.body_pending = false;
+    m_request.body = std::move(m_small->get().body());
+    m_request.bytes_in = m_request.body.size();
     m_small.reset();
     dispatch();
   }
@@ -298,34 +314,34 @@ class Session : public SessionBase {
   void read_upload() {
     const auto length = m_header->content_length();
     if (!length) {
-      m_close_after = true;
+      m_request.close_after = true;
       respond(error_response(411, "length_required",
                              "uploads need a Content-Length header (chunked uploads are not accepted)"));
       return;
     }
     if (*length > m_state->config.max_body_bytes) {
       m_state->metrics.record_rejected_upload("too_large");
-      m_close_after = true;
+      m_request.close_after = true;
       respond(error_response(413, "payload_too_large",
                              "bundle of " + std::to_string(*length) + " bytes is larger than the limit of " +
                                  std::to_string(m_state->config.max_body_bytes)));
       return;
     }
     if (!m_state->acquire_inflight()) {
-      m_close_after = true;
+      m_request.close_after = true;
       respond(too_many_requests());
       return;
     }
     auto upload = m_state->api.create_upload();
     if (!upload) {
       m_state->release_inflight();
-      m_close_after = true;
+      m_request.close_after = true;
       auto refused = error_response(503, "unavailable", "the server cannot take an upload now; its log says why");
       refused.log_detail = "no temp file for an upload: " + upload.error().message();
       respond(std::move(refused));
       return;
     }
-    m_expected_length = *length;
+    m_request.expected_length = *length;
     m_upload.emplace(std::move(*upload));
     m_upload_parser.emplace(std::move(*m_header));
     m_upload_parser->body_limit(m_state->config.max_body_bytes);
@@ -342,7 +358,7 @@ class Session : public SessionBase {
       m_upload_parser.reset();
       m_upload.reset();
       m_state->release_inflight();
-      m_close_after = true;
+      m_request.close_after = true;
       respond(error_response(503, "unavailable", "cannot write the upload's temp file: " + ec.message()));
       return;
     }
@@ -361,30 +377,32 @@ class Session : public SessionBase {
       m_upload.reset();
       m_state->metrics.record_rejected_upload(ec == http::error::body_limit ? "too_large" : "incomplete");
       if (ec == http::error::body_limit) {
-        m_close_after = true;
+        m_request.close_after = true;
         respond(error_response(413, "payload_too_large", "bundle larger than the limit"));
         return;
       }
-      m_body_pending = false;  // a broken or timed-out connection: nothing to answer
+      m_request.body_pending = false;  // a broken or timed-out connection: nothing to answer
       log_request(0, 0);
       derived().shutdown();
       return;
     }
-    m_body_pending = false;
-    m_bytes_in = m_expected_length;
+    m_request.body_pending = false;
+    m_request.bytes_in = m_request.expected_length;
     auto upload = std::make_shared<base::AtomicFile>(std::move(*m_upload));
     m_upload.reset();
-    run_on_worker([self = self_pointer(), upload] {
-                    return self->m_state->api.put_entry(self->m_route.key, std::move(*upload), self->m_signatures);
-                  },
-                  /*holding_inflight=*/true);
+    dispatch(std::move(upload), /*holding_inflight=*/true);
   }
 
-  void dispatch() {
-    ApiRequest request{m_route, m_method, m_query, m_if_none_match, std::move(m_body), m_identity.name, m_may_read};
+  // Runs the route's handler (server/routes.hpp) on the request read: in
+  // place, on a worker or after a wait, as plan_call says. `upload` is an
+  // upload's body; `holding_inflight` when it holds an in-flight slot.
+  void dispatch(std::shared_ptr<base::AtomicFile> upload = nullptr, bool holding_inflight = false) {
+    ApiRequest request{m_request.route,         m_request.method,          m_request.query,
+                       m_request.if_none_match, std::move(m_request.body), m_request.identity.name,
+                       m_request.may_read,      std::move(upload),         std::move(m_request.signatures)};
     auto call = plan_call(m_state->api, m_state->config, m_state->storage->reads_are_local(), std::move(request));
     if (call.wait.count() > 0) {
-      wait_for_entry(m_state, derived().stream().get_executor(), std::move(call), m_route.key,
+      wait_for_entry(m_state, derived().stream().get_executor(), std::move(call), m_request.route.key,
                      [self = self_pointer()](ApiResponse response) {
                        // The wait is not part of --request-timeout: the answer gets its own.
                        self->lowest().expires_after(std::chrono::seconds(self->m_state->config.request_timeout_s));
@@ -393,16 +411,19 @@ class Session : public SessionBase {
     } else if (call.on_io_thread) {
       // Answering here costs less than the hop to a worker and back, and
       // needs no in-flight slot (those bound the worker queue).
+      if (holding_inflight) {
+        m_state->release_inflight();
+      }
       respond(call.run());
     } else {
-      run_on_worker(std::move(call.run));
+      run_on_worker(std::move(call.run), holding_inflight);
     }
   }
 
   ApiResponse too_many_requests() {
-    auto response = error_response(429, "too_many_requests",
-                                   "more than " + std::to_string(m_state->config.max_inflight) +
-                                       " requests in progress; retry shortly");
+    auto response = error_response(
+        429, "too_many_requests",
+        "more than " + std::to_string(m_state->config.max_inflight) + " requests in progress; retry shortly");
     response.headers.push_back({"Retry-After", "1"});
     return response;
   }
@@ -427,13 +448,13 @@ class Session : public SessionBase {
   }
 
   void respond(ApiResponse response) {
-    const bool close = m_close_after || !m_keep_alive || m_state->stopping;
-    const bool head = m_method == "HEAD";
+    const bool close = m_request.close_after || !m_request.keep_alive || m_state->stopping;
+    const bool head = m_request.method == "HEAD";
     if (response.bundle) {
-      m_served_facts = response.bundle->facts;
+      m_request.served_facts = response.bundle->facts;
     }
     if (!response.log_detail.empty()) {
-      m_state->log->event(m_method + " " + m_target + ": " + response.log_detail);
+      m_state->log->event(m_request.method + " " + m_request.target + ": " + response.log_detail);
     }
     auto outgoing = to_message(std::move(response), head, close);
     // Counted as it is answered, not once it is written: a client that has
@@ -446,8 +467,8 @@ class Session : public SessionBase {
   // A bundle in memory is written as its message, kept alive with its bytes.
   void write(std::shared_ptr<MemoryBundleMessage> holder, int status, std::uint64_t bytes_out, bool close) {
     auto& message = holder->message;
-    write(std::shared_ptr<http::response<http::span_body<const char>>>(std::move(holder), &message), status,
-          bytes_out, close);
+    write(std::shared_ptr<http::response<http::span_body<const char>>>(std::move(holder), &message), status, bytes_out,
+          close);
   }
 
   template <class Message>
@@ -464,33 +485,34 @@ class Session : public SessionBase {
   }
 
   void log_request(int status, std::uint64_t bytes_out) {
-    const double seconds = std::chrono::duration<double>(Clock::now() - m_started).count();
-    m_state->metrics.record_request(m_route.name, m_method, status, seconds, m_bytes_in, bytes_out);
+    const double seconds = std::chrono::duration<double>(Clock::now() - m_request.started).count();
+    m_state->metrics.record_request(m_request.route.id, m_request.method, status, seconds, m_request.bytes_in,
+                                    bytes_out);
     AccessRecord record;
     record.client = m_client;
-    record.method = m_method;
-    record.target = m_target;
+    record.method = m_request.method;
+    record.target = m_request.target;
     record.status = status;
-    record.bytes_in = m_bytes_in;
+    record.bytes_in = m_request.bytes_in;
     record.bytes_out = bytes_out;
     record.seconds = seconds;
-    record.token_name = m_identity.name;
+    record.token_name = m_request.identity.name;
     m_state->log->write(record);
   }
 
   void record_usage(int status, std::uint64_t bytes_out) {
     UsageEvent event;
-    event.route = m_route.name;
-    event.method = m_method;
+    event.route = m_request.route.id;
+    event.method = m_request.method;
     event.status = status;
-    event.bytes_in = m_bytes_in;
+    event.bytes_in = m_request.bytes_in;
     event.bytes_out = bytes_out;
-    event.token_name = m_identity.name;
+    event.token_name = m_request.identity.name;
     event.client = m_address;
-    event.key = m_route.key;
-    event.facts = m_served_facts.get();
-    event.op_type_header = m_op_type_header;
-    event.scenario_header = m_scenario_header;
+    event.key = m_request.route.key;
+    event.facts = m_request.served_facts.get();
+    event.op_type_header = m_request.op_type_header;
+    event.scenario_header = m_request.scenario_header;
     m_state->api.usage().record(event);
   }
 
@@ -501,27 +523,9 @@ class Session : public SessionBase {
   std::optional<http::request_parser<http::file_body>> m_upload_parser;
   std::optional<base::AtomicFile> m_upload;
   std::atomic<bool> m_idle{false};
-  bool m_body_pending = false;             // request bytes may still arrive unread (see linger_then_close)
   std::array<char, 16 * 1024> m_discard{};  // what linger_then_close reads and drops
 
-  Route m_route;
-  Identity m_identity;
-  std::string m_method;
-  std::string m_target;
-  std::map<std::string, std::string> m_query;
-  std::string m_if_none_match;
-  std::string m_op_type_header;    // X-Opcache-Op-Type (server/usage_stats)
-  std::string m_scenario_header;   // X-Opcache-Scenario
-  std::shared_ptr<const EntryFacts> m_served_facts;  // of the entry answered, for the statistics
-  bool m_may_read = false;         // for /ui/: whether the request could read the statistics
-  std::string m_body;
-  store::Signatures m_signatures;  // of the current upload (X-Opcache-Signature)
-  Clock::time_point m_started = Clock::now();
-  std::uint64_t m_bytes_in = 0;
-  std::uint64_t m_expected_length = 0;
-  bool m_keep_alive = true;
-  bool m_expect_continue = false;
-  bool m_close_after = false;
+  RequestState m_request;
 };
 
 class PlainSession final : public Session<PlainSession> {
@@ -549,7 +553,9 @@ class TlsSession final : public Session<TlsSession> {
  public:
   TlsSession(std::shared_ptr<State> state, tcp::socket socket, std::shared_ptr<ssl::context> context,
              std::string client, std::string address)
-      : Session(std::move(state), std::move(client), std::move(address)), m_context(std::move(context)), m_stream(std::move(socket), *m_context) {}
+      : Session(std::move(state), std::move(client), std::move(address)),
+        m_context(std::move(context)),
+        m_stream(std::move(socket), *m_context) {}
 
   beast::ssl_stream<beast::tcp_stream>& stream() { return m_stream; }
 

@@ -18,11 +18,12 @@ void append_family(std::string& out, const char* name, const char* type, const c
 
 }  // namespace
 
-void Metrics::record_request(const std::string& route, const std::string& method, int status, double seconds,
+void Metrics::record_request(RouteId route, const std::string& method, int status, double seconds,
                              std::uint64_t bytes_in, std::uint64_t bytes_out) {
+  const std::string name(route_name(route));
   std::lock_guard lock(m_mutex);
-  ++m_requests[{route, method, status}];
-  auto& histogram = m_latency[route];
+  ++m_requests[{name, method, status}];
+  auto& histogram = m_latency[name];
   for (std::size_t i = 0; i < k_buckets.size(); ++i) {
     if (seconds <= k_buckets[i]) {
       ++histogram.buckets[i];
@@ -32,7 +33,7 @@ void Metrics::record_request(const std::string& route, const std::string& method
   histogram.sum += seconds;
   m_bytes_in += bytes_in;
   m_bytes_out += bytes_out;
-  if (route == "entry" && (method == "GET" || method == "HEAD")) {
+  if (route == RouteId::entry_read) {
     if (status == 200 || status == 304) {
       ++m_hits;
     } else if (status == 404) {

@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "server/lease_table.hpp"
+#include "server/routes.hpp"
 
 namespace opcache::server {
 
@@ -36,8 +37,9 @@ class Metrics {
   static constexpr std::array<double, 12> k_buckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,   0.1,   0.25,   0.5,   1.0,  5.0};
 
-  void record_request(const std::string& route, const std::string& method, int status, double seconds,
-                      std::uint64_t bytes_in, std::uint64_t bytes_out);
+  /// Counts an answered request, labelled with route_name(`route`).
+  void record_request(RouteId route, const std::string& method, int status, double seconds, std::uint64_t bytes_in,
+                      std::uint64_t bytes_out);
   void record_rejected_upload(const std::string& reason);
   /// Hits and misses of GET/HEAD on entries (for /v1/status).
   std::int64_t hits() const;

@@ -21,68 +21,40 @@ ApiCall refuse(int status, std::string code, std::string message) {
   return {[=] { return error_response(status, code, message); }, true};
 }
 
+// Whether a handler on `thread` answers `request` on the I/O thread.
+bool on_io_thread(Thread thread, bool reads_are_local, const ApiRequest& request) {
+  switch (thread) {
+    case Thread::io:
+      return true;
+    case Thread::worker:
+      return false;
+    case Thread::storage_read:
+      return reads_are_local;
+    case Thread::page:
+      // The page for a reader carries the figures, which ask the storage for its gauges.
+      return request.route.resource != "index.html" || !request.may_read;
+  }
+  return false;
+}
+
 }  // namespace
 
 ApiCall plan_call(Api& api, const ServerConfig& config, bool reads_are_local, ApiRequest request_in) {
-  auto request = std::make_shared<const ApiRequest>(std::move(request_in));
-  const std::string& name = request->route.name;
-  const std::string& method = request->method;
-  auto on_worker = [](std::function<ApiResponse()> run) { return ApiCall{std::move(run), false}; };
-  auto in_place = [](std::function<ApiResponse()> run) { return ApiCall{std::move(run), true}; };
-
-  if (name == "healthz") {
-    return in_place([&api] { return api.healthz(); });
+  auto request = std::make_shared<ApiRequest>(std::move(request_in));
+  const RouteSpec* spec = find_route(request->route.id);
+  if (spec == nullptr) {
+    return refuse(500, "internal", "no handler for route " + std::string(route_name(request->route.id)));
   }
-  if (name == "entry" && method == "DELETE") {
-    return on_worker([&api, request] { return api.delete_entry(request->route.key); });
-  }
-  if (name == "entry") {
+  ApiCall call{[&api, request, handler = spec->handler] { return handler(api, *request); },
+               on_io_thread(spec->thread, reads_are_local, *request)};
+  if (spec->waits) {
     auto wait = wait_of(request->parameters, config.max_wait_s);
     if (!wait) {
       return refuse(400, "bad_request", wait.error().message());
     }
-    ApiCall call{[&api, request] {
-                   return api.get_entry(request->route.key, request->method == "HEAD", request->if_none_match);
-                 },
-                 reads_are_local};
     call.wait = *wait;
-    return call;
   }
-  if (name == "signatures") {
-    return on_worker([&api, request] { return api.add_signatures(request->route.key, request->body); });
-  }
-  if (name == "lease" && method == "POST") {
-    // Checks the storage for the entry when it grants: a worker's job.
-    return on_worker([&api, request] { return api.acquire_lease(request->route.key, request->body, request->token_name); });
-  }
-  if (name == "lease" && method == "PUT") {
-    return in_place([&api, request] { return api.renew_lease(request->route.key, request->route.lease_id); });
-  }
-  if (name == "lease" && method == "DELETE") {
-    return in_place([&api, request] { return api.release_lease(request->route.key, request->route.lease_id); });
-  }
-  if (name == "query") {
-    return on_worker([&api, request] { return api.query(request->body); });
-  }
-  if (name == "list") {
-    return on_worker([&api, request] { return api.list(request->parameters); });
-  }
-  if (name == "status") {
-    return on_worker([&api] { return api.status(); });
-  }
-  if (name == "stats") {
-    // The summary asks the storage for its gauges; the rest is in memory.
-    const bool in_memory = request->route.resource != "summary";
-    return {[&api, request] { return api.stats(request->route.resource, request->parameters); }, in_memory};
-  }
-  if (name == "ui") {
-    const bool in_memory = request->route.resource != "index.html" || !request->may_read;
-    return {[&api, request] { return api.ui(request->route.resource, request->may_read); }, in_memory};
-  }
-  if (name == "metrics") {
-    return on_worker([&api] { return api.metrics(); });
-  }
-  return refuse(500, "internal", "no handler for route " + name);
+  return call;
 }
 
 }  // namespace opcache::server

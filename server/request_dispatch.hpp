@@ -1,13 +1,14 @@
-// Which Api handler answers a routed request, and where it may run. Shared
-// by the sessions (server/http_session.cpp) and the request fuzzer
+// Which Api handler answers a routed request, and where it may run, as the
+// route's row in server/routes.hpp says. Shared by the sessions
+// (server/http_session.cpp) and the request fuzzer
 // (tests/fuzz/fuzz_server_request.cpp), so that what is fuzzed is what is
-// served. Uploads are not here: their body is a file the session streams
-// into Api::put_entry.
+// served.
 #pragma once
 
 #include <chrono>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,7 +18,7 @@
 
 namespace opcache::server {
 
-/// A routed and authorized request, without an upload body.
+/// A routed and authorized request, with its body read.
 struct ApiRequest {
   Route route;
   std::string method;
@@ -26,12 +27,15 @@ struct ApiRequest {
   std::string body;                               ///< a small body (BodyKind::small), else empty
   std::string token_name;                         ///< who the request was authorized as
   bool may_read = false;                          ///< whether read scope would be granted (for the dashboard's page)
+  std::shared_ptr<base::AtomicFile> upload;       ///< BodyKind::upload: the body, complete; the handler consumes it
+  store::Signatures signatures;                   ///< an upload's X-Opcache-Signature headers (upload_signatures)
 };
 
 /// The handler call of one request.
 struct ApiCall {
   /// Runs the handler; owns a copy of the request, so it may run on any
-  /// thread and more than once (a waiting request re-runs it).
+  /// thread, and more than once (a waiting request re-runs it) unless it
+  /// consumes an upload.
   std::function<ApiResponse()> run;
   /// True when the handler does not wait on storage (memory, or a local
   /// store's index and file open): answer it where the request was read.
@@ -55,8 +59,9 @@ Result<store::Signatures> upload_signatures(const Fields& fields) {
   return parse_signature_headers(values);
 }
 
-/// The call for `request` (any route but an upload). A malformed ?wait= is a
-/// call answering 400 bad_request. `reads_are_local` is the storage's
+/// The call for `request`: its route's handler, on its route's thread. A
+/// malformed ?wait= is a call answering 400 bad_request; RouteId::unknown a
+/// call answering 500 internal. `reads_are_local` is the storage's
 /// (Storage::reads_are_local). Thread-safe; `api` must outlive the call.
 ApiCall plan_call(Api& api, const ServerConfig& config, bool reads_are_local, ApiRequest request);
 

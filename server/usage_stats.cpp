@@ -31,19 +31,17 @@ std::int64_t system_ms() {
       .count();
 }
 
-// The routes whose requests count as traffic (the rest is monitoring).
-bool counts_as_request(std::string_view route) {
-  return route == "entry" || route == "signatures" || route == "lease" || route == "query" || route == "list";
+// Whether `route`'s requests count as traffic (the rest is monitoring).
+bool counts_as_request(RouteId route) {
+  const RouteSpec* spec = find_route(route);
+  return spec != nullptr && spec->counted;
 }
 
 // What `event` adds to the counters.
 UsageCounts counts_of(const UsageEvent& event) {
   UsageCounts counts;
   counts.requests = 1;
-  if (event.route != "entry") {
-    return counts;
-  }
-  if (event.method == "GET" || event.method == "HEAD") {
+  if (event.route == RouteId::entry_read) {
     const bool hit = event.status == 200 || event.status == 304;
     const bool miss = event.status == 404;
     counts.lookups = hit || miss ? 1 : 0;
@@ -53,7 +51,7 @@ UsageCounts counts_of(const UsageEvent& event) {
       counts.bytes_served = static_cast<std::int64_t>(event.bytes_out);
       counts.compile_ms_saved = event.facts != nullptr ? std::max<std::int64_t>(event.facts->build_ms, 0) : 0;
     }
-  } else if (event.method == "PUT" && (event.status == 200 || event.status == 201)) {
+  } else if (event.route == RouteId::entry_put && (event.status == 200 || event.status == 201)) {
     counts.uploads = 1;
     counts.bytes_uploaded = static_cast<std::int64_t>(event.bytes_in);
   }

@@ -19,6 +19,7 @@
 #include "opcache/result.hpp"
 #include "remote/lookup_headers.hpp"
 #include "server/miss_table.hpp"
+#include "server/routes.hpp"
 #include "server/storage.hpp"
 #include "server/usage_series.hpp"
 
@@ -42,7 +43,7 @@ Result<StatsWindow> parse_window(std::string_view name);
 
 /// One answered request, as the session saw it.
 struct UsageEvent {
-  std::string_view route;   ///< Route::name
+  RouteId route = RouteId::unknown;  ///< Route::id
   std::string_view method;
   int status = 0;
   std::uint64_t bytes_in = 0;

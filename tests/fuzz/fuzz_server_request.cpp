@@ -4,7 +4,8 @@
 //   Beast's request parser with the server's limits (header limit, then the
 //   route's body limit) → route_target (server/api) → TokenTable::authorize
 //   (server/auth) → the body rule of the route (an upload's
-//   X-Opcache-Signature headers) → the handler server/request_dispatch picks,
+//   X-Opcache-Signature headers) → the handler server/request_dispatch picks
+//   from the routes of server/routes.hpp (an upload's too),
 //   on a local storage in a scratch directory → metrics, access log and usage
 //   statistics records (server/usage_stats, with the X-Opcache-Op-Type and
 //   X-Opcache-Scenario lookup hints),
@@ -108,8 +109,10 @@ Outcome stop_with(ApiResponse response) { return {std::move(response), false}; }
 // and now; a ?wait= request is answered after its first look, as if the wait
 // had ended.
 ApiResponse dispatch(const RoutedTarget& routed, const std::string& method, std::string_view if_none_match,
-                     const std::string& body) {
-  ApiRequest request{routed.route, method, routed.parameters, std::string(if_none_match), body, "fuzz-client"};
+                     const std::string& body, std::shared_ptr<base::AtomicFile> upload = nullptr,
+                     store::Signatures signatures = {}) {
+  ApiRequest request{routed.route,  method, routed.parameters, std::string(if_none_match), body,
+                     "fuzz-client", false,  std::move(upload), std::move(signatures)};
   return plan_call(*server().api, server().config, true, std::move(request)).run();
 }
 
@@ -140,7 +143,8 @@ Outcome read_body_then_dispatch(http::request_parser<http::empty_body>& header, 
   if (!file || !file->write(request.body().data(), request.body().size())) {
     return stop_with(error_response(503, "unavailable", "cannot write the upload"));
   }
-  return {server().api->put_entry(routed.route.key, std::move(*file), *signatures), keep_alive};
+  auto body = std::make_shared<base::AtomicFile>(std::move(*file));
+  return {dispatch(routed, method, "", "", std::move(body), std::move(*signatures)), keep_alive};
 }
 
 std::optional<Outcome> answer(http::request_parser<http::empty_body>& header, std::string_view& input,
@@ -190,11 +194,10 @@ std::optional<Outcome> answer(http::request_parser<http::empty_body>& header, st
 
 void record(const RoutedTarget& routed, const std::string& method, const std::string& target, const Outcome& outcome,
             const LookupHints& hints) {
-  const std::string& route = routed.route.name;
   const int status = outcome.response.status;
-  server().metrics.record_request(route, method, status, 0.001, 0, 0);
+  server().metrics.record_request(routed.route.id, method, status, 0.001, 0, 0);
   UsageEvent event;
-  event.route = route;
+  event.route = routed.route.id;
   event.method = method;
   event.status = status;
   event.token_name = "fuzz-client";

@@ -18,46 +18,46 @@ TEST_CASE("server::match_route maps every route and method to a handler, scope a
   struct Case {
     const char* method;
     std::string path;
-    const char* name;
+    RouteId id;
     Scope scope;
     BodyKind body;
   };
   const Case cases[] = {
-      {"GET", "/v1/entries/" + k_key, "entry", Scope::read, BodyKind::none},
-      {"HEAD", "/v1/entries/" + k_key, "entry", Scope::read, BodyKind::none},
-      {"PUT", "/v1/entries/" + k_key, "entry", Scope::write, BodyKind::upload},
-      {"DELETE", "/v1/entries/" + k_key, "entry", Scope::admin, BodyKind::none},
-      {"POST", "/v1/entries/query", "query", Scope::read, BodyKind::small},
-      {"POST", "/v1/leases/" + k_key, "lease", Scope::write, BodyKind::small},
-      {"PUT", "/v1/leases/" + k_key + "/0123abcd", "lease", Scope::write, BodyKind::none},
-      {"DELETE", "/v1/leases/" + k_key + "/0123abcd", "lease", Scope::write, BodyKind::none},
-      {"GET", "/v1/entries", "list", Scope::read, BodyKind::none},
-      {"HEAD", "/v1/entries", "list", Scope::read, BodyKind::none},
-      {"GET", "/v1/status", "status", Scope::read, BodyKind::none},
-      {"GET", "/metrics", "metrics", Scope::read, BodyKind::none},
-      {"GET", "/healthz", "healthz", Scope::none, BodyKind::none},
-      {"HEAD", "/healthz", "healthz", Scope::none, BodyKind::none},
-      {"GET", "/v1/stats/summary", "stats", Scope::read, BodyKind::none},
-      {"GET", "/v1/stats/timeseries", "stats", Scope::read, BodyKind::none},
-      {"GET", "/v1/stats/misses", "stats", Scope::read, BodyKind::none},
-      {"HEAD", "/v1/stats/misses", "stats", Scope::read, BodyKind::none},
-      {"GET", "/v1/stats/tokens", "stats", Scope::admin, BodyKind::none},
-      {"GET", "/ui", "ui", Scope::none, BodyKind::none},
-      {"GET", "/ui/", "ui", Scope::none, BodyKind::none},
-      {"GET", "/ui/app.js", "ui", Scope::none, BodyKind::none},
-      {"HEAD", "/ui/style.css", "ui", Scope::none, BodyKind::none},
+      {"GET", "/v1/entries/" + k_key, RouteId::entry_read, Scope::read, BodyKind::none},
+      {"HEAD", "/v1/entries/" + k_key, RouteId::entry_read, Scope::read, BodyKind::none},
+      {"PUT", "/v1/entries/" + k_key, RouteId::entry_put, Scope::write, BodyKind::upload},
+      {"DELETE", "/v1/entries/" + k_key, RouteId::entry_delete, Scope::admin, BodyKind::none},
+      {"POST", "/v1/entries/query", RouteId::query, Scope::read, BodyKind::small},
+      {"POST", "/v1/leases/" + k_key, RouteId::lease_acquire, Scope::write, BodyKind::small},
+      {"PUT", "/v1/leases/" + k_key + "/0123abcd", RouteId::lease_renew, Scope::write, BodyKind::none},
+      {"DELETE", "/v1/leases/" + k_key + "/0123abcd", RouteId::lease_release, Scope::write, BodyKind::none},
+      {"GET", "/v1/entries", RouteId::list, Scope::read, BodyKind::none},
+      {"HEAD", "/v1/entries", RouteId::list, Scope::read, BodyKind::none},
+      {"GET", "/v1/status", RouteId::status, Scope::read, BodyKind::none},
+      {"GET", "/metrics", RouteId::metrics, Scope::read, BodyKind::none},
+      {"GET", "/healthz", RouteId::healthz, Scope::none, BodyKind::none},
+      {"HEAD", "/healthz", RouteId::healthz, Scope::none, BodyKind::none},
+      {"GET", "/v1/stats/summary", RouteId::stats_summary, Scope::read, BodyKind::none},
+      {"GET", "/v1/stats/timeseries", RouteId::stats_timeseries, Scope::read, BodyKind::none},
+      {"GET", "/v1/stats/misses", RouteId::stats_misses, Scope::read, BodyKind::none},
+      {"HEAD", "/v1/stats/misses", RouteId::stats_misses, Scope::read, BodyKind::none},
+      {"GET", "/v1/stats/tokens", RouteId::stats_tokens, Scope::admin, BodyKind::none},
+      {"GET", "/ui", RouteId::ui_root, Scope::none, BodyKind::none},
+      {"GET", "/ui/", RouteId::ui, Scope::none, BodyKind::none},
+      {"GET", "/ui/app.js", RouteId::ui, Scope::none, BodyKind::none},
+      {"HEAD", "/ui/style.css", RouteId::ui, Scope::none, BodyKind::none},
   };
   for (const auto& c : cases) {
     CAPTURE(c.method);
     CAPTURE(c.path);
     const Route route = match_route(c.method, c.path);
     CHECK(route.error_status == 0);
-    CHECK(route.name == c.name);
+    CHECK(route.id == c.id);
     CHECK(route.scope == c.scope);
     CHECK(route.body == c.body);
   }
   CHECK(match_route("GET", "/v1/entries/" + k_key).key == k_key);
-  CHECK(match_route("GET", "/v1/stats/timeseries").resource == "timeseries");
+  CHECK(match_route("GET", "/v1/stats/timeseries").id == RouteId::stats_timeseries);
   CHECK(match_route("GET", "/ui").resource.empty());
   CHECK(match_route("GET", "/ui/").resource == "index.html");
   CHECK(match_route("GET", "/ui/app.js").resource == "app.js");
@@ -97,7 +97,7 @@ TEST_CASE("server::match_route answers 404 for unknown paths") {
     const Route route = match_route("GET", path);
     CHECK(route.error_status == 404);
     CHECK(route.error_code == "not_found");
-    CHECK(route.name == "unknown");
+    CHECK(route.id == RouteId::unknown);
   }
 }
 
@@ -140,7 +140,7 @@ TEST_CASE("server::route_target answers 400 bad_request for a malformed percent 
   }
   const RoutedTarget good = route_target("GET", "/v1/entries?limit=3");
   CHECK(good.route.error_status == 0);
-  CHECK(good.route.name == "list");
+  CHECK(good.route.id == RouteId::list);
   CHECK(good.parameters.at("limit") == "3");
 }
 

@@ -227,7 +227,7 @@ TEST_CASE("server::match_route routes POST /v1/entries/{key}/signatures (write s
   const std::string key(64, 'b');
   const auto route = match_route("POST", "/v1/entries/" + key + "/signatures");
   CHECK(route.error_status == 0);
-  CHECK(route.name == "signatures");
+  CHECK(route.id == opcache::server::RouteId::signatures);
   CHECK(route.key == key);
   CHECK(route.scope == opcache::server::Scope::write);
   CHECK(route.body == opcache::server::BodyKind::small);
@@ -237,7 +237,7 @@ TEST_CASE("server::match_route routes POST /v1/entries/{key}/signatures (write s
   const auto bad_key = match_route("POST", "/v1/entries/xyz/signatures");
   CHECK(bad_key.error_status == 400);
   CHECK(bad_key.error_code == "invalid_key");
-  CHECK(match_route("PUT", "/v1/entries/" + key).name == "entry");
+  CHECK(match_route("PUT", "/v1/entries/" + key).id == opcache::server::RouteId::entry_put);
 }
 
 TEST_CASE("server::SIGHUP reloads --trusted-keys: a key added to the file is trusted without a restart") {

@@ -40,7 +40,7 @@ struct Stats {
               std::uint64_t bytes_out = 0, const std::string& token = "reader", const std::string& op_header = "",
               const std::string& scenario_header = "", const std::string& client = "10.0.0.1") {
     UsageEvent event;
-    event.route = "entry";
+    event.route = RouteId::entry_read;
     event.method = method;
     event.status = status;
     event.bytes_out = bytes_out;
@@ -57,7 +57,7 @@ struct Stats {
   }
   void upload(const std::string& key, std::uint64_t bytes, const std::string& token = "writer") {
     UsageEvent event;
-    event.route = "entry";
+    event.route = RouteId::entry_put;
     event.method = "PUT";
     event.status = 201;
     event.bytes_in = bytes;
@@ -101,7 +101,9 @@ TEST_CASE("server::UsageStats counts lookups, hits, misses, bytes served, upload
 
 TEST_CASE("server::UsageStats does not count monitoring, and a hit rate without lookups is null") {
   Stats s;
-  for (const char* route : {"status", "stats", "metrics", "healthz", "ui", "unknown"}) {
+  for (RouteId route :
+       {RouteId::status, RouteId::stats_summary, RouteId::stats_timeseries, RouteId::stats_misses,
+        RouteId::stats_tokens, RouteId::metrics, RouteId::healthz, RouteId::ui_root, RouteId::ui, RouteId::unknown}) {
     UsageEvent event;
     event.route = route;
     event.method = "GET";
