@@ -1,6 +1,12 @@
 // opcache serve: the team cache server.
 #include <iostream>
+#include <map>
+#include <string>
+#include <variant>
+#include <vector>
 
+#include "base/environment.hpp"
+#include "base/try.hpp"
 #include "cli/context.hpp"
 #include "server/serve.hpp"
 
@@ -10,81 +16,52 @@ namespace {
 
 namespace server = opcache::server;
 
-// Flags as given; each one set overrides the config file.
+// Flags as given, by [serve] key: every occurrence's value in order
+// ("true"/"false" for a boolean's two forms). The --hash-token options are
+// not settings.
 struct ServeArgs {
-  std::vector<std::string> listen;
-  std::optional<int> threads;
-  std::optional<int> workers;
-  std::optional<std::string> storage;
-  std::optional<std::string> tokens;
-  bool anonymous_read = false;
-  std::optional<std::string> tls_cert;
-  std::optional<std::string> tls_key;
-  std::optional<std::uint64_t> max_body;
-  std::optional<int> request_timeout;
-  std::optional<int> idle_timeout;
-  std::optional<int> max_inflight;
-  std::optional<int> lease_ttl;
-  std::optional<int> max_wait;
-  std::optional<std::string> log_format;
-  std::optional<std::string> access_log;
-  std::optional<std::string> port_file;
-  std::optional<std::string> trusted_keys;
-  bool require_signature = false;
+  std::map<std::string, std::vector<std::string>> settings;
   bool hash_token = false;
   std::string token_name = "NAME";
   std::string token_scopes = "read";
 };
 
+// Applies the flags given over `config` (already holding the file's and the
+// environment's values), then checks the combination.
 Status apply_flags(const ServeArgs& args, server::ServerConfig& config) {
-  if (!args.listen.empty()) {
-    config.listen.clear();
-    for (const auto& text : args.listen) {
-      auto address = server::parse_listen_address(text);
-      if (!address) {
-        return address.error();
+  for (const auto& row : server::serve_settings()) {
+    auto given = args.settings.find(std::string(row.key));
+    if (given == args.settings.end() || given->second.empty()) {
+      continue;
+    }
+    const auto& values = given->second;
+    std::string text = values.back();
+    if (std::holds_alternative<std::vector<server::ListenAddress> server::ServerConfig::*>(row.field)) {
+      text.clear();
+      for (const auto& value : values) {
+        text += (text.empty() ? "" : ",") + value;
       }
-      config.listen.push_back(*address);
     }
+    OPCACHE_TRY(server::apply_serve_setting(config, row, server::primary_flag(row), text));
   }
-  auto set = [](auto& target, const auto& value) {
-    if (value) {
-      target = *value;
-    }
-  };
-  set(config.threads, args.threads);
-  set(config.workers, args.workers);
-  set(config.storage, args.storage);
-  if (args.tokens) {
-    config.tokens_file = *args.tokens;
-  }
-  config.anonymous_read = config.anonymous_read || args.anonymous_read;
-  if (args.tls_cert) {
-    config.tls_cert = *args.tls_cert;
-  }
-  if (args.tls_key) {
-    config.tls_key = *args.tls_key;
-  }
-  set(config.max_body_bytes, args.max_body);
-  set(config.request_timeout_s, args.request_timeout);
-  set(config.idle_timeout_s, args.idle_timeout);
-  set(config.max_inflight, args.max_inflight);
-  set(config.lease_ttl_s, args.lease_ttl);
-  set(config.max_wait_s, args.max_wait);
-  if (args.log_format) {
-    config.log_format = *args.log_format == "json" ? server::LogFormat::json : server::LogFormat::text;
-  }
-  if (args.access_log) {
-    config.access_log = *args.access_log;
-  }
-  if (args.port_file) {
-    config.port_file = *args.port_file;
-  }
-  if (args.trusted_keys) {
-    config.trusted_keys_file = *args.trusted_keys;
-  }
-  config.require_signature = config.require_signature || args.require_signature;
   return server::validate_server_config(config);
+}
+
+// Adds one row's flags: an option taking a value, or for a boolean a flag
+// and its --no- form.
+void add_setting(CLI::App& command, const server::ServeSetting& row, std::vector<std::string>& values) {
+  const std::string flag(row.flag);
+  const std::string help = server::serve_help(row);
+  if (!server::is_boolean(row)) {
+    command.add_option(flag, values, help)->allow_extra_args(false)->type_name(std::string(row.value_name));
+    return;
+  }
+  auto* on = command.add_flag_callback(
+      flag, [&values] { values.push_back("true"); }, help);
+  auto* off = command.add_flag_callback(
+      "--no-" + flag.substr(2), [&values] { values.push_back("false"); },
+      "Turn " + flag + " off, whatever the environment and the file say");
+  on->excludes(off);
 }
 
 int run_hash_token(const Context& context, const ServeArgs& args) {
@@ -105,11 +82,15 @@ int run_serve(const Context& context, const ServeArgs& args) {
   if (args.hash_token) {
     return run_hash_token(context, args);
   }
+  // Precedence, lowest first: defaults, the [serve] section, the environment, flags.
   server::ServerConfig config;
   if (const auto config_file = context.options.store_config().config_file; !config_file.empty()) {
     if (auto loaded = server::load_server_config_file(config_file, config); !loaded) {
       return context.fail(loaded.error());
     }
+  }
+  if (auto loaded = server::load_server_environment(base::process_environment(), config); !loaded) {
+    return context.fail(loaded.error());
   }
   if (auto applied = apply_flags(args, config); !applied) {
     return context.fail(applied.error());
@@ -127,41 +108,18 @@ std::vector<Command> register_serve_command(CLI::App& app, Context& context) {
   auto args = std::make_shared<ServeArgs>();
   auto* command = app.add_subcommand("serve", "Run the team cache server (HTTP API v1, docs/protocol.md)");
   command->footer(
-      "Settings come from flags, else the [serve] section of the --config file, else defaults.\n"
-      "SIGTERM/SIGINT finish requests in flight and stop; SIGHUP reloads --tokens, --trusted-keys and the TLS certificate.\n\n"
+      "Settings come from flags, else OPCACHE_SERVE_* environment variables, else the [serve] section of the\n"
+      "--config file, else defaults (docs/operations.md). Booleans take true/false, 1/0, on/off, yes/no.\n"
+      "SIGTERM/SIGINT finish requests in flight and stop; SIGHUP reloads --tokens, --trusted-keys and the TLS "
+      "certificate.\n\n"
       "Examples:\n"
       "  opcache serve --storage /srv/opcache --listen 0.0.0.0:8080 --tokens /etc/opcache/tokens\n"
-      "  opcache serve --storage 's3://kernels/team?endpoint=https://minio.local:9000' --tls-cert c.pem --tls-key k.pem\n"
+      "  opcache serve --storage 's3://kernels/team?endpoint=https://minio.local:9000' --tls-cert c.pem --tls-key "
+      "k.pem\n"
       "  echo \"$TOKEN\" | opcache serve --hash-token --token-name ci --token-scopes write   # a tokens-file line");
-  command->add_option("--listen,-l", args->listen, "Address to listen on, HOST:PORT (repeatable; default 127.0.0.1:8080)");
-  command->add_option("--storage", args->storage, "A local directory, or s3://BUCKET/PREFIX?endpoint=URL&region=R");
-  command->add_option("--threads", args->threads, "I/O threads (default 2)")->check(CLI::Range(1, 256));
-  command->add_option("--workers", args->workers, "Threads for storage work (default 4)")->check(CLI::Range(1, 1024));
-  command->add_option("--tokens", args->tokens, "Tokens file: '<sha256 of token> <name> <scope>[,<scope>]' per line");
-  command->add_flag("--anonymous-read", args->anonymous_read, "Allow reads without a token");
-  command->add_option("--tls-cert", args->tls_cert, "PEM certificate chain (enables TLS, with --tls-key)");
-  command->add_option("--tls-key", args->tls_key, "PEM private key");
-  command->add_option("--max-body", args->max_body, "Largest accepted upload in bytes (default 536870912)");
-  command->add_option("--request-timeout", args->request_timeout, "Seconds a request may take to arrive (default 120)")
-      ->check(CLI::Range(1, 86400));
-  command->add_option("--idle-timeout", args->idle_timeout, "Seconds an idle keep-alive connection stays open (default 30)")
-      ->check(CLI::Range(1, 86400));
-  command->add_option("--max-inflight", args->max_inflight, "Storage operations in progress before 429 (default 256)")
-      ->check(CLI::Range(1, 1 << 20));
-  command->add_option("--lease-ttl", args->lease_ttl,
-                      "Seconds a build lease lasts unless its holder renews it (default 60; docs/protocol.md)")
-      ->check(CLI::Range(1, 3600));
-  command->add_option("--max-wait", args->max_wait,
-                      "Longest GET/HEAD ?wait=SECONDS held open for an entry being built (default 60)")
-      ->check(CLI::Range(0, 3600));
-  command->add_option("--log-format", args->log_format, "Access log format: text or json")
-      ->check(CLI::IsMember({"text", "json"}));
-  command->add_option("--access-log", args->access_log, "Access log file (default: standard error)");
-  command->add_option("--port-file", args->port_file, "Write the bound addresses here once listening");
-  command->add_option("--trusted-keys", args->trusted_keys,
-                      "Trusted signers' public keys, NAME:BASE64 per line (reloaded on SIGHUP)");
-  command->add_flag("--require-signature", args->require_signature,
-                    "Refuse uploads without a valid signature by a trusted key (needs --trusted-keys)");
+  for (const auto& row : server::serve_settings()) {
+    add_setting(*command, row, args->settings[std::string(row.key)]);
+  }
   command->add_flag("--hash-token", args->hash_token,
                     "Print a tokens-file line for the token read from standard input, and exit");
   command->add_option("--token-name", args->token_name, "Name for --hash-token (shown in the access log)");

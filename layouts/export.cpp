@@ -3,6 +3,7 @@
 #include <set>
 
 #include "base/safe_directory.hpp"
+#include "base/value_parse.hpp"
 #include "layouts/transfer.hpp"
 #include "base/try.hpp"
 
@@ -138,12 +139,11 @@ Result<ExportOptions> mindspore_destination(const std::optional<fs::path>& dir, 
   }
   int rank = 0;
   if (auto rank_id = env("RANK_ID"); rank_id && !rank_id->empty()) {
-    char* end = nullptr;
-    long value = std::strtol(rank_id->c_str(), &end, 10);
-    if (*end != '\0' || value < 0 || value > 1000000) {
-      return Error::usage("RANK_ID=\"" + *rank_id + "\" is not a rank number");
+    auto value = base::parse_integer(*rank_id, 0, 1000000);
+    if (!value) {
+      return Error::usage("RANK_ID=\"" + *rank_id + "\" is not a rank number (" + value.error().message() + ")");
     }
-    rank = static_cast<int>(value);
+    rank = static_cast<int>(*value);
   }
   options.ranks.push_back(rank);
   return options;

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "opcache/opcache.hpp"
+#include "base/value_parse.hpp"
 #include "opcache/version.hpp"
 #include "refcc/codegen.hpp"
 #include "refcc/kernel_build.hpp"
@@ -76,12 +77,12 @@ Result<int> resolve_device_id(const CommonOptions& options) {
   if (env == nullptr || *env == '\0') {
     return 0;
   }
-  char* end = nullptr;
-  const long value = std::strtol(env, &end, 10);
-  if (*end != '\0' || value < 0 || value > 1'000'000) {
-    return Error::usage(std::string("DEVICE_ID=\"") + env + "\" is not a device number (use --device-id N)");
+  auto value = base::parse_integer(env, 0, 1'000'000);
+  if (!value) {
+    return Error::usage(std::string("DEVICE_ID=\"") + env + "\" is not a device number: it " +
+                        value.error().message() + " (use --device-id N)");
   }
-  return static_cast<int>(value);
+  return static_cast<int>(*value);
 }
 
 // The context of a compiling command; opens the store into `store` unless --no-cache.

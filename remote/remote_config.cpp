@@ -1,11 +1,11 @@
 #include "remote/remote_config.hpp"
 
-#include <cstdlib>
 #include <map>
 
 #include "base/file_io.hpp"
 #include "base/ini.hpp"
 #include "base/try.hpp"
+#include "base/value_parse.hpp"
 #include "remote/curl_handle.hpp"
 #include "remote/remote_store.hpp"
 
@@ -13,11 +13,23 @@ namespace opcache::remote {
 
 namespace {
 
-Result<long> parse_positive(const std::string& where, const std::string& text, long max) {
-  char* end = nullptr;
-  long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < 0 || value > max) {
-    return Error::usage(where + " = \"" + text + "\" must be an integer from 0 to " + std::to_string(max));
+// An integer attribute from 0 to `max`; the error names the attribute and the value.
+Result<std::int64_t> parse_count(const std::string& where, const std::string& text, std::int64_t max) {
+  auto value = base::parse_integer(text, 0, max);
+  if (!value) {
+    return base::value_error(where, text, value.error());
+  }
+  return value;
+}
+
+// A yes/no attribute: bare ("|upload") means true, else base::parse_bool's words.
+Result<bool> parse_switch(const std::string& where, const std::string& text) {
+  if (text.empty()) {
+    return true;
+  }
+  auto value = base::parse_bool(text);
+  if (!value) {
+    return base::value_error(where, text, value.error());
   }
   return value;
 }
@@ -26,29 +38,30 @@ Status apply_attribute(RemoteOptions& options, const std::string& name, const st
                        const std::string& where) {
   const std::string at = where + ": " + name;
   if (name == "read-only" || name == "read_only") {
-    options.read_only = value.empty() || value == "true" || value == "1" || value == "yes";
+    OPCACHE_TRY_ASSIGN(options.read_only, parse_switch(at, value));
   } else if (name == "upload") {
-    options.upload = value.empty() || value == "true" || value == "1" || value == "yes";
+    OPCACHE_TRY_ASSIGN(options.upload, parse_switch(at, value));
   } else if (name == "connect-timeout" || name == "connect_timeout") {
-    OPCACHE_TRY_ASSIGN(options.connect_timeout_ms, parse_positive(at, value, 600000));
+    OPCACHE_TRY_ASSIGN(options.connect_timeout_ms, parse_count(at, value, 600000));
   } else if (name == "timeout") {
-    OPCACHE_TRY_ASSIGN(options.timeout_ms, parse_positive(at, value, 3600000));
+    OPCACHE_TRY_ASSIGN(options.timeout_ms, parse_count(at, value, 3600000));
   } else if (name == "retries") {
-    OPCACHE_TRY_ASSIGN(auto retries, parse_positive(at, value, 10));
+    OPCACHE_TRY_ASSIGN(auto retries, parse_count(at, value, 10));
     options.retries = static_cast<int>(retries);
   } else if (name == "parallelism") {
-    OPCACHE_TRY_ASSIGN(auto parallelism, parse_positive(at, value, 256));
+    OPCACHE_TRY_ASSIGN(auto parallelism, parse_count(at, value, 256));
     options.parallelism = parallelism < 1 ? 1 : static_cast<int>(parallelism);
   } else if (name == "cooldown") {
-    OPCACHE_TRY_ASSIGN(auto cooldown, parse_positive(at, value, 86400));
+    OPCACHE_TRY_ASSIGN(auto cooldown, parse_count(at, value, 86400));
     options.cooldown_s = static_cast<int>(cooldown);
   } else if (name == "prefetch") {
-    OPCACHE_TRY_ASSIGN(options.prefetch, parse_positive(at, value, 1000000));
+    OPCACHE_TRY_ASSIGN(options.prefetch, parse_count(at, value, 1000000));
   } else if (name == "ca-file" || name == "ca_file") {
     options.ca_file = value;
   } else {
-    return Error::usage(at + " is not a remote attribute (allowed: read-only, upload, connect-timeout, timeout, "
-                             "retries, parallelism, cooldown, prefetch, ca-file)");
+    return Error::usage(at +
+                        " is not a remote attribute (allowed: read-only, upload, connect-timeout, timeout, "
+                        "retries, parallelism, cooldown, prefetch, ca-file)");
   }
   return {};
 }
@@ -137,7 +150,9 @@ Result<std::vector<RemoteOptions>> remotes_from_config(const std::filesystem::pa
 
 }  // namespace
 
-std::string display_url(const std::string& url) { return redact_url(url); }
+std::string display_url(const std::string& url) {
+  return redact_url(url);
+}
 
 Result<RemoteOptions> parse_remote_spec(const std::string& spec, const std::string& source) {
   RemoteOptions options;

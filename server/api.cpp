@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include "base/value_parse.hpp"
 #include "opcache/version.hpp"
 #include "remote/signature_header.hpp"
 #include "store/bundle_reader.hpp"
@@ -110,13 +111,11 @@ Result<long> integer_parameter(const std::map<std::string, std::string>& paramet
   if (it == parameters.end()) {
     return fallback;
   }
-  char* end = nullptr;
-  const long value = std::strtol(it->second.c_str(), &end, 10);
-  if (it->second.empty() || *end != '\0' || value < low || value > high) {
-    return Error::usage(name + "=\"" + it->second + "\" must be an integer from " + std::to_string(low) + " to " +
-                        std::to_string(high));
+  auto value = base::parse_integer(it->second, low, high);
+  if (!value) {
+    return Error::usage(name + "=\"" + it->second + "\" " + value.error().message());
   }
-  return value;
+  return static_cast<long>(*value);
 }
 
 namespace {

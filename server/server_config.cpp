@@ -1,113 +1,209 @@
 #include "server/server_config.hpp"
 
-#include <cstdlib>
-#include <map>
-
 #include "base/file_io.hpp"
 #include "base/ini.hpp"
 #include "base/try.hpp"
+#include "base/value_parse.hpp"
 
 namespace opcache::server {
 
 namespace {
 
-Result<std::int64_t> parse_number(const std::string& where, const std::string& text, std::int64_t min,
-                                  std::int64_t max) {
-  char* end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || value < min || value > max) {
-    return Error::usage(where + " = \"" + text + "\" must be an integer from " + std::to_string(min) + " to " +
-                        std::to_string(max));
+constexpr std::int64_t k_terabyte = 1ll << 40;
+
+// The table. Ranges and help are written only here; flags, INI keys,
+// environment variables and the help text all come from these rows.
+const ServeSetting k_rows[] = {
+    {"--listen,-l", "listen", "OPCACHE_SERVE_LISTEN", &ServerConfig::listen, 0, 0, "HOST:PORT",
+     "Address to listen on: HOST:PORT, [IPv6]:PORT or :PORT (repeatable; a comma list in the file and environment)"},
+    {"--storage", "storage", "OPCACHE_SERVE_STORAGE", &ServerConfig::storage, 0, 0, "DIR|URL",
+     "A local directory, or s3://BUCKET/PREFIX?endpoint=URL&region=R", "required"},
+    {"--threads", "threads", "OPCACHE_SERVE_THREADS", &ServerConfig::threads, 1, 256, "N", "I/O threads"},
+    {"--workers", "workers", "OPCACHE_SERVE_WORKERS", &ServerConfig::workers, 1, 1024, "N",
+     "Threads for storage work (disk, verification, S3)"},
+    {"--tokens", "tokens", "OPCACHE_SERVE_TOKENS", &ServerConfig::tokens_file, 0, 0, "FILE",
+     "Tokens file: '<sha256 of token> <name> <scope>[,<scope>]' per line"},
+    {"--anonymous-read", "anonymous_read", "OPCACHE_SERVE_ANONYMOUS_READ", &ServerConfig::anonymous_read, 0, 0, "",
+     "Allow reads without a token"},
+    {"--trusted-keys", "trusted_keys", "OPCACHE_SERVE_TRUSTED_KEYS", &ServerConfig::trusted_keys_file, 0, 0, "FILE",
+     "Trusted signers' public keys, NAME:BASE64 per line (reloaded on SIGHUP)"},
+    {"--require-signature", "require_signature", "OPCACHE_SERVE_REQUIRE_SIGNATURE", &ServerConfig::require_signature, 0,
+     0, "", "Refuse uploads without a valid signature by a trusted key (needs --trusted-keys)"},
+    {"--tls-cert", "tls_cert", "OPCACHE_SERVE_TLS_CERT", &ServerConfig::tls_cert, 0, 0, "FILE",
+     "PEM certificate chain (enables TLS, with --tls-key)", "no TLS"},
+    {"--tls-key", "tls_key", "OPCACHE_SERVE_TLS_KEY", &ServerConfig::tls_key, 0, 0, "FILE", "PEM private key"},
+    {"--max-body", "max_body", "OPCACHE_SERVE_MAX_BODY", &ServerConfig::max_body_bytes, 1024, k_terabyte, "BYTES",
+     "Largest accepted upload (413 above)"},
+    {"--max-header", "max_header", "OPCACHE_SERVE_MAX_HEADER", &ServerConfig::max_header_bytes, 1024, 1 << 20, "BYTES",
+     "Largest request header block (431 above)"},
+    {"--request-timeout", "request_timeout", "OPCACHE_SERVE_REQUEST_TIMEOUT", &ServerConfig::request_timeout_s, 1,
+     86400, "S", "Seconds within which a request must arrive and be answered"},
+    {"--idle-timeout", "idle_timeout", "OPCACHE_SERVE_IDLE_TIMEOUT", &ServerConfig::idle_timeout_s, 1, 86400, "S",
+     "Seconds an idle keep-alive connection stays open"},
+    {"--lease-ttl", "lease_ttl", "OPCACHE_SERVE_LEASE_TTL", &ServerConfig::lease_ttl_s, 1, 3600, "S",
+     "Seconds a build lease lasts unless its holder renews it (docs/protocol.md)"},
+    {"--max-wait", "max_wait", "OPCACHE_SERVE_MAX_WAIT", &ServerConfig::max_wait_s, 0, 3600, "S",
+     "Longest GET/HEAD ?wait=SECONDS held open for an entry being built (0: no waiting)"},
+    {"--max-inflight", "max_inflight", "OPCACHE_SERVE_MAX_INFLIGHT", &ServerConfig::max_inflight, 1, 1 << 20, "N",
+     "Storage operations in progress before 429"},
+    {"--bundle-cache", "bundle_cache", "OPCACHE_SERVE_BUNDLE_CACHE", &ServerConfig::bundle_cache_bytes, 0, k_terabyte,
+     "BYTES", "Bytes of small bundles of a local store kept in memory (0: none)"},
+    {"--log-format", "log_format", "OPCACHE_SERVE_LOG_FORMAT", &ServerConfig::log_format, 0, 0, "text|json",
+     "Access log format"},
+    {"--access-log", "access_log", "OPCACHE_SERVE_ACCESS_LOG", &ServerConfig::access_log, 0, 0, "FILE",
+     "Access log file ('-': standard error)", "standard error"},
+    {"--port-file", "port_file", "OPCACHE_SERVE_PORT_FILE", &ServerConfig::port_file, 0, 0, "FILE",
+     "Write the bound addresses here once listening"},
+    {"--temp-dir", "temp_dir", "OPCACHE_SERVE_TEMP_DIR", &ServerConfig::temp_dir, 0, 0, "DIR",
+     "Uploads to S3 are spooled here", "the system's temporary directory"},
+};
+
+Result<std::vector<ListenAddress>> parse_listen_list(const std::string& text) {
+  std::vector<ListenAddress> addresses;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const auto end = text.find(',', start);
+    OPCACHE_TRY_ASSIGN(auto address, parse_listen_address(text.substr(
+                                         start, end == std::string::npos ? std::string::npos : end - start)));
+    addresses.push_back(address);
+    if (end == std::string::npos) {
+      break;
+    }
+    start = end + 1;
   }
-  return value;
+  return addresses;
 }
 
-Result<bool> parse_bool(const std::string& where, const std::string& text) {
-  if (text == "true" || text == "yes" || text == "1" || text == "on") {
-    return true;
+// Parses text into one ServerConfig field by the field's type.
+struct AssignText {
+  template <typename Integer>
+  Status operator()(Integer ServerConfig::*field) const {
+    auto value = base::parse_integer(text, row.min, row.max);
+    if (!value) {
+      return base::value_error(where, text, value.error());
+    }
+    config.*field = static_cast<Integer>(*value);
+    return {};
   }
-  if (text == "false" || text == "no" || text == "0" || text == "off") {
-    return false;
+  Status operator()(bool ServerConfig::*field) const {
+    auto value = base::parse_bool(text);
+    if (!value) {
+      return base::value_error(where, text, value.error());
+    }
+    config.*field = *value;
+    return {};
   }
-  return Error::usage(where + " = \"" + text + "\" must be true or false");
-}
+  Status operator()(std::string ServerConfig::*field) const {
+    config.*field = text;
+    return {};
+  }
+  Status operator()(std::filesystem::path ServerConfig::*field) const {
+    config.*field = text;
+    return {};
+  }
+  Status operator()(std::vector<ListenAddress> ServerConfig::*field) const {
+    auto addresses = parse_listen_list(text);
+    if (!addresses) {
+      return addresses.error().with_context(where);
+    }
+    config.*field = std::move(*addresses);
+    return {};
+  }
+  Status operator()(LogFormat ServerConfig::*field) const {
+    if (text != "text" && text != "json") {
+      return Error::usage(where + " \"" + text + "\" must be text or json");
+    }
+    config.*field = text == "json" ? LogFormat::json : LogFormat::text;
+    return {};
+  }
 
-Status apply(ServerConfig& config, const std::string& where, const std::string& key, const std::string& value) {
-  const std::string at = where + " " + key;
-  if (key == "listen") {
-    config.listen.clear();
-    std::size_t start = 0;
-    while (start <= value.size()) {
-      auto end = value.find(',', start);
-      OPCACHE_TRY_ASSIGN(auto address, parse_listen_address(value.substr(start, end == std::string::npos
-                                                                                    ? std::string::npos
-                                                                                    : end - start)));
-      config.listen.push_back(address);
-      if (end == std::string::npos) {
-        break;
-      }
-      start = end + 1;
-    }
-  } else if (key == "threads") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 256));
-    config.threads = static_cast<int>(n);
-  } else if (key == "workers") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 1024));
-    config.workers = static_cast<int>(n);
-  } else if (key == "storage") {
-    config.storage = value;
-  } else if (key == "tokens") {
-    config.tokens_file = value;
-  } else if (key == "anonymous_read") {
-    OPCACHE_TRY_ASSIGN(config.anonymous_read, parse_bool(at, value));
-  } else if (key == "tls_cert") {
-    config.tls_cert = value;
-  } else if (key == "tls_key") {
-    config.tls_key = value;
-  } else if (key == "max_body") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1024, 1ll << 40));
-    config.max_body_bytes = static_cast<std::uint64_t>(n);
-  } else if (key == "max_header") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1024, 1 << 20));
-    config.max_header_bytes = static_cast<std::uint32_t>(n);
-  } else if (key == "lease_ttl") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 3600));
-    config.lease_ttl_s = static_cast<int>(n);
-  } else if (key == "max_wait") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 0, 3600));
-    config.max_wait_s = static_cast<int>(n);
-  } else if (key == "request_timeout") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 86400));
-    config.request_timeout_s = static_cast<int>(n);
-  } else if (key == "idle_timeout") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 86400));
-    config.idle_timeout_s = static_cast<int>(n);
-  } else if (key == "max_inflight") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 1, 1 << 20));
-    config.max_inflight = static_cast<int>(n);
-  } else if (key == "bundle_cache") {
-    OPCACHE_TRY_ASSIGN(auto n, parse_number(at, value, 0, 1ll << 40));
-    config.bundle_cache_bytes = static_cast<std::size_t>(n);
-  } else if (key == "log_format") {
-    if (value != "text" && value != "json") {
-      return Error::usage(at + " = \"" + value + "\" must be text or json");
-    }
-    config.log_format = value == "json" ? LogFormat::json : LogFormat::text;
-  } else if (key == "access_log") {
-    config.access_log = value;
-  } else if (key == "temp_dir") {
-    config.temp_dir = value;
-  } else if (key == "trusted_keys") {
-    config.trusted_keys_file = value;
-  } else if (key == "require_signature") {
-    OPCACHE_TRY_ASSIGN(config.require_signature, parse_bool(at, value));
-  } else {
-    return Error::usage(at + " is not a known setting (see docs/operations.md)");
+  ServerConfig& config;
+  const ServeSetting& row;
+  const std::string& where;
+  const std::string& text;
+};
+
+// The default of one field as text.
+struct DefaultText {
+  template <typename Integer>
+  std::string operator()(Integer ServerConfig::*field) const {
+    return std::to_string(defaults.*field);
   }
-  return {};
+  std::string operator()(bool ServerConfig::*field) const { return defaults.*field ? "true" : "false"; }
+  std::string operator()(std::string ServerConfig::*field) const { return or_unset(defaults.*field); }
+  std::string operator()(std::filesystem::path ServerConfig::*field) const {
+    return or_unset((defaults.*field).string());
+  }
+  std::string operator()(std::vector<ListenAddress> ServerConfig::*field) const {
+    std::string text;
+    for (const auto& address : defaults.*field) {
+      text += (text.empty() ? "" : ",") + address.host + ":" + std::to_string(address.port);
+    }
+    return text;
+  }
+  std::string operator()(LogFormat ServerConfig::*field) const {
+    return defaults.*field == LogFormat::json ? "json" : "text";
+  }
+  std::string or_unset(const std::string& text) const {
+    return !text.empty() ? text : row.when_unset.empty() ? "none" : std::string(row.when_unset);
+  }
+
+  const ServerConfig& defaults;
+  const ServeSetting& row;
+};
+
+const ServeSetting* row_of_key(const std::string& key) {
+  for (const auto& row : k_rows) {
+    if (row.key == key) {
+      return &row;
+    }
+  }
+  return nullptr;
 }
 
 }  // namespace
+
+std::span<const ServeSetting> serve_settings() noexcept {
+  return k_rows;
+}
+
+bool is_boolean(const ServeSetting& row) noexcept {
+  return std::holds_alternative<bool ServerConfig::*>(row.field);
+}
+
+std::string primary_flag(const ServeSetting& row) {
+  return std::string(row.flag.substr(0, row.flag.find(',')));
+}
+
+std::string default_text(const ServeSetting& row) {
+  const ServerConfig defaults;
+  return std::visit(DefaultText{defaults, row}, row.field);
+}
+
+std::string serve_help(const ServeSetting& row) {
+  std::string help(row.help);
+  help += " (";
+  if (row.min != 0 || row.max != 0) {
+    help += std::to_string(row.min) + ".." + std::to_string(row.max) + "; ";
+  }
+  help += "default " + default_text(row) + "; [serve] " + std::string(row.key) + "; " + std::string(row.env) + ")";
+  return help;
+}
+
+Status apply_serve_setting(ServerConfig& config, const ServeSetting& row, const std::string& where,
+                           const std::string& text) {
+  return std::visit(AssignText{config, row, where, text}, row.field);
+}
+
+Status load_server_environment(const base::EnvLookup& env, ServerConfig& config) {
+  for (const auto& row : k_rows) {
+    const std::string name(row.env);
+    if (auto value = env(name.c_str()); value && !value->empty()) {
+      OPCACHE_TRY(apply_serve_setting(config, row, "environment variable " + name, *value));
+    }
+  }
+  return {};
+}
 
 Result<ListenAddress> parse_listen_address(const std::string& text) {
   auto colon = text.rfind(':');
@@ -121,9 +217,10 @@ Result<ListenAddress> parse_listen_address(const std::string& text) {
   if (host.empty()) {
     host = "0.0.0.0";
   }
-  auto port = parse_number("listen address \"" + text + "\" port", text.substr(colon + 1), 0, 65535);
+  const std::string port_text = text.substr(colon + 1);
+  auto port = base::parse_integer(port_text, 0, 65535);
   if (!port) {
-    return port.error();
+    return base::value_error("listen address \"" + text + "\" port", port_text, port.error());
   }
   return ListenAddress{host, static_cast<std::uint16_t>(*port)};
 }
@@ -136,7 +233,11 @@ Status load_server_config_file(const std::filesystem::path& path, ServerConfig& 
     if (entry.section != "serve") {
       return Error::usage(where + ": unknown section [" + entry.section + "] (use [serve])");
     }
-    OPCACHE_TRY(apply(config, where + ": [serve]", entry.name, entry.value));
+    const ServeSetting* row = row_of_key(entry.name);
+    if (row == nullptr) {
+      return Error::usage(where + ": [serve] " + entry.name + " is not a known setting (see docs/operations.md)");
+    }
+    OPCACHE_TRY(apply_serve_setting(config, *row, where + ": [serve] " + entry.name, entry.value));
   }
   return {};
 }

@@ -6,6 +6,7 @@
 #include "base/json_parse.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
+#include "base/value_parse.hpp"
 
 namespace opcache {
 
@@ -133,14 +134,13 @@ Result<DeviceMode> device_mode_from_environment(const EnvLookup& env) {
     if (!value || value->empty()) {
       continue;
     }
-    char* end = nullptr;
-    long count = std::strtol(value->c_str(), &end, 10);
-    if (*end != '\0' || count < 1) {
+    auto count = base::parse_integer(*value, 1);
+    if (!count) {
       return Error::usage(std::string("environment variable ") + name + "=\"" + *value +
                           "\" is not a positive integer (it decides device=single|multi when --scenario has no "
                           "device; set device= explicitly or fix the variable)");
     }
-    if (count > 1) {
+    if (*count > 1) {
       return DeviceMode::multi;
     }
   }

@@ -1,9 +1,8 @@
 #include "store/setting_table.hpp"
 
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 
+#include "base/value_parse.hpp"
 #include "store/settings.hpp"
 #include "store/trust.hpp"
 #include "store/volatile_fields.hpp"
@@ -29,7 +28,7 @@ constexpr IntegerRule k_compression_rule{INT32_MIN, INT32_MAX, std::nullopt, "an
 
 template <const IntegerRule& rule>
 std::string check_integer(const std::string& text) {
-  auto value = parse_integer(text);
+  auto value = base::parse_integer(text);
   if (value && ((*value >= rule.min && *value <= rule.max) || *value == rule.extra_allowed)) {
     return {};
   }
@@ -45,23 +44,17 @@ std::string check_volatile_fields(const std::string& text) {
   return filter ? std::string() : filter.error().message();
 }
 
-std::string check_flag(const std::string& text) {
-  return text == "true" || text == "false" ? "" : "expected true or false";
+// Every yes/no setting (flags, the environment, files, StoreConfig::set)
+// takes base::parse_bool's words.
+std::string check_bool(const std::string& text) {
+  auto parsed = base::parse_bool(text);
+  return parsed ? "" : "expected true or false (or 1/0, on/off, yes/no)";
 }
 
-// The forms a yes/no setting accepts from flags, the environment and files.
-std::optional<bool> parse_switch(const std::string& text) {
-  if (text == "true" || text == "1" || text == "on" || text == "yes") {
-    return true;
-  }
-  if (text == "false" || text == "0" || text == "off" || text == "no") {
-    return false;
-  }
-  return std::nullopt;
-}
-
-std::string check_switch(const std::string& text) {
-  return parse_switch(text) ? "" : "expected true or false (or 1/0, on/off, yes/no)";
+// A value check_bool accepted.
+bool bool_of(const std::string& text) {
+  auto parsed = base::parse_bool(text);
+  return parsed && *parsed;
 }
 
 std::string check_signature_requirement(const std::string& text) {
@@ -82,7 +75,9 @@ Setting<std::string> text_or(const Setting<std::string>& setting, const char* wh
   return {setting.value.empty() ? when_empty : setting.value, setting.source};
 }
 
-std::int64_t integer_of(const Setting<std::string>& value) { return parse_integer(value.value).value_or(0); }
+std::int64_t integer_of(const Setting<std::string>& value) {
+  return integer_of_checked(value.value);
+}
 
 Setting<std::int64_t> integer_setting(Setting<std::string> value) {
   return {integer_of(value), std::move(value.source)};
@@ -106,40 +101,52 @@ std::string join(const std::vector<std::string>& items) {
 void resolve_shared_group(Settings& s, Setting<std::string> value) {
   const auto inside = (s.cache_dir.value / "opcache.conf").string() + " ";
   if (value.source.rfind(inside, 0) == 0) {
-    if (value.value == "true") {
-      s.warnings.push_back(value.source + " is ignored: a file inside the cache directory cannot set "
+    if (bool_of(value.value)) {
+      s.warnings.push_back(value.source +
+                           " is ignored: a file inside the cache directory cannot set "
                            "shared_group; use --shared-group, OPCACHE_SHARED_GROUP or a config file elsewhere");
     }
     value = {"false", "default"};
   }
-  s.shared_group = {value.value == "true", std::move(value.source)};
+  s.shared_group = {bool_of(value.value), std::move(value.source)};
 }
 
 // The table. Rows with a `show` function appear in `opcache config`, in this order.
 const SettingSpec k_specs[] = {
     {{"cache_dir", "cache_dir", SettingType::path, true, "--cache-dir,-C",
-      "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)", "OPCACHE_DIR",
-      "", "~/.cache/opcache"},
-     &StoreConfig::cache_dir, nullptr, nullptr,
-     [](const Settings& s) { return Setting<std::string>{s.cache_dir.value.string(), s.cache_dir.source}; }},
+      "Cache directory (default: $OPCACHE_DIR, else $XDG_CACHE_HOME/opcache, else ~/.cache/opcache)", "OPCACHE_DIR", "",
+      "~/.cache/opcache"},
+     &StoreConfig::cache_dir,
+     nullptr,
+     nullptr,
+     [](const Settings& s) {
+       return Setting<std::string>{s.cache_dir.value.string(), s.cache_dir.source};
+     }},
     {{"config_file", "config_file", SettingType::path, true, "--config",
       "INI config file (default: $OPCACHE_CONFIG, else <cache dir>/opcache.conf)", "OPCACHE_CONFIG", "",
       "<cache dir>/opcache.conf"},
-     &StoreConfig::config_file, nullptr, nullptr,
+     &StoreConfig::config_file,
+     nullptr,
+     nullptr,
      [](const Settings& s) {
        return Setting<std::string>{s.config_file.value.empty() ? "(none)" : s.config_file.value, s.config_file.source};
      }},
     {{"mode", "mode", SettingType::text, true, "--mode",
       "Cache mode for exec/get_or_build: enable, force (rebuild and replace) or disable", "OPCACHE_MODE", "mode",
       "enable"},
-     &StoreConfig::mode, check_mode,
+     &StoreConfig::mode,
+     check_mode,
      [](Settings& s, Setting<std::string> value) {
        s.mode = {parse_cache_mode(value.value).value_or(CacheMode::enable), std::move(value.source)};
      },
-     [](const Settings& s) { return Setting<std::string>{to_string(s.mode.value), s.mode.source}; }},
+     [](const Settings& s) {
+       return Setting<std::string>{to_string(s.mode.value), s.mode.source};
+     }},
     {{"max_op_cache_size", "max_op_cache_size", SettingType::integer, false, "", "", "ASCEND_MAX_OP_CACHE_SIZE", "",
       "500"},
-     std::monostate(), check_integer<k_size_rule>, nullptr,
+     std::monostate(),
+     check_integer<k_size_rule>,
+     nullptr,
      [](const Settings& s) {
        const auto& size = s.max_op_cache_size_mb;
        return Setting<std::string>{std::to_string(size.value) + (size.value < 0 ? " (aging disabled)" : " MB"),
@@ -147,26 +154,31 @@ const SettingSpec k_specs[] = {
      }},
     {{"remain_cache_size_ratio", "remain_cache_size_ratio", SettingType::integer, false, "", "",
       "ASCEND_REMAIN_CACHE_SIZE_RATIO", "", "50"},
-     std::monostate(), check_integer<k_ratio_rule>, nullptr,
+     std::monostate(),
+     check_integer<k_ratio_rule>,
+     nullptr,
      [](const Settings& s) {
        return Setting<std::string>{std::to_string(s.remain_cache_size_ratio.value) + " %",
                                    s.remain_cache_size_ratio.source};
      }},
     {{"min_idle_s", "min_idle", SettingType::integer, true, "--min-idle",
       "Aging removes only entries idle this many seconds (default 1800)", "OPCACHE_MIN_IDLE", "min_idle", "1800"},
-     &StoreConfig::min_idle_s, check_integer<k_seconds_rule>,
+     &StoreConfig::min_idle_s,
+     check_integer<k_seconds_rule>,
      [](Settings& s, Setting<std::string> value) { s.min_idle_s = integer_setting(std::move(value)); },
      [](const Settings& s) { return seconds(s.min_idle_s); }},
     {{"op_debug_level", "op_debug_level", SettingType::integer, true, "--op-debug-level",
       "Non-zero bypasses the cache in exec (CANN op_debug_level)", "OPCACHE_OP_DEBUG_LEVEL", "op_debug_level", "0"},
-     &StoreConfig::op_debug_level, check_integer<k_debug_level_rule>,
+     &StoreConfig::op_debug_level,
+     check_integer<k_debug_level_rule>,
      [](Settings& s, Setting<std::string> value) { s.op_debug_level = integer_setting(std::move(value)); },
      [](const Settings& s) {
        return Setting<std::string>{std::to_string(s.op_debug_level.value), s.op_debug_level.source};
      }},
     {{"op_debug_list", "op_debug_list", SettingType::comma_list, true, "--op-debug-list",
       "Op types for which exec bypasses the cache, e.g. MatMul,Conv2D", "OPCACHE_OP_DEBUG_LIST", "op_debug_list", ""},
-     &StoreConfig::op_debug_list, nullptr,
+     &StoreConfig::op_debug_list,
+     nullptr,
      [](Settings& s, Setting<std::string> value) {
        s.op_debug_list = {split_setting_list(value.value), std::move(value.source)};
      },
@@ -178,7 +190,8 @@ const SettingSpec k_specs[] = {
       "Descriptor fields dropped before hashing: \"+a,b\" adds to the built-in list, \"a,b\" replaces it, "
       "\"none\" disables",
       "OPCACHE_VOLATILE_FIELDS", "volatile_fields", ""},
-     &StoreConfig::volatile_fields, check_volatile_fields,
+     &StoreConfig::volatile_fields,
+     check_volatile_fields,
      [](Settings& s, Setting<std::string> value) { s.volatile_fields = std::move(value); },
      [](const Settings& s) {
        const auto& fields = s.volatile_fields;
@@ -187,28 +200,32 @@ const SettingSpec k_specs[] = {
     {{"wait_timeout_s", "wait_timeout", SettingType::integer, true, "--wait-timeout",
       "Seconds exec waits for another process building the same kernel (default 3600)", "OPCACHE_WAIT_TIMEOUT",
       "wait_timeout", "3600"},
-     &StoreConfig::wait_timeout_s, check_integer<k_seconds_rule>,
+     &StoreConfig::wait_timeout_s,
+     check_integer<k_seconds_rule>,
      [](Settings& s, Setting<std::string> value) { s.wait_timeout_s = integer_setting(std::move(value)); },
      [](const Settings& s) { return seconds(s.wait_timeout_s); }},
     {{"signing_key", "signing_key", SettingType::path, true, "--signing-key",
       "Ed25519 private key (PEM, mode 0600) that signs every entry this process writes "
       "(make one with `opcache trust keygen`)",
       "OPCACHE_SIGNING_KEY", "signing_key", ""},
-     &StoreConfig::signing_key, nullptr,
+     &StoreConfig::signing_key,
+     nullptr,
      [](Settings& s, Setting<std::string> value) { s.signing_key = std::move(value); },
      [](const Settings& s) { return text_or(s.signing_key, "(none)"); }},
     {{"trusted_keys", "trusted_keys", SettingType::path, true, "--trusted-keys",
       "File of trusted signers' public keys, one NAME:BASE64 a line; setting it makes require_signature "
       "default to remote",
       "OPCACHE_TRUSTED_KEYS", "trusted_keys", ""},
-     &StoreConfig::trusted_keys, nullptr,
+     &StoreConfig::trusted_keys,
+     nullptr,
      [](Settings& s, Setting<std::string> value) { s.trusted_keys = std::move(value); },
      [](const Settings& s) { return text_or(s.trusted_keys, "(none)"); }},
     {{"require_signature", "require_signature", SettingType::text, true, "--require-signature",
       "Where entries need a valid signature by a trusted key: off, remote (entries from remotes) or all "
       "(local reads too); default remote when trusted_keys is set, else off",
       "OPCACHE_REQUIRE_SIGNATURE", "require_signature", ""},
-     &StoreConfig::require_signature, check_signature_requirement,
+     &StoreConfig::require_signature,
+     check_signature_requirement,
      [](Settings& s, Setting<std::string> value) { s.require_signature = resolve_requirement(std::move(value), s); },
      [](const Settings& s) {
        return Setting<std::string>{to_string(s.require_signature.value), s.require_signature.source};
@@ -217,9 +234,10 @@ const SettingSpec k_specs[] = {
       "Build each kernel once per team: on a miss, take a build lease from the first http(s) remote with "
       "upload, or wait for the machine that holds it (true or false; default true)",
       "OPCACHE_TEAM_SINGLE_FLIGHT", "team_single_flight", "true"},
-     &StoreConfig::team_single_flight, check_switch,
+     &StoreConfig::team_single_flight,
+     check_bool,
      [](Settings& s, Setting<std::string> value) {
-       s.team_single_flight = {parse_switch(value.value).value_or(true), std::move(value.source)};
+       s.team_single_flight = {bool_of(value.value), std::move(value.source)};
      },
      [](const Settings& s) {
        return Setting<std::string>{s.team_single_flight.value ? "true" : "false", s.team_single_flight.source};
@@ -231,9 +249,10 @@ const SettingSpec k_specs[] = {
       "else [remote] sections of the config file)",
       "OPCACHE_REMOTE", "", ""},
      &StoreConfig::remotes},
-    {{"no_remote", "", SettingType::flag, true, "--no-remote",
-      "Use no remote, whatever the environment and config say", "", "", "false"},
-     &StoreConfig::no_remote, check_flag},
+    {{"no_remote", "", SettingType::flag, true, "--no-remote", "Use no remote, whatever the environment and config say",
+      "", "", "false"},
+     &StoreConfig::no_remote,
+     check_bool},
     {{"token_file", "", SettingType::path, true, "--token-file",
       "File holding the bearer token for http(s) remotes (default: $OPCACHE_TOKEN)", "OPCACHE_TOKEN", "", ""},
      &StoreConfig::token_file},
@@ -241,13 +260,16 @@ const SettingSpec k_specs[] = {
       "A team shares the cache directory through its group: accept it when another user owns it and the group may "
       "write it, and create files group-writable (directories setgid)",
       "OPCACHE_SHARED_GROUP", "shared_group", "false"},
-     &StoreConfig::shared_group, check_flag, resolve_shared_group,
+     &StoreConfig::shared_group,
+     check_bool,
+     resolve_shared_group,
      [](const Settings& s) {
        return Setting<std::string>{s.shared_group.value ? "true" : "false", s.shared_group.source};
      }},
     {{"compression_level", "", SettingType::integer, true, "--compression-level",
       "zstd level for new bundles, 1..19 (default 3)", "", "", "3"},
-     &StoreConfig::compression_level, check_integer<k_compression_rule>},
+     &StoreConfig::compression_level,
+     check_integer<k_compression_rule>},
 };
 
 // Text of one StoreConfig field; nullopt when it holds no explicit value.
@@ -257,9 +279,7 @@ struct ExplicitText {
     const auto& path = config.*field;
     return path.empty() ? std::nullopt : std::optional<std::string>(path.string());
   }
-  std::optional<std::string> operator()(std::optional<std::string> StoreConfig::*field) const {
-    return config.*field;
-  }
+  std::optional<std::string> operator()(std::optional<std::string> StoreConfig::*field) const { return config.*field; }
   std::optional<std::string> operator()(std::optional<std::int64_t> StoreConfig::*field) const {
     const auto& value = config.*field;
     return value ? std::optional<std::string>(std::to_string(*value)) : std::nullopt;
@@ -281,12 +301,10 @@ struct AssignText {
   void operator()(std::monostate) const {}
   void operator()(std::filesystem::path StoreConfig::*field) const { config.*field = text; }
   void operator()(std::optional<std::string> StoreConfig::*field) const { config.*field = text; }
-  void operator()(std::optional<std::int64_t> StoreConfig::*field) const { config.*field = parse_integer(text); }
+  void operator()(std::optional<std::int64_t> StoreConfig::*field) const { config.*field = integer_of_checked(text); }
   void operator()(std::vector<std::string> StoreConfig::*field) const { (config.*field).push_back(text); }
-  void operator()(bool StoreConfig::*field) const { config.*field = text == "true"; }
-  void operator()(int StoreConfig::*field) const {
-    config.*field = static_cast<int>(parse_integer(text).value_or(0));
-  }
+  void operator()(bool StoreConfig::*field) const { config.*field = bool_of(text); }
+  void operator()(int StoreConfig::*field) const { config.*field = static_cast<int>(integer_of_checked(text)); }
 
   StoreConfig& config;
   const std::string& text;
@@ -294,20 +312,14 @@ struct AssignText {
 
 }  // namespace
 
-std::optional<std::int64_t> parse_integer(const std::string& text) {
-  if (text.empty()) {
-    return std::nullopt;
-  }
-  errno = 0;
-  char* end = nullptr;
-  long long value = std::strtoll(text.c_str(), &end, 10);
-  if (*end != '\0' || errno == ERANGE) {
-    return std::nullopt;
-  }
-  return value;
+std::int64_t integer_of_checked(const std::string& text) {
+  auto value = base::parse_integer(text);
+  return value ? *value : 0;
 }
 
-std::span<const SettingSpec> setting_specs() noexcept { return k_specs; }
+std::span<const SettingSpec> setting_specs() noexcept {
+  return k_specs;
+}
 
 const SettingSpec* find_setting(std::string_view name) noexcept {
   for (const auto& spec : k_specs) {

@@ -30,10 +30,9 @@ struct Setting {
 };
 
 /// Where StoreConfig holds an explicit value of a row (monostate: nowhere).
-using ConfigField =
-    std::variant<std::monostate, std::filesystem::path StoreConfig::*, std::optional<std::string> StoreConfig::*,
-                 std::optional<std::int64_t> StoreConfig::*, std::vector<std::string> StoreConfig::*,
-                 bool StoreConfig::*, int StoreConfig::*>;
+using ConfigField = std::variant<std::monostate, std::filesystem::path StoreConfig::*,
+                                 std::optional<std::string> StoreConfig::*, std::optional<std::int64_t> StoreConfig::*,
+                                 std::vector<std::string> StoreConfig::*, bool StoreConfig::*, int StoreConfig::*>;
 
 /// One row of the table.
 struct SettingSpec {
@@ -71,8 +70,8 @@ std::optional<std::string> explicit_text(const StoreConfig& config, const Settin
 /// `spec.check` first). `usage` error naming the setting and the value.
 Status assign_setting(StoreConfig& config, const SettingSpec& spec, const std::string& text);
 
-/// A decimal integer, or std::nullopt for anything else (empty, trailing
-/// characters, out of range).
-std::optional<std::int64_t> parse_integer(const std::string& text);
+/// The value of an integer that the row's check accepted (base::parse_integer);
+/// 0 for text that is no integer. Pure.
+std::int64_t integer_of_checked(const std::string& text);
 
 }  // namespace opcache::store

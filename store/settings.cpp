@@ -158,7 +158,7 @@ bool aging_from_op_cache_ini(const std::filesystem::path& root, Settings& settin
                                   "); the file is ignored");
       return std::nullopt;
     }
-    return parse_integer(it->second);
+    return integer_of_checked(it->second);
   };
   const auto size = read_value("max_op_cache_size");
   const auto ratio = read_value("remain_cache_size_ratio");
@@ -179,7 +179,7 @@ void resolve_aging_pair(const std::filesystem::path& root, Resolver& resolver, S
     const auto& spec = *find_setting(name);
     auto value = resolver.from_env(spec).value_or(
         Setting<std::string>{std::string(spec.info.default_value), k_default});
-    return Setting<std::int64_t>{parse_integer(value.value).value_or(0), value.source};
+    return Setting<std::int64_t>{integer_of_checked(value.value), value.source};
   };
   settings.max_op_cache_size_mb = from_env_or_default("max_op_cache_size");
   settings.remain_cache_size_ratio = from_env_or_default("remain_cache_size_ratio");

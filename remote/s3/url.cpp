@@ -10,6 +10,7 @@
 #include "base/percent_coding.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
+#include "base/value_parse.hpp"
 #include "remote/curl_library.hpp"
 #include "remote/s3/text.hpp"
 
@@ -198,10 +199,11 @@ Status apply_parameter(std::string_view url, UrlParameters& parameters, std::str
     if (parameters.path_style) {
       return duplicate();
     }
-    if (value != "true" && value != "false" && value != "1" && value != "0") {
-      return url_error(url, "path_style must be true or false, not " + single_quoted(value));
+    auto path_style = base::parse_bool(value);
+    if (!path_style) {
+      return url_error(url, "path_style " + single_quoted(value) + " " + path_style.error().message());
     }
-    parameters.path_style = value == "true" || value == "1";
+    parameters.path_style = *path_style;
   } else {
     return url_error(url, "unknown parameter " + single_quoted(name) + " (known: endpoint, region, path_style)");
   }

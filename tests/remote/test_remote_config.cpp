@@ -64,11 +64,51 @@ TEST_CASE("remote::RemoteConfig parses every spec attribute") {
 
 TEST_CASE("remote::RemoteConfig attribute errors name the attribute and the allowed values") {
   CHECK(spec_error("http://h|colour=blue").find("colour is not a remote attribute") != std::string::npos);
-  CHECK(spec_error("http://h|retries=11").find("retries = \"11\" must be an integer from 0 to 10") !=
+  CHECK(spec_error("http://h|retries=11").find("retries \"11\" must be an integer from 0 to 10") != std::string::npos);
+  CHECK(spec_error("http://h|timeout=soon").find("timeout \"soon\" must be an integer from 0 to 3600000") !=
         std::string::npos);
-  CHECK(spec_error("http://h|timeout=soon").find("timeout = \"soon\"") != std::string::npos);
   CHECK(spec_error("ftp://h").find("must start with http://, https://, s3:// or file://") != std::string::npos);
   CHECK(spec_error("http://").find("must start with") != std::string::npos);
+}
+
+TEST_CASE("remote::RemoteConfig read-only and upload take every boolean word, and bare means true") {
+  for (const auto& [word, expected] : std::map<std::string, bool>{{"on", true},
+                                                                  {"off", false},
+                                                                  {"yes", true},
+                                                                  {"no", false},
+                                                                  {"1", true},
+                                                                  {"0", false},
+                                                                  {"true", true},
+                                                                  {"false", false}}) {
+    CAPTURE(word);
+    auto parsed = parse_remote_spec("http://cache:8080|upload=" + word + "|read-only=" + word, "--remote");
+    REQUIRE(parsed.ok());
+    CHECK(parsed->upload == expected);
+    CHECK(parsed->read_only == expected);
+  }
+  auto bare = parse_remote_spec("http://cache:8080|upload|read_only", "--remote");
+  REQUIRE(bare.ok());
+  CHECK(bare->upload);
+  CHECK(bare->read_only);
+  // Before, "on" fell through to false: a remote meant to be read-only accepted pushes.
+  auto read_only = parse_remote_spec("http://cache:8080|read-only=on", "--remote");
+  REQUIRE(read_only.ok());
+  CHECK(read_only->read_only);
+}
+
+TEST_CASE("remote::RemoteConfig refuses a boolean attribute that is no boolean, naming the attribute and the value") {
+  CHECK(spec_error("http://cache:8080|upload=maybe") ==
+        "--remote http://cache:8080: upload \"maybe\" must be true or false (or 1/0, on/off, yes/no)");
+  CHECK(spec_error("http://cache:8080|read-only=TRUE").find("read-only \"TRUE\" must be true or false") !=
+        std::string::npos);
+  TempDir temp;
+  const fs::path config =
+      write(temp.path() / "opcache.conf", "[remote \"team\"]\nurl = http://a\nupload = sometimes\n");
+  auto remotes = resolve_remotes(RemoteOverrides{}, env_of({}), config);
+  REQUIRE_FALSE(remotes.ok());
+  CHECK(remotes.error().code() == opcache::ErrorCode::usage);
+  CHECK(remotes.error().message().find("[remote \"team\"]: upload \"sometimes\" must be true or false") !=
+        std::string::npos);
 }
 
 TEST_CASE("remote::RemoteConfig takes flags over OPCACHE_REMOTE over the config file") {
@@ -139,9 +179,9 @@ TEST_CASE("remote::RemoteConfig tokens: a section's token_file, else --token-fil
   TempDir temp;
   const fs::path section_token = write(temp.path() / "section.token", "from-section\n");
   const fs::path flag_token = write(temp.path() / "flag.token", "from-flag\r\n");
-  const fs::path config = write(temp.path() / "op_cache.ini",
-                                "[remote \"a\"]\nurl = http://a\ntoken_file = " + section_token.string() +
-                                    "\n[remote \"b\"]\nurl = http://b\n");
+  const fs::path config =
+      write(temp.path() / "op_cache.ini", "[remote \"a\"]\nurl = http://a\ntoken_file = " + section_token.string() +
+                                              "\n[remote \"b\"]\nurl = http://b\n");
   const auto env = env_of({{"OPCACHE_TOKEN", "from-env"}});
 
   RemoteOverrides flags;

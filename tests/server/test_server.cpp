@@ -1146,6 +1146,16 @@ TEST_CASE("server::bearer tokens: 401 without or with an unknown token, 403 belo
   CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {bearer(k_read_token)}).status == 200);
 }
 
+TEST_CASE("server::--no-anonymous-read turns off anonymous_read = on of the [serve] file") {
+  TempDir temp;
+  const auto config = temp / "serve.conf";
+  opcache::test::write_text(config, "[serve]\nanonymous_read = on\n");
+  Served from_file({"--config", config.string()});
+  CHECK(opcache::test::http_request("GET", from_file.url("/v1/status")).status == 200);
+  Served overridden({"--config", config.string(), "--no-anonymous-read"});
+  check_error(opcache::test::http_request("GET", overridden.url("/v1/status")), 401, "unauthorized");
+}
+
 TEST_CASE("server::--anonymous-read serves reads without a token but writes still need one") {
   Served served({"--anonymous-read"});
   TempDir work;

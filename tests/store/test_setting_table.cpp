@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/ed25519.hpp"
 #include "opcache/opcache.h"
 #include "opcache/opcache.hpp"
-#include "base/ed25519.hpp"
 #include "store/setting_table.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -46,29 +46,45 @@ std::string sample_value(const SettingDescriptor& row, const fs::path& dir) {
     opcache::test::write_text(dir / std::string(row.name), "[cache]\n");
   }
   switch (row.type) {
-    case SettingType::path: return (dir / std::string(row.name)).string();
-    case SettingType::comma_list: return "none";
-    case SettingType::repeated: return "file://" + (dir / "remote").string();
-    case SettingType::flag: return "true";
-    default: return std::string(row.default_value);
+    case SettingType::path:
+      return (dir / std::string(row.name)).string();
+    case SettingType::comma_list:
+      return "none";
+    case SettingType::repeated:
+      return "file://" + (dir / "remote").string();
+    case SettingType::flag:
+      return "true";
+    default:
+      return std::string(row.default_value);
   }
 }
 
 // The JSON form opcache_open_ex takes for `text`.
 json json_value(const SettingDescriptor& row, const std::string& text) {
   switch (row.type) {
-    case SettingType::integer: return std::stoll(text);
-    case SettingType::flag: return text == "true";
-    case SettingType::repeated: return json::array({text});
-    default: return text;
+    case SettingType::integer:
+      return std::stoll(text);
+    case SettingType::flag:
+      return text == "true";
+    case SettingType::repeated:
+      return json::array({text});
+    default:
+      return text;
   }
 }
 
 opcache::test::ProcessOptions hermetic() {
   opcache::test::ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR",  "OPCACHE_CONFIG", "OPCACHE_MODE",           "OPCACHE_MIN_IDLE",
-                       "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS",
-                       "OPCACHE_WAIT_TIMEOUT", "OPCACHE_REMOTE", "XDG_CACHE_HOME"};
+  options.unset_env = {"OPCACHE_DIR",
+                       "OPCACHE_CONFIG",
+                       "OPCACHE_MODE",
+                       "OPCACHE_MIN_IDLE",
+                       "OPCACHE_OP_DEBUG_LEVEL",
+                       "OPCACHE_OP_DEBUG_LIST",
+                       "OPCACHE_VOLATILE_FIELDS",
+                       "OPCACHE_WAIT_TIMEOUT",
+                       "OPCACHE_REMOTE",
+                       "XDG_CACHE_HOME"};
   return options;
 }
 
@@ -140,6 +156,29 @@ TEST_CASE("store::SettingTable StoreConfig::set checks values like the flags and
   REQUIRE_FALSE(unknown.ok());
   CHECK(unknown.error().message().find("unknown setting \"colour\" (allowed: cache_dir, config_file, mode,") == 0);
   CHECK(config.mode == std::optional<std::string>("force"));  // failed sets change nothing
+}
+
+TEST_CASE("store::SettingTable every yes/no row takes the one boolean grammar, and nothing else") {
+  for (const char* name : {"no_remote", "shared_group", "team_single_flight"}) {
+    CAPTURE(name);
+    for (const char* word : {"true", "false", "1", "0", "on", "off", "yes", "no"}) {
+      opcache::StoreConfig config;
+      CAPTURE(word);
+      CHECK(config.set(name, word).ok());
+    }
+    opcache::StoreConfig config;
+    auto refused = config.set(name, "maybe");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().message() ==
+          std::string(name) + " \"maybe\" is invalid: expected true or false (or 1/0, on/off, yes/no)");
+  }
+  opcache::StoreConfig config;
+  CHECK(config.set("no_remote", "on").ok());
+  CHECK(config.no_remote);
+  CHECK(config.set("shared_group", "yes").ok());
+  CHECK(config.shared_group);
+  CHECK(config.set("no_remote", "0").ok());
+  CHECK_FALSE(config.no_remote);
 }
 
 TEST_CASE("store::SettingTable opcache_settings_schema_json lists every row with its surfaces") {

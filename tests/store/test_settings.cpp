@@ -16,8 +16,8 @@
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
-using opcache::store::CacheMode;
 using opcache::base::EnvLookup;
+using opcache::store::CacheMode;
 using opcache::store::resolve_settings;
 using opcache::store::SettingOverrides;
 using opcache::store::Settings;
@@ -139,8 +139,7 @@ TEST_CASE("store::resolve_settings uses the documented defaults with source \"de
 TEST_CASE("store::resolve_settings takes both aging values from a valid op_cache.ini even when ASCEND_* is set") {
   Fixture fixture;
   write_text(fixture.op_cache_ini(), cann_ini("100", "80"));
-  Settings settings =
-      fixture.resolve({{"ASCEND_MAX_OP_CACHE_SIZE", "300"}, {"ASCEND_REMAIN_CACHE_SIZE_RATIO", "20"}});
+  Settings settings = fixture.resolve({{"ASCEND_MAX_OP_CACHE_SIZE", "300"}, {"ASCEND_REMAIN_CACHE_SIZE_RATIO", "20"}});
   CHECK(settings.warnings == Warnings{});
   CHECK(settings.max_op_cache_size_mb.value == 100);
   CHECK(settings.max_op_cache_size_mb.source == fixture.op_cache_ini().string());
@@ -255,8 +254,8 @@ TEST_CASE("store::resolve_settings warns about an op_cache.ini that is not INI a
   Fixture fixture;
   write_text(fixture.op_cache_ini(), "[op_compiler_cache]\nmax_op_cache_size 100\nremain_cache_size_ratio=80\n");
   Settings settings = fixture.resolve({{"ASCEND_REMAIN_CACHE_SIZE_RATIO", "30"}});
-  CHECK(settings.warnings == Warnings{fixture.op_cache_ini().string() +
-                                      ": line 2 is not INI syntax (key = value); op_cache.ini ignored"});
+  CHECK(settings.warnings ==
+        Warnings{fixture.op_cache_ini().string() + ": line 2 is not INI syntax (key = value); op_cache.ini ignored"});
   CHECK(settings.max_op_cache_size_mb.value == 500);
   CHECK(settings.max_op_cache_size_mb.source == "default");
   CHECK(settings.remain_cache_size_ratio.value == 30);
@@ -265,8 +264,7 @@ TEST_CASE("store::resolve_settings warns about an op_cache.ini that is not INI a
 
 TEST_CASE("store::resolve_settings takes valid ASCEND_* values with the variable as source") {
   Fixture fixture;
-  Settings settings =
-      fixture.resolve({{"ASCEND_MAX_OP_CACHE_SIZE", "2048"}, {"ASCEND_REMAIN_CACHE_SIZE_RATIO", "75"}});
+  Settings settings = fixture.resolve({{"ASCEND_MAX_OP_CACHE_SIZE", "2048"}, {"ASCEND_REMAIN_CACHE_SIZE_RATIO", "75"}});
   CHECK(settings.warnings == Warnings{});
   CHECK(settings.max_op_cache_size_mb.value == 2048);
   CHECK(settings.max_op_cache_size_mb.source == "ASCEND_MAX_OP_CACHE_SIZE");
@@ -289,7 +287,8 @@ TEST_CASE("store::resolve_settings warns about invalid ASCEND_* values and uses 
     std::string size;
     std::string ratio;
   };
-  const std::vector<Case> cases = {{"abc", "0"}, {"12abc", "101"}, {"0", "-1"}, {"-2", "x"}, {"99999999999999999999", "5.5"}};
+  const std::vector<Case> cases = {
+      {"abc", "0"}, {"12abc", "101"}, {"0", "-1"}, {"-2", "x"}, {"99999999999999999999", "5.5"}};
   for (const auto& c : cases) {
     CAPTURE(c.size);
     CAPTURE(c.ratio);
@@ -409,9 +408,9 @@ TEST_CASE("store::resolve_settings resolves mode flag > OPCACHE_MODE > config fi
   SUBCASE("a misspelt config value warns, naming file, key and value") {
     write_text(conf, "[cache]\nmode = Enable\n");
     Settings settings = fixture.resolve();
-    CHECK(settings.warnings == Warnings{conf.string() +
-                                        ": [cache] mode=\"Enable\" is invalid (expected enable, force or disable); "
-                                        "ignored"});
+    CHECK(settings.warnings ==
+          Warnings{conf.string() + ": [cache] mode=\"Enable\" is invalid (expected enable, force or disable); "
+                                   "ignored"});
     CHECK(settings.mode.value == CacheMode::enable);
     CHECK(settings.mode.source == "default");
   }
@@ -452,7 +451,8 @@ TEST_CASE("store::resolve_settings resolves op_debug_level and op_debug_list fro
 
   SUBCASE("an invalid level in the environment warns and the config applies") {
     Settings settings = fixture.resolve({{"OPCACHE_OP_DEBUG_LEVEL", "high"}});
-    CHECK(settings.warnings == Warnings{env_invalid("OPCACHE_OP_DEBUG_LEVEL", "high", "an integer, 0 to use the cache")});
+    CHECK(settings.warnings ==
+          Warnings{env_invalid("OPCACHE_OP_DEBUG_LEVEL", "high", "an integer, 0 to use the cache")});
     CHECK(settings.op_debug_level.value == 1);
     CHECK(settings.op_debug_level.source == conf.string() + " [cache] op_debug_level");
   }
@@ -594,8 +594,9 @@ TEST_CASE("store::resolve_settings validates volatile_fields from the environmen
   }
 }
 
-TEST_CASE("store::resolve_settings resolves shared_group flag > OPCACHE_SHARED_GROUP > config file, never from "
-          "the cache directory's own opcache.conf") {
+TEST_CASE(
+    "store::resolve_settings resolves shared_group flag > OPCACHE_SHARED_GROUP > config file, never from "
+    "the cache directory's own opcache.conf") {
   Fixture fixture;
   CHECK_FALSE(fixture.resolve().shared_group.value);
   CHECK(fixture.resolve().shared_group.source == "default");
@@ -626,10 +627,16 @@ TEST_CASE("store::resolve_settings resolves shared_group flag > OPCACHE_SHARED_G
     REQUIRE(settings.warnings.size() == 1);
     CHECK(settings.warnings[0].find(fixture.default_conf().string() + " [cache] shared_group is ignored") == 0);
   }
+  SUBCASE("the environment takes every boolean word, as team_single_flight does") {
+    Settings on = fixture.resolve({{"OPCACHE_SHARED_GROUP", "yes"}});
+    CHECK(on.shared_group.value);
+    CHECK(on.warnings == Warnings{});
+    CHECK_FALSE(fixture.resolve({{"OPCACHE_SHARED_GROUP", "off"}}).shared_group.value);
+  }
   SUBCASE("an invalid environment value warns and is ignored") {
-    Settings settings = fixture.resolve({{"OPCACHE_SHARED_GROUP", "yes"}});
+    Settings settings = fixture.resolve({{"OPCACHE_SHARED_GROUP", "maybe"}});
     CHECK_FALSE(settings.shared_group.value);
-    CHECK(settings.warnings == Warnings{"environment variable OPCACHE_SHARED_GROUP=\"yes\" is invalid (expected true "
-                                        "or false); ignored"});
+    CHECK(settings.warnings == Warnings{"environment variable OPCACHE_SHARED_GROUP=\"maybe\" is invalid (expected "
+                                        "true or false (or 1/0, on/off, yes/no)); ignored"});
   }
 }

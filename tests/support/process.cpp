@@ -13,6 +13,8 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "server/server_config.hpp"
+
 extern char** environ;
 
 namespace opcache::test {
@@ -212,10 +214,17 @@ int wait_exit(pid_t pid) {
 }
 
 const std::vector<std::string>& hermetic_variables() {
-  static const std::vector<std::string> names = {
-      "OPCACHE_DIR",          "OPCACHE_CONFIG",          "OPCACHE_MIN_IDLE",     "OPCACHE_MODE",
-      "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT",
-      "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> list = {
+        "OPCACHE_DIR",          "OPCACHE_CONFIG",          "OPCACHE_MIN_IDLE",     "OPCACHE_MODE",
+        "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT",
+        "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME"};
+    // Every OPCACHE_SERVE_* variable of `opcache serve`'s settings table.
+    for (const auto& row : server::serve_settings()) {
+      list.emplace_back(row.env);
+    }
+    return list;
+  }();
   return names;
 }
 

@@ -70,7 +70,7 @@ TEST_CASE("remote::parse_s3_url rejects bad URLs with a message naming the bad p
       {"s3://bucket?endpoint=http://host/path", "without a path, query or fragment"},
       {"s3://bucket?endpoint=http://", "has no valid host"},
       {"s3://bucket?region=EU_WEST", "region 'EU_WEST' is not a region name"},
-      {"s3://bucket?path_style=maybe", "path_style must be true or false, not 'maybe'"},
+      {"s3://bucket?path_style=maybe", "path_style 'maybe' must be true or false (or 1/0, on/off, yes/no)"},
       {"s3://bucket?colour=blue", "unknown parameter 'colour' (known: endpoint, region, path_style)"},
       {"s3://bucket?region=eu-west-1&region=us-east-2", "parameter 'region' is given twice"},
       {"s3://bucket?region=", "parameter 'region' has no value"},
