@@ -135,7 +135,7 @@ EasyHandlePool::Lease::~Lease() {
 
 Result<EasyHandlePool::Lease> EasyHandlePool::acquire() {
   {
-    std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     if (!m_idle.empty()) {
       EasyHandle handle = std::move(m_idle.back());
       m_idle.pop_back();
@@ -153,7 +153,7 @@ void EasyHandlePool::release(EasyHandle handle) noexcept {
   // Clears options (callbacks, buffers that are about to dangle) but keeps
   // live connections and caches, which is the point of pooling.
   curl_easy_reset(handle.get());
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   if (m_idle.size() < m_max_idle) {
     m_idle.push_back(std::move(handle));
   }

@@ -13,13 +13,13 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.hpp"
 #include "opcache/result.hpp"
 
 namespace opcache::remote {
@@ -91,8 +91,8 @@ class EasyHandlePool {
   void release(EasyHandle handle) noexcept;
 
   std::size_t m_max_idle;
-  std::mutex m_mutex;
-  std::vector<EasyHandle> m_idle;
+  base::Mutex m_mutex;
+  std::vector<EasyHandle> m_idle GUARDED_BY(m_mutex);
 };
 
 /// Response headers of one transfer, captured by a header callback. Names are

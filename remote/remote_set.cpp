@@ -1,18 +1,16 @@
 #include "remote/remote_set.hpp"
 
+#include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <condition_variable>
-#include <fcntl.h>
-#include <mutex>
 #include <thread>
 
 #include "base/file_io.hpp"
+#include "base/mutex.hpp"
+#include "base/try.hpp"
 #include "remote/prefetch.hpp"
 #include "store/key.hpp"
-#include "base/try.hpp"
 
 namespace opcache::remote {
 
@@ -25,6 +23,9 @@ constexpr auto k_stop_wait = std::chrono::seconds(2);
 // After k_stop_wait the transfer in flight is cancelled; it ends within about
 // a second (libcurl's progress callback), and the thread with it.
 constexpr auto k_cancel_wait = std::chrono::seconds(3);
+// How long the uploader sleeps between looks at the outboxes when nobody
+// queues anything (other processes may have left markers there).
+constexpr auto k_idle_poll = std::chrono::seconds(5);
 
 fs::path outbox_of(const store::StoreLayout& layout, const Remote& remote) {
   return layout.root() / "outbox" / remote_id(remote.store->name());
@@ -57,32 +58,30 @@ QueuedUpload parse_marker(const std::string& text) {
 
 }  // namespace
 
-// The background upload loop. Shared with its thread, so a thread still
-// finishing an upload after the RemoteSet is gone touches nothing freed.
+// The background upload loop, run by one worker thread. Shared with that
+// thread, so a thread still finishing an upload after the RemoteSet is gone
+// (one that ignored cancellation, see ~RemoteSet) touches nothing freed.
 struct RemoteSet::Uploader {
+  // Set before the thread starts, read-only after.
   std::vector<Remote> remotes;  // those with upload=true
   std::vector<fs::path> outboxes;
   store::WarningSink warn;
-  std::mutex mutex;
-  std::condition_variable wake;
-  bool work = true;  // check the outboxes (there may be leftovers from earlier processes)
+
+  base::Mutex mutex;
+  base::CondVar wake;                  // `work` or `closing` became true
+  base::CondVar stopped;               // `finished` became true
+  bool work GUARDED_BY(mutex) = true;  // check the outboxes (there may be leftovers from earlier processes)
   // The RemoteSet is going away: one last pass over the outboxes, starting no
   // upload after `give_up`. A short-lived process (one `opcache exec` per
   // compile) queues its key just before it exits; without this pass the key
   // would wait for some later, longer-lived process.
-  bool closing = false;
-  std::chrono::steady_clock::time_point give_up = std::chrono::steady_clock::time_point::max();
-  std::atomic<bool> finished{false};
+  bool closing GUARDED_BY(mutex) = false;
+  std::chrono::steady_clock::time_point give_up GUARDED_BY(mutex) = std::chrono::steady_clock::time_point::max();
+  bool finished GUARDED_BY(mutex) = false;  // run() has made its last pass
 
-  void run() {
+  void run() EXCLUDES(mutex) {
     for (;;) {
-      bool last_pass = false;
-      {
-        std::unique_lock lock(mutex);
-        wake.wait_for(lock, std::chrono::seconds(5), [this] { return work || closing; });
-        last_pass = closing;
-        work = false;
-      }
+      const bool last_pass = wait_for_work();
       for (std::size_t i = 0; i < remotes.size() && !out_of_time(); ++i) {
         drain(remotes[i], outboxes[i]);
       }
@@ -90,11 +89,42 @@ struct RemoteSet::Uploader {
         break;
       }
     }
+    base::MutexLock lock(mutex);
     finished = true;
+    stopped.notify_all();
   }
 
-  bool out_of_time() {
-    std::lock_guard lock(mutex);
+  // Sleeps until something is queued, the set closes or k_idle_poll passes.
+  // True when this is the last pass (closing).
+  bool wait_for_work() EXCLUDES(mutex) {
+    const auto until = std::chrono::steady_clock::now() + k_idle_poll;
+    base::MutexLock lock(mutex);
+    while (!work && !closing && wake.wait_until(mutex, until)) {
+    }
+    work = false;
+    return closing;
+  }
+
+  // Wakes the worker for its last pass, which starts no upload after `deadline`.
+  void close(std::chrono::steady_clock::time_point deadline) EXCLUDES(mutex) {
+    {
+      base::MutexLock lock(mutex);
+      closing = true;
+      give_up = deadline;
+    }
+    wake.notify_all();
+  }
+
+  // Waits until run() has finished or `deadline` passed; whether it has finished.
+  bool wait_finished(std::chrono::steady_clock::time_point deadline) EXCLUDES(mutex) {
+    base::MutexLock lock(mutex);
+    while (!finished && stopped.wait_until(mutex, deadline)) {
+    }
+    return finished;
+  }
+
+  bool out_of_time() EXCLUDES(mutex) {
+    base::MutexLock lock(mutex);
     return std::chrono::steady_clock::now() >= give_up;
   }
 
@@ -182,7 +212,7 @@ void RemoteSet::start_uploader() {
     return;
   }
   m_uploader = uploader;
-  std::thread([uploader] { uploader->run(); }).detach();
+  m_uploader_thread = std::thread([uploader] { uploader->run(); });
 }
 
 RemoteSet::~RemoteSet() {
@@ -190,28 +220,24 @@ RemoteSet::~RemoteSet() {
     return;
   }
   const auto deadline = std::chrono::steady_clock::now() + k_stop_wait;
-  {
-    std::lock_guard lock(m_uploader->mutex);
-    m_uploader->closing = true;
-    m_uploader->give_up = deadline;
-  }
-  m_uploader->wake.notify_all();
-  auto wait_until = [this](std::chrono::steady_clock::time_point until) {
-    while (!m_uploader->finished && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  m_uploader->close(deadline);
+  bool finished = m_uploader->wait_finished(deadline);
+  if (!finished) {
+    // An upload still hangs: abort it, so that the thread has ended before the
+    // process exits (a thread still inside libcurl and OpenSSL while exit()
+    // runs their cleanup is a race). What it did not send stays queued.
+    for (const auto& remote : m_uploader->remotes) {
+      remote.store->cancel_transfers();
     }
-  };
-  wait_until(deadline);
-  if (m_uploader->finished) {
-    return;
+    finished = m_uploader->wait_finished(std::chrono::steady_clock::now() + k_cancel_wait);
   }
-  // An upload still hangs: abort it, so that the thread has ended before the
-  // process exits (a thread still inside libcurl and OpenSSL while exit()
-  // runs their cleanup is a race). What it did not send stays queued.
-  for (const auto& remote : m_uploader->remotes) {
-    remote.store->cancel_transfers();
+  if (finished) {
+    m_uploader_thread.join();  // it has returned from run(): no wait
+  } else {
+    // An upload ignored its cancellation: exit is not delayed past the bound
+    // for it. The thread keeps the Uploader (its shared_ptr) and ends on its own.
+    m_uploader_thread.detach();
   }
-  wait_until(std::chrono::steady_clock::now() + k_cancel_wait);
 }
 
 Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario) {
@@ -299,7 +325,7 @@ void RemoteSet::enqueue_upload(const std::string& key, const Remote* except) {
     (void)base::write_file_atomic(outbox / key, marker);
   }
   {
-    std::lock_guard lock(m_uploader->mutex);
+    base::MutexLock lock(m_uploader->mutex);
     m_uploader->work = true;
   }
   m_uploader->wake.notify_all();

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "opcache/result.hpp"
@@ -32,7 +33,10 @@ class RemoteSet {
                                                  const base::EnvLookup& env);
   /// Gives the uploader one last pass over the queue, waiting at most 2 s
   /// (the upload in flight included); what is left stays queued on disk for
-  /// the next process that opens the store with the remote.
+  /// the next process that opens the store with the remote. An upload still
+  /// running then is cancelled and given 3 s more to end; the worker thread
+  /// is then joined, or, if the upload ignored its cancellation, left to end
+  /// on its own: destruction never takes more than about 5 s.
   ~RemoteSet();
   RemoteSet(const RemoteSet&) = delete;
   RemoteSet& operator=(const RemoteSet&) = delete;
@@ -71,7 +75,8 @@ class RemoteSet {
 
   std::vector<Remote> m_remotes;
   store::LocalStore& m_local;
-  std::shared_ptr<Uploader> m_uploader;
+  std::shared_ptr<Uploader> m_uploader;  // null when no remote takes uploads
+  std::thread m_uploader_thread;         // runs m_uploader->run(); joined by the destructor
 };
 
 }  // namespace opcache::remote

@@ -1,10 +1,9 @@
 #include "remote/team_flight.hpp"
 
 #include <algorithm>
-#include <condition_variable>
-#include <mutex>
 #include <thread>
 
+#include "base/mutex.hpp"
 #include "base/try.hpp"
 
 namespace opcache::remote {
@@ -24,20 +23,12 @@ std::int64_t ms_since(Clock::time_point since) {
 class LeaseRenewer {
  public:
   LeaseRenewer(BuildLeases& leases, std::string key, std::string id, std::chrono::milliseconds ttl)
-      : m_thread([this, &leases, key = std::move(key), id = std::move(id), every = std::max(ttl / 3, std::chrono::milliseconds(100))] {
-          std::unique_lock lock(m_mutex);
-          while (!m_stop.wait_for(lock, every, [this] { return m_stopping; })) {
-            lock.unlock();
-            auto renewed = leases.renew_lease(key, id);
-            lock.lock();
-            if (renewed && !*renewed) {
-              return;  // lost: nothing left to renew
-            }
-          }
+      : m_thread([this, &leases, key = std::move(key), id = std::move(id), ttl] {
+          renew(leases, key, id, std::max(ttl / 3, std::chrono::milliseconds(100)));
         }) {}
   ~LeaseRenewer() {
     {
-      std::lock_guard lock(m_mutex);
+      base::MutexLock lock(m_mutex);
       m_stopping = true;
     }
     m_stop.notify_all();
@@ -47,9 +38,29 @@ class LeaseRenewer {
   LeaseRenewer& operator=(const LeaseRenewer&) = delete;
 
  private:
-  std::mutex m_mutex;
-  std::condition_variable m_stop;
-  bool m_stopping = false;
+  // The thread: renews every `every` until stopped or the lease is lost.
+  void renew(BuildLeases& leases, const std::string& key, const std::string& id, std::chrono::milliseconds every)
+      EXCLUDES(m_mutex) {
+    for (;;) {
+      {
+        base::MutexLock lock(m_mutex);
+        const auto until = Clock::now() + every;
+        while (!m_stopping && m_stop.wait_until(m_mutex, until)) {
+        }
+        if (m_stopping) {
+          return;
+        }
+      }
+      auto renewed = leases.renew_lease(key, id);
+      if (renewed && !*renewed) {
+        return;  // lost: nothing left to renew
+      }
+    }
+  }
+
+  base::Mutex m_mutex;
+  base::CondVar m_stop;
+  bool m_stopping GUARDED_BY(m_mutex) = false;
   std::thread m_thread;  // last: starts after the members it uses
 };
 

@@ -1,12 +1,12 @@
 #include "remote/transfer.hpp"
 
 #include <chrono>
-#include <mutex>
 #include <thread>
 #include <unordered_set>
 
-#include "store/key.hpp"
+#include "base/mutex.hpp"
 #include "base/try.hpp"
+#include "store/key.hpp"
 
 namespace opcache::remote {
 
@@ -27,7 +27,7 @@ class TransferRun {
     auto worker = [&] {
       for (;;) {
         if (m_request.cancel != nullptr && m_request.cancel->load()) {
-          std::lock_guard lock(m_mutex);
+          base::MutexLock lock(m_mutex);
           m_summary.interrupted = true;
           return;
         }
@@ -55,7 +55,7 @@ class TransferRun {
   void finish(const std::string& key, const Result<std::int64_t>& bytes) {
     TransferProgress progress;
     {
-      std::lock_guard lock(m_mutex);
+      base::MutexLock lock(m_mutex);
       if (bytes) {
         ++m_summary.transferred;
         m_summary.bytes += *bytes;
@@ -77,16 +77,16 @@ class TransferRun {
   }
 
   // Keeps the first 100 failures' reasons; call with m_mutex held.
-  void record_failure(const std::string& key, const Error& error) {
+  void record_failure(const std::string& key, const Error& error) REQUIRES(m_mutex) {
     if (m_summary.failures.size() < 100) {
       m_summary.failures.push_back({key, error.message()});
     }
   }
 
-  TransferSummary& m_summary;
+  base::Mutex m_mutex;
+  TransferSummary& m_summary GUARDED_BY(m_mutex);
   const TransferRequest& m_request;
   std::int64_t m_total;
-  std::mutex m_mutex;
   Clock::time_point m_start = Clock::now();
 };
 

@@ -25,6 +25,8 @@ packages=(
   nlohmann-json3-dev libcli11-dev libinih-dev libboost-dev
   # tests
   doctest-dev libvalijson-dev openssl zstd sqlite3 procps python3 curl
+  # the locking rules' check (scripts/check_thread_safety.py: clang++-14 -Wthread-safety)
+  clang-14
   # the dashboard's browser test (tests/ui/): headless Chromium
   chromium
 )
@@ -32,7 +34,7 @@ if [ "${1:-}" = "--bench" ]; then
   # baselines bench/run measures against in the same run, and gnuplot for its charts
   packages+=(wrk nginx-light gnuplot-nox)
 elif [ "${1:-}" = "--fuzz" ]; then
-  packages+=(clang-14 libclang-rt-14-dev)
+  packages+=(libclang-rt-14-dev)  # and clang-14, already among the test packages
 elif [ $# -gt 0 ]; then
   echo "usage: install-deps.sh [--bench|--fuzz]" >&2
   exit 2

@@ -35,6 +35,21 @@ const std::string& now_text() {
   return text;
 }
 
+// Writes all of `line` to `fd`, with one write(2) when it can. A failing
+// log has nowhere to report to: the rest of the line is dropped.
+void write_all(int fd, std::string_view line) {
+  while (!line.empty()) {
+    const ssize_t wrote = ::write(fd, line.data(), line.size());
+    if (wrote < 0 && errno == EINTR) {
+      continue;
+    }
+    if (wrote <= 0) {
+      return;
+    }
+    line.remove_prefix(static_cast<std::size_t>(wrote));
+  }
+}
+
 }  // namespace
 
 Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat format) {
@@ -59,20 +74,12 @@ AccessLog::~AccessLog() {
 }
 
 void AccessLog::emit(std::string_view line) {
-  std::unique_lock lock(m_mutex, std::defer_lock);
   if (line.size() > PIPE_BUF) {
-    lock.lock();  // a pipe may split a longer write; keep our own lines whole at least
+    base::MutexLock lock(m_mutex);  // a pipe may split a longer write; keep our own lines whole at least
+    write_all(m_fd, line);
+    return;
   }
-  while (!line.empty()) {
-    const ssize_t wrote = ::write(m_fd, line.data(), line.size());
-    if (wrote < 0 && errno == EINTR) {
-      continue;
-    }
-    if (wrote <= 0) {
-      return;  // nowhere to report a failing log
-    }
-    line.remove_prefix(static_cast<std::size_t>(wrote));
-  }
+  write_all(m_fd, line);
 }
 
 void AccessLog::write(const AccessRecord& record) {

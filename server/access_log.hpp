@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <string>
 #include <string_view>
 
+#include "base/mutex.hpp"
 #include "opcache/result.hpp"
 #include "server/server_config.hpp"
 
@@ -52,7 +52,7 @@ class AccessLog {
   int m_fd;
   bool m_owned;
   LogFormat m_format;
-  std::mutex m_mutex;  // lines longer than PIPE_BUF
+  base::Mutex m_mutex;  // held while writing a line longer than PIPE_BUF
 };
 
 }  // namespace opcache::server

@@ -8,13 +8,13 @@
 #include <initializer_list>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
+#include "base/mutex.hpp"
 #include "server/auth.hpp"
 #include "server/entry_events.hpp"
 #include "server/lease_table.hpp"
@@ -188,8 +188,9 @@ class Api {
   Storage& m_storage;
   Metrics& m_metrics;
   const ServerConfig& m_config;
-  mutable std::mutex m_trust_mutex;
-  std::shared_ptr<const store::TrustedKeys> m_trusted = std::make_shared<const store::TrustedKeys>();
+  mutable base::Mutex m_trust_mutex;
+  std::shared_ptr<const store::TrustedKeys> m_trusted GUARDED_BY(m_trust_mutex) =
+      std::make_shared<const store::TrustedKeys>();
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
   LeaseTable m_leases;
   EntryEvents m_events;

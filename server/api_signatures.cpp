@@ -62,7 +62,7 @@ Status Api::load_trusted_keys() {
     return loaded.error().with_context("--trusted-keys");
   }
   auto keys = std::make_shared<const store::TrustedKeys>(std::move(*loaded));
-  std::lock_guard lock(m_trust_mutex);
+  base::MutexLock lock(m_trust_mutex);
   m_trusted = std::move(keys);
   return {};
 }
@@ -70,7 +70,7 @@ Status Api::load_trusted_keys() {
 std::size_t Api::trusted_key_count() const { return trusted_keys()->keys().size(); }
 
 std::shared_ptr<const store::TrustedKeys> Api::trusted_keys() const {
-  std::lock_guard lock(m_trust_mutex);
+  base::MutexLock lock(m_trust_mutex);
   return m_trusted;
 }
 

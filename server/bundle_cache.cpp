@@ -10,7 +10,7 @@ bool BundleCache::admits(std::size_t size) const noexcept {
 }
 
 std::shared_ptr<const CachedBundle> BundleCache::find(const std::string& key) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   auto it = m_slots.find(key);
   if (it == m_slots.end()) {
     return nullptr;
@@ -20,7 +20,7 @@ std::shared_ptr<const CachedBundle> BundleCache::find(const std::string& key) {
 }
 
 void BundleCache::insert(const std::string& key, std::shared_ptr<const CachedBundle> bundle) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   if (auto old = m_slots.find(key); old != m_slots.end()) {
     drop(old);
   }
@@ -36,19 +36,19 @@ void BundleCache::insert(const std::string& key, std::shared_ptr<const CachedBun
 }
 
 void BundleCache::erase(const std::string& key) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   if (auto it = m_slots.find(key); it != m_slots.end()) {
     drop(it);
   }
 }
 
 std::size_t BundleCache::charged_bytes() const {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   return m_charged;
 }
 
 std::size_t BundleCache::size() const {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   return m_slots.size();
 }
 

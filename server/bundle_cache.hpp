@@ -8,11 +8,11 @@
 #include <cstdint>
 #include <list>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
+#include "base/mutex.hpp"
 #include "store/signature.hpp"
 
 namespace opcache::server {
@@ -83,14 +83,14 @@ class BundleCache {
 
   static std::size_t charge(const CachedBundle& bundle) { return bundle.bytes.size() + k_entry_overhead; }
   // Removes `it` from the map and the order; the caller holds m_mutex.
-  void drop(std::unordered_map<std::string, Slot>::iterator it);
+  void drop(std::unordered_map<std::string, Slot>::iterator it) REQUIRES(m_mutex);
 
   const std::size_t m_capacity;
   const std::size_t m_max_bundle;
-  mutable std::mutex m_mutex;
-  std::unordered_map<std::string, Slot> m_slots;
-  Order m_order;
-  std::size_t m_charged = 0;
+  mutable base::Mutex m_mutex;
+  std::unordered_map<std::string, Slot> m_slots GUARDED_BY(m_mutex);
+  Order m_order GUARDED_BY(m_mutex);
+  std::size_t m_charged GUARDED_BY(m_mutex) = 0;
 };
 
 }  // namespace opcache::server

@@ -5,21 +5,21 @@
 namespace opcache::server {
 
 std::uint64_t EntryEvents::subscribe(const std::string& key, std::function<void()> wake) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const auto id = m_next_id++;
   m_waiters.emplace(id, Waiter{key, std::move(wake)});
   return id;
 }
 
 void EntryEvents::unsubscribe(std::uint64_t id) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   m_waiters.erase(id);
 }
 
 void EntryEvents::notify(const std::string& key) {
   std::vector<std::function<void()>> woken;
   {
-    std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     for (auto it = m_waiters.begin(); it != m_waiters.end();) {
       if (it->second.key != key) {
         ++it;
@@ -37,7 +37,7 @@ void EntryEvents::notify(const std::string& key) {
 void EntryEvents::notify_all() {
   std::map<std::uint64_t, Waiter> woken;
   {
-    std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     woken.swap(m_waiters);
   }
   for (auto& [id, waiter] : woken) {
@@ -46,7 +46,7 @@ void EntryEvents::notify_all() {
 }
 
 std::size_t EntryEvents::waiting() const {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   return m_waiters.size();
 }
 

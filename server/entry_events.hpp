@@ -7,8 +7,9 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
+
+#include "base/mutex.hpp"
 
 namespace opcache::server {
 
@@ -33,9 +34,9 @@ class EntryEvents {
     std::string key;
     std::function<void()> wake;
   };
-  mutable std::mutex m_mutex;
-  std::uint64_t m_next_id = 1;
-  std::map<std::uint64_t, Waiter> m_waiters;
+  mutable base::Mutex m_mutex;
+  std::uint64_t m_next_id GUARDED_BY(m_mutex) = 1;
+  std::map<std::uint64_t, Waiter> m_waiters GUARDED_BY(m_mutex);
 };
 
 }  // namespace opcache::server

@@ -119,6 +119,7 @@ Result<std::vector<std::string>> HttpServer::start() {
     if (!tls) {
       return tls.error();
     }
+    base::MutexLock lock(state.auth_mutex);
     state.tls = *tls;
   }
   std::vector<std::string> bound;

@@ -54,7 +54,7 @@ void LeaseTable::expire_all_locked(Clock::time_point now) {
 }
 
 LeaseAnswer LeaseTable::acquire(const std::string& key, const std::string& holder, std::chrono::seconds ttl) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const auto now = m_now();
   if (live_locked(key, now)) {
     ++m_counts.refused;
@@ -67,7 +67,7 @@ LeaseAnswer LeaseTable::acquire(const std::string& key, const std::string& holde
 }
 
 std::optional<Lease> LeaseTable::renew(const std::string& key, const std::string& id, std::chrono::seconds ttl) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const auto now = m_now();
   if (!live_locked(key, now) || m_leases[key].id != id) {
     return std::nullopt;
@@ -86,21 +86,21 @@ bool LeaseTable::erase_locked(const std::string& key, const std::string& id) {
 }
 
 bool LeaseTable::release(const std::string& key, const std::string& id) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const bool released = erase_locked(key, id);
   m_counts.released += released ? 1 : 0;
   return released;
 }
 
 bool LeaseTable::withdraw(const std::string& key, const std::string& id) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const bool withdrawn = erase_locked(key, id);
   m_counts.granted -= withdrawn ? 1 : 0;
   return withdrawn;
 }
 
 bool LeaseTable::release_key(const std::string& key) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   if (!live_locked(key, m_now())) {
     return false;
   }
@@ -110,7 +110,7 @@ bool LeaseTable::release_key(const std::string& key) {
 }
 
 std::optional<Lease> LeaseTable::live(const std::string& key) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   if (!live_locked(key, m_now())) {
     return std::nullopt;
   }
@@ -118,7 +118,7 @@ std::optional<Lease> LeaseTable::live(const std::string& key) {
 }
 
 LeaseCounts LeaseTable::counts() {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   expire_all_locked(m_now());
   LeaseCounts counts = m_counts;
   counts.active = m_leases.size();

@@ -8,9 +8,10 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
+
+#include "base/mutex.hpp"
 
 namespace opcache::server {
 
@@ -75,15 +76,15 @@ class LeaseTable {
 
  private:
   // Drops `key`'s lease when it has expired (counting it); true when a live one remains.
-  bool live_locked(const std::string& key, Clock::time_point now);
-  void expire_all_locked(Clock::time_point now);
+  bool live_locked(const std::string& key, Clock::time_point now) REQUIRES(m_mutex);
+  void expire_all_locked(Clock::time_point now) REQUIRES(m_mutex);
   // Erases the live lease `id` of `key`; false when `id` is not it.
-  bool erase_locked(const std::string& key, const std::string& id);
+  bool erase_locked(const std::string& key, const std::string& id) REQUIRES(m_mutex);
 
   std::function<Clock::time_point()> m_now;
-  std::mutex m_mutex;
-  std::map<std::string, Lease> m_leases;
-  LeaseCounts m_counts;
+  base::Mutex m_mutex;
+  std::map<std::string, Lease> m_leases GUARDED_BY(m_mutex);
+  LeaseCounts m_counts GUARDED_BY(m_mutex);
 };
 
 }  // namespace opcache::server

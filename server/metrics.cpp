@@ -21,7 +21,7 @@ void append_family(std::string& out, const char* name, const char* type, const c
 void Metrics::record_request(RouteId route, const std::string& method, int status, double seconds,
                              std::uint64_t bytes_in, std::uint64_t bytes_out) {
   const std::string name(route_name(route));
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   ++m_requests[{name, method, status}];
   auto& histogram = m_latency[name];
   for (std::size_t i = 0; i < k_buckets.size(); ++i) {
@@ -43,23 +43,23 @@ void Metrics::record_request(RouteId route, const std::string& method, int statu
 }
 
 void Metrics::record_rejected_upload(const std::string& reason) {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   ++m_rejected_uploads[reason];
 }
 
 std::int64_t Metrics::hits() const {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   return m_hits;
 }
 
 std::int64_t Metrics::misses() const {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   return m_misses;
 }
 
 std::string Metrics::render(const StorageGauges& gauges, const CoordinationGauges& coordination,
                             double uptime_seconds) const {
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   std::string out;
   append_family(out, "opcache_http_requests_total", "counter", "HTTP requests by route, method and status.");
   for (const auto& [labels, count] : m_requests) {

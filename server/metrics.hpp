@@ -4,11 +4,11 @@
 #include <array>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
 
+#include "base/mutex.hpp"
 #include "server/lease_table.hpp"
 #include "server/routes.hpp"
 
@@ -56,14 +56,14 @@ class Metrics {
     double sum = 0;
   };
 
-  mutable std::mutex m_mutex;
-  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> m_requests;
-  std::map<std::string, Histogram> m_latency;
-  std::map<std::string, std::uint64_t> m_rejected_uploads;
-  std::uint64_t m_bytes_in = 0;
-  std::uint64_t m_bytes_out = 0;
-  std::int64_t m_hits = 0;
-  std::int64_t m_misses = 0;
+  mutable base::Mutex m_mutex;
+  std::map<std::tuple<std::string, std::string, int>, std::uint64_t> m_requests GUARDED_BY(m_mutex);
+  std::map<std::string, Histogram> m_latency GUARDED_BY(m_mutex);
+  std::map<std::string, std::uint64_t> m_rejected_uploads GUARDED_BY(m_mutex);
+  std::uint64_t m_bytes_in GUARDED_BY(m_mutex) = 0;
+  std::uint64_t m_bytes_out GUARDED_BY(m_mutex) = 0;
+  std::int64_t m_hits GUARDED_BY(m_mutex) = 0;
+  std::int64_t m_misses GUARDED_BY(m_mutex) = 0;
 };
 
 }  // namespace opcache::server

@@ -23,7 +23,7 @@ Result<std::shared_ptr<ssl::context>> load_tls_context(const ServerConfig& confi
 void HttpServer::State::remove_session(SessionBase* session) {
   bool last = false;
   {
-    std::lock_guard lock(sessions_mutex);
+    base::MutexLock lock(sessions_mutex);
     sessions.erase(session);
     last = sessions.empty();
   }
@@ -37,7 +37,7 @@ void HttpServer::State::reload() {
   if (!config.tokens_file.empty()) {
     auto loaded = TokenTable::load(config.tokens_file);
     if (loaded) {
-      std::lock_guard lock(auth_mutex);
+      base::MutexLock lock(auth_mutex);
       tokens = std::make_shared<const TokenTable>(std::move(*loaded));
       log->event("reloaded " + std::to_string(tokens->size()) + " tokens from " + config.tokens_file.string());
     } else {
@@ -55,7 +55,7 @@ void HttpServer::State::reload() {
   if (config.tls()) {
     auto loaded = load_tls_context(config);
     if (loaded) {
-      std::lock_guard lock(auth_mutex);
+      base::MutexLock lock(auth_mutex);
       tls = *loaded;
       log->event("reloaded the TLS certificate " + config.tls_cert.string());
     } else {
@@ -78,7 +78,7 @@ void HttpServer::State::begin_stop() {
   }
   std::vector<std::shared_ptr<SessionBase>> live;
   {
-    std::lock_guard lock(sessions_mutex);
+    base::MutexLock lock(sessions_mutex);
     for (auto& [pointer, weak] : sessions) {
       if (auto session = weak.lock()) {
         live.push_back(session);

@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
@@ -15,6 +14,7 @@
 #include <boost/asio.hpp>
 #include <boost/asio/ssl.hpp>
 
+#include "base/mutex.hpp"
 #include "server/access_log.hpp"
 #include "server/api.hpp"
 #include "server/http_server.hpp"
@@ -70,9 +70,11 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   UsageHistory usage_history;
   std::optional<AccessLog> log;
 
-  std::mutex auth_mutex;
-  std::shared_ptr<const TokenTable> tokens;
-  std::shared_ptr<ssl::context> tls;
+  // Replaced by reload() (SIGHUP) while sessions read them: a session takes
+  // a copy of the pointer (current_tokens, current_tls) and uses that.
+  base::Mutex auth_mutex;
+  std::shared_ptr<const TokenTable> tokens GUARDED_BY(auth_mutex);
+  std::shared_ptr<ssl::context> tls GUARDED_BY(auth_mutex);
 
   net::io_context ioc{1};  // signals, listeners, the shutdown timer, and its share of the connections
   std::vector<std::unique_ptr<net::io_context>> extra_contexts;  // one per further I/O thread
@@ -88,15 +90,15 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   std::atomic<bool> stopping{false};
   std::atomic<int> inflight{0};
 
-  std::mutex sessions_mutex;
-  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions;
+  base::Mutex sessions_mutex;
+  std::unordered_map<SessionBase*, std::weak_ptr<SessionBase>> sessions GUARDED_BY(sessions_mutex);
 
   std::shared_ptr<const TokenTable> current_tokens() {
-    std::lock_guard lock(auth_mutex);
+    base::MutexLock lock(auth_mutex);
     return tokens;
   }
   std::shared_ptr<ssl::context> current_tls() {
-    std::lock_guard lock(auth_mutex);
+    base::MutexLock lock(auth_mutex);
     return tls;
   }
 
@@ -127,7 +129,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   void release_inflight() { inflight.fetch_sub(1); }
 
   void add_session(const std::shared_ptr<SessionBase>& session) {
-    std::lock_guard lock(sessions_mutex);
+    base::MutexLock lock(sessions_mutex);
     sessions[session.get()] = session;
   }
 

@@ -19,6 +19,11 @@ constexpr const char* k_file_format = "opcache-serve-stats";
 constexpr int k_file_version = 1;
 constexpr std::size_t k_top_named = 10;
 constexpr std::int64_t k_max_points = 1440;
+// The two rings: a day of minutes and 30 days of hours.
+constexpr std::int64_t k_minute_ms = 60'000;
+constexpr std::size_t k_minutes_kept = 1440;
+constexpr std::int64_t k_hour_ms = 3'600'000;
+constexpr std::size_t k_hours_kept = 720;
 
 constexpr WindowSpec k_windows[] = {
     {"hour", 3600, 60, 60},
@@ -143,8 +148,8 @@ std::string scenario_from_header(std::string_view value) {
 UsageStats::UsageStats(Clock clock)
     : m_clock(clock ? std::move(clock) : Clock(system_ms)),
       m_since_ms(m_clock()),
-      m_minutes(60'000, 1440),
-      m_hours(3'600'000, 720),
+      m_minutes(k_minute_ms, k_minutes_kept),
+      m_hours(k_hour_ms, k_hours_kept),
       m_misses(k_missed_keys) {}
 
 std::int64_t UsageStats::now_ms() const { return m_clock(); }
@@ -162,7 +167,7 @@ void UsageStats::record(const UsageEvent& event) {
                                : needs_scenario       ? scenario_from_header(event.scenario_header)
                                                       : "";
   const std::int64_t now = now_ms();
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   m_total += counts;
   m_minutes.add(now, counts, op_type, scenario);
   m_hours.add(now, counts, op_type, scenario);
@@ -187,7 +192,7 @@ void UsageStats::record(const UsageEvent& event) {
 json UsageStats::summary(StatsWindow window) const {
   const WindowSpec& spec = window_spec(window);
   const std::int64_t resolution = spec.resolution_seconds * 1000;
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const UsageSeries& series = window == StatsWindow::days30 ? m_hours : m_minutes;
   const std::int64_t to = (now_ms() / resolution + 1) * resolution;
   const std::int64_t from = to - spec.seconds * 1000;
@@ -216,7 +221,7 @@ Result<json> UsageStats::timeseries(StatsWindow window, std::int64_t step_second
                         ", giving at most " + std::to_string(k_max_points) + " points");
   }
   const std::int64_t step_ms = step * 1000;
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   const UsageSeries& series = window == StatsWindow::days30 ? m_hours : m_minutes;
   // The last step ends with the current bucket of the series.
   const std::int64_t resolution = series.resolution_ms();
@@ -235,14 +240,15 @@ Result<json> UsageStats::timeseries(StatsWindow window, std::int64_t step_second
 }
 
 json UsageStats::misses(std::size_t limit) const {
-  std::lock_guard lock(m_mutex);
-  return {{"tracked_keys", m_misses.size()}, {"capacity", m_misses.capacity()}, {"groups", m_misses.groups_json(limit)}};
+  base::MutexLock lock(m_mutex);
+  return {
+      {"tracked_keys", m_misses.size()}, {"capacity", m_misses.capacity()}, {"groups", m_misses.groups_json(limit)}};
 }
 
 json UsageStats::tokens() const {
   std::vector<std::pair<std::string, TokenActivity>> order;
   {
-    std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     order.assign(m_tokens.begin(), m_tokens.end());
   }
   std::stable_sort(order.begin(), order.end(),
@@ -273,8 +279,8 @@ Status UsageStats::from_json(const json& value) {
     return Error::corrupt("format version " + value.value("version", json(nullptr)).dump() + ", this server reads " +
                           std::to_string(k_file_version));
   }
-  UsageSeries minutes(m_minutes.resolution_ms(), 1440);
-  UsageSeries hours(m_hours.resolution_ms(), 720);
+  UsageSeries minutes(k_minute_ms, k_minutes_kept);
+  UsageSeries hours(k_hour_ms, k_hours_kept);
   MissTable misses(k_missed_keys);
   std::map<std::string, TokenActivity, std::less<>> tokens;
   auto total = counts_from_json(value.value("total", json::object()));
@@ -300,7 +306,7 @@ Status UsageStats::from_json(const json& value) {
     }
     tokens.emplace(name, *activity);
   }
-  std::lock_guard lock(m_mutex);
+  base::MutexLock lock(m_mutex);
   m_since_ms = value.value("since_ms", m_since_ms);
   m_total = *total;
   m_minutes = std::move(minutes);
@@ -313,7 +319,7 @@ Status UsageStats::from_json(const json& value) {
 Status UsageStats::save(const std::filesystem::path& file) const {
   json value;
   {
-    std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     value = to_json();
   }
   return base::write_file_atomic(file, value.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");

@@ -10,12 +10,12 @@
 #include <filesystem>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include <nlohmann/json.hpp>
 
+#include "base/mutex.hpp"
 #include "opcache/result.hpp"
 #include "remote/lookup_headers.hpp"
 #include "server/miss_table.hpp"
@@ -115,17 +115,17 @@ class UsageStats {
 
  private:
   std::int64_t now_ms() const;
-  nlohmann::json to_json() const;
-  Status from_json(const nlohmann::json& value);
+  nlohmann::json to_json() const REQUIRES(m_mutex);
+  Status from_json(const nlohmann::json& value) EXCLUDES(m_mutex);
 
   Clock m_clock;
-  mutable std::mutex m_mutex;
-  std::int64_t m_since_ms;
-  UsageCounts m_total;
-  UsageSeries m_minutes;
-  UsageSeries m_hours;
-  MissTable m_misses;
-  std::map<std::string, TokenActivity, std::less<>> m_tokens;
+  mutable base::Mutex m_mutex;
+  std::int64_t m_since_ms GUARDED_BY(m_mutex);
+  UsageCounts m_total GUARDED_BY(m_mutex);
+  UsageSeries m_minutes GUARDED_BY(m_mutex);
+  UsageSeries m_hours GUARDED_BY(m_mutex);
+  MissTable m_misses GUARDED_BY(m_mutex);
+  std::map<std::string, TokenActivity, std::less<>> m_tokens GUARDED_BY(m_mutex);
 };
 
 /// The file the history is kept in, inside Storage::state_dir().

@@ -7,10 +7,10 @@
 #include <limits>
 #include <optional>
 
-#include "store/local_store.hpp"
 #include "base/file_io.hpp"
 #include "base/lock_file.hpp"
 #include "base/try.hpp"
+#include "store/local_store.hpp"
 #include "store/parallel_unlink.hpp"
 
 namespace opcache::store {
@@ -84,7 +84,7 @@ Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
   std::vector<std::filesystem::path> doomed;
   Status committed;
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     // A write transaction only to serialize with publish(): a put that links
     // one of these objects again either commits its row first (and we keep the
     // object) or finds it gone inside its own transaction and relinks it.
@@ -117,7 +117,7 @@ Result<std::vector<IndexEntry>> LocalStore::evict(const std::vector<IndexEntry>&
     return removed;
   }
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
     for (const auto& candidate : candidates) {
       // Re-check under the write lock: it may have been used or pinned since we listed it.
@@ -156,7 +156,7 @@ Result<GcReport> LocalStore::age(const AgingPolicy& policy, GcMode mode, const s
   report.min_idle_ms = policy.min_idle_ms;
   OPCACHE_TRY(flush_hits());  // aging decides on access times
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     OPCACHE_TRY_ASSIGN(report.bytes_before, m_index.counter_value(counter::store_bytes));
     OPCACHE_TRY_ASSIGN(report.entries_before, m_index.counter_value(counter::store_entries));
   }
@@ -191,7 +191,7 @@ Result<GcReport> LocalStore::age(const AgingPolicy& policy, GcMode mode, const s
   for (;;) {
     std::vector<IndexEntry> page;
     {
-      std::lock_guard lock(m_index_mutex);
+      base::MutexLock lock(m_index_mutex);
       OPCACHE_TRY_ASSIGN(page, m_index.least_recently_used(after_access, after_key, k_page));
     }
     if (page.empty()) {
@@ -246,7 +246,7 @@ void LocalStore::age_after_write(const std::string& written_key) {
   }
   std::int64_t size = 0;
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     auto value = m_index.counter_value(counter::store_bytes);
     if (!value) {
       return;
@@ -275,7 +275,7 @@ Result<ClearReport> LocalStore::clear() {
   for (;;) {
     std::vector<IndexEntry> page;
     {
-      std::lock_guard lock(m_index_mutex);
+      base::MutexLock lock(m_index_mutex);
       ListFilter filter;
       filter.limit = k_page;
       OPCACHE_TRY_ASSIGN(page, m_index.list(filter));
@@ -286,7 +286,7 @@ Result<ClearReport> LocalStore::clear() {
     std::vector<std::string> retired;
     std::int64_t removed_bytes = 0;
     {
-      std::lock_guard lock(m_index_mutex);
+      base::MutexLock lock(m_index_mutex);
       OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
       for (const auto& entry : page) {
         OPCACHE_TRY_ASSIGN(bool removed, m_index.remove(entry.key, entry.digest));

@@ -7,12 +7,12 @@
 #include <cstdio>
 #include <set>
 
-#include "store/bundle_reader.hpp"
 #include "base/canonical_json.hpp"
-#include "store/directory_sink.hpp"
-#include "store/key.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
+#include "store/bundle_reader.hpp"
+#include "store/directory_sink.hpp"
+#include "store/key.hpp"
 
 namespace opcache::store {
 
@@ -148,7 +148,7 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
 }
 
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   auto statistics_only = m_index.defer_sync();
   return m_index.add_counter(counter_name, delta);
 }
@@ -220,7 +220,7 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
   PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
   std::optional<std::string> retired_digest;
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     auto unsynced_commit = m_index.defer_sync_if(durability == base::Durability::deferred);
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
     OPCACHE_TRY_ASSIGN(auto existing, m_index.lookup(manifest.key));
@@ -265,7 +265,7 @@ void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why,
   m_options.warn("entry " + entry.key + " (" + entry.op_type + ") is unusable and was dropped: " + why);
   bool removed = false;
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     auto transaction = m_index.begin();
     if (!transaction) {
       return;
@@ -289,7 +289,7 @@ Status LocalStore::record_hit(const IndexEntry& entry) {
       m_options.aging.enabled() && now - entry.last_access_ms >= m_options.aging.min_idle_ms / 2;
   bool flush_now = access_is_stale;
   {
-    std::lock_guard lock(m_hits_mutex);
+    base::MutexLock lock(m_hits_mutex);
     auto& pending = m_pending_hits;
     if (pending.hits == 0) {
       pending.first = std::chrono::steady_clock::now();
@@ -309,13 +309,13 @@ Status LocalStore::record_hit(const IndexEntry& entry) {
 Status LocalStore::flush_hits() {
   PendingHits pending;
   {
-    std::lock_guard lock(m_hits_mutex);
+    base::MutexLock lock(m_hits_mutex);
     std::swap(pending, m_pending_hits);
   }
   if (pending.hits == 0) {
     return {};
   }
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   // Losing the last hit records to a power cut is harmless; syncing them
   // would cost every hit process two fsyncs.
   auto statistics_only = m_index.defer_sync();
@@ -423,7 +423,7 @@ Result<std::optional<Manifest>> LocalStore::read_manifest(const std::string& key
 }
 
 Result<std::optional<IndexEntry>> LocalStore::find(const std::string& key) {
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   return m_index.lookup(key);
 }
 
@@ -442,7 +442,7 @@ Result<bool> LocalStore::remove(const std::string& key) {
   OPCACHE_TRY(check_key(key));
   std::optional<IndexEntry> entry;
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
     OPCACHE_TRY_ASSIGN(entry, m_index.lookup(key));
     if (!entry) {
@@ -460,13 +460,13 @@ Result<bool> LocalStore::remove(const std::string& key) {
 
 Result<std::vector<IndexEntry>> LocalStore::list(const ListFilter& filter) {
   OPCACHE_TRY(flush_hits());
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   return m_index.list(filter);
 }
 
 Result<StoreStats> LocalStore::stats() {
   OPCACHE_TRY(flush_hits());
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   StoreStats stats;
   OPCACHE_TRY_ASSIGN(stats.totals, m_index.totals());
   OPCACHE_TRY_ASSIGN(stats.counters, m_index.counters());
@@ -475,7 +475,7 @@ Result<StoreStats> LocalStore::stats() {
 
 Result<bool> LocalStore::set_pinned(const std::string& key, bool pinned) {
   OPCACHE_TRY(check_key(key));
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   return m_index.set_pinned(key, pinned);
 }
 
@@ -490,7 +490,7 @@ Result<VerifyReport> LocalStore::verify(bool repair) {
 void LocalStore::verify_entries(bool repair, VerifyReport& report) {
   std::vector<IndexEntry> entries;
   {
-    std::lock_guard lock(m_index_mutex);
+    base::MutexLock lock(m_index_mutex);
     auto status = m_index.for_each([&entries](const IndexEntry& entry) {
       entries.push_back(entry);
       return true;
@@ -522,7 +522,7 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
     if (repair && (problem->kind == "corrupt_entry" || fd.error().code() == ErrorCode::not_found)) {
       bool removed = false;
       {
-        std::lock_guard lock(m_index_mutex);
+        base::MutexLock lock(m_index_mutex);
         auto transaction = m_index.begin();
         removed = transaction && m_index.remove(entry.key, entry.digest) && transaction->commit();
       }
@@ -543,7 +543,7 @@ void LocalStore::verify_objects(bool repair, VerifyReport& report) {
         report.problems.push_back({"unexpected_file", file.path().string(), "not a bundle object name", false});
         continue;
       }
-      std::lock_guard lock(m_index_mutex);
+      base::MutexLock lock(m_index_mutex);
       auto referenced = m_index.digest_referenced(name);
       if (!referenced || *referenced) {
         continue;

@@ -10,16 +10,16 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "base/file_io.hpp"
+#include "base/mutex.hpp"
 #include "opcache/result.hpp"
 #include "store/aging.hpp"
 #include "store/bundle_writer.hpp"
 #include "store/cache_root.hpp"
-#include "base/file_io.hpp"
 #include "store/index.hpp"
 #include "store/manifest.hpp"
 #include "store/signature.hpp"
@@ -84,11 +84,11 @@ struct SignatureFinding {
 
 using PutOutcome = opcache::PutResult;
 using GetOutcome = opcache::GetResult;
+using opcache::ClearReport;
+using opcache::GcReport;
 using opcache::StoreStats;
 using opcache::VerifyProblem;
 using opcache::VerifyReport;
-using opcache::GcReport;
-using opcache::ClearReport;
 
 /// A local store. Thread-safe (index access is serialized by a mutex, file
 /// work is not) and process-safe (any number of processes may share a root).
@@ -232,7 +232,7 @@ class LocalStore {
   Status count(const char* counter_name, std::int64_t delta = 1);
   bool object_exists(const std::string& digest) const;
   // Unlinks the object unless a row references it; call inside a transaction.
-  Status unlink_if_unreferenced(const std::string& digest);
+  Status unlink_if_unreferenced(const std::string& digest) REQUIRES(m_index_mutex);
   // Unlinks the objects no row references any more, in one write transaction
   // (a batch: renamed out of objects/ in it, then unlinked outside the lock,
   // several at once).
@@ -241,7 +241,8 @@ class LocalStore {
   Status retire_objects(const std::vector<std::string>& digests);
   // Renames the object to a temp name in tmp/ unless a row references it;
   // call inside a transaction. The new path, or nothing when kept or absent.
-  Result<std::optional<std::filesystem::path>> move_out_if_unreferenced(const std::string& digest);
+  Result<std::optional<std::filesystem::path>> move_out_if_unreferenced(const std::string& digest)
+      REQUIRES(m_index_mutex);
   void verify_entries(bool repair, VerifyReport& report);
   void verify_objects(bool repair, VerifyReport& report);
   void verify_temps(bool repair, VerifyReport& report);
@@ -266,10 +267,14 @@ class LocalStore {
 
   StoreOptions m_options;
   StoreLayout m_layout;
-  std::mutex m_index_mutex;
-  Index m_index;
-  std::mutex m_hits_mutex;
-  PendingHits m_pending_hits;
+  // One connection, used by one thread at a time; other processes are kept
+  // out by SQLite's own locks.
+  base::Mutex m_index_mutex;
+  Index m_index GUARDED_BY(m_index_mutex);
+  // Hits counted in memory and written in batches (flush_hits); never held
+  // together with m_index_mutex.
+  base::Mutex m_hits_mutex;
+  PendingHits m_pending_hits GUARDED_BY(m_hits_mutex);
   // A write's aging stopped at its bound above the target: the next write goes on.
   std::atomic<bool> m_aging_continues{false};
 };

@@ -58,7 +58,7 @@ std::optional<Refusal> LocalStore::local_refusal(const IndexEntry& entry) const 
 }
 
 Result<SignatureUpdate> LocalStore::add_signatures(const std::string& key, const Signatures& signatures) {
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
   OPCACHE_TRY_ASSIGN(auto entry, m_index.lookup(key));
   if (!entry) {
@@ -110,7 +110,7 @@ Result<std::vector<SignatureFinding>> LocalStore::find_untrusted_entries() {
   const TrustedKeys& trusted = m_options.trust ? m_options.trust->trusted : no_keys;
   std::vector<SignatureFinding> findings;
   OPCACHE_TRY(flush_hits());
-  std::lock_guard lock(m_index_mutex);
+  base::MutexLock lock(m_index_mutex);
   OPCACHE_TRY(m_index.for_each([&](const IndexEntry& entry) {
     if (auto refusal = judge_signatures(trusted, entry.key, entry.digest, entry.signatures)) {
       findings.push_back({entry.key, entry.op_type, *refusal});
