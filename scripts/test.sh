@@ -21,6 +21,11 @@ TSAN_EXCLUDED='^e2e::kill SIGKILL of (rm|clear) '
 # replay runs too). Left out: tests/cli, tests/layouts and tests/schemas.
 FOCUSED_FOLDERS='base;store;remote;server;api;e2e;refcc'
 
+# Tests that run no instrumented code (Python checks of the sources: the
+# layer rules, the thread-safety analysis): the normal run has them; under
+# a sanitizer they would only take time (the analysis about 145 s).
+NOT_SANITIZED='^architecture\.'
+
 usage() {
   cat <<EOF
 usage: scripts/test.sh [--sanitize address,undefined | --sanitize thread [--focused]] [CTEST ARGS...]
@@ -54,6 +59,9 @@ Without --sanitize: installs dependencies, builds everything into build/
     target's replay, the install and Python tests); CI's sanitizer pass
     (.ci/run). The rest (tests/cli, tests/layouts, tests/schemas) runs in the
     normal pass only.
+
+The architecture.* tests (checks of the sources, no instrumented code) run
+in the normal mode only.
 
 Sanitizer builds have warnings in product code as errors (OPCACHE_WERROR)
 and line tables only (-g1): what a report's stack needs, and a third less
@@ -105,9 +113,9 @@ if [[ -z "$sanitize" ]]; then
 fi
 
 case "$sanitize" in
-  address,undefined|undefined,address) build_dir=$repo/build-asan; tests=() ;;
-  address) build_dir=$repo/build-asan-only; tests=() ;;
-  undefined) build_dir=$repo/build-ubsan; tests=() ;;
+  address,undefined|undefined,address) build_dir=$repo/build-asan; tests=(-E "$NOT_SANITIZED") ;;
+  address) build_dir=$repo/build-asan-only; tests=(-E "$NOT_SANITIZED") ;;
+  undefined) build_dir=$repo/build-ubsan; tests=(-E "$NOT_SANITIZED") ;;
   thread) build_dir=$repo/build-tsan; tests=(-R "$TSAN_TESTS" -E "$TSAN_EXCLUDED") ;;
   *) echo "test.sh: --sanitize $sanitize: expected address,undefined or thread (see --help)" >&2; exit 2 ;;
 esac
