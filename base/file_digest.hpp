@@ -1,0 +1,59 @@
+// Digests of files and directory trees, and a cache of them keyed by each
+// file's identity on this machine, so that an unchanged file is not read
+// again (ccache's compiler_check=content and its manifest's file stats).
+// The identity (path, size, mtime, inode) only decides whether a remembered
+// digest still holds; it is never part of a digest, because it differs
+// between machines that hold the same bytes.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "opcache/result.hpp"
+
+namespace opcache::base {
+
+/// SHA-256, lowercase hex, of the contents of the regular file at `path`
+/// (symlinks followed). `not_found` when missing, `io` otherwise.
+Result<std::string> file_sha256(const std::filesystem::path& path);
+
+/// Remembers digests of files in one directory of small files (one per
+/// file digested, named by the SHA-256 of its path and method), each holding
+/// the identity it was computed for. Lookups and stores are atomic renames,
+/// so processes may share the directory; an entry that is unreadable or
+/// stale is recomputed and replaced, and a store that fails is ignored (the
+/// digest is still returned). Thread-compatible; cheap to copy.
+class DigestCache {
+ public:
+  /// Computes a digest of a file; called only when no entry holds.
+  using Compute = std::function<Result<std::string>(const std::filesystem::path&)>;
+
+  /// A cache in `directory` (created on first store). An empty path means no
+  /// caching: every call computes.
+  explicit DigestCache(std::filesystem::path directory = {});
+
+  /// The digest of the file at `path` by `method` (a name for what `compute`
+  /// computes, e.g. "sha256"): the remembered one when the file's identity is
+  /// unchanged since it was computed, else `compute(path)`, remembered.
+  /// Errors of `compute` and of stat(2) on `path` are returned as they are.
+  Result<std::string> digest(const std::filesystem::path& path, std::string_view method, const Compute& compute) const;
+
+  /// `digest(path, "sha256", file_sha256)`.
+  Result<std::string> file_sha256(const std::filesystem::path& path) const;
+
+ private:
+  std::filesystem::path m_directory;
+};
+
+/// SHA-256 of a directory tree, lowercase hex: over each regular file below
+/// `directory` (symlinks to files followed, symlinked directories not
+/// entered), sorted by relative path, the line "<relative path>\t<SHA-256 of
+/// its contents>\n". Neither the directory's own path nor any timestamp
+/// enters, so the same tree at another path has the same digest. Files for
+/// which `skip` returns true are left out. File digests come from `cache`.
+Result<std::string> tree_sha256(const std::filesystem::path& directory, const DigestCache& cache,
+                                const std::function<bool(const std::filesystem::path&)>& skip = {});
+
+}  // namespace opcache::base
