@@ -314,6 +314,10 @@ std::vector<SettingInfo> Store::settings() const {
   return shown;
 }
 
+ExecKeyPolicy Store::exec_key_policy() const {
+  return {m_impl->settings.compiler_check.value, m_impl->settings.exec_env.value};
+}
+
 const char* to_string(SettingType type) noexcept {
   switch (type) {
     case SettingType::text: return "text";

@@ -13,6 +13,8 @@
 
 #include "cli/context.hpp"
 #include "cli/descriptor_input.hpp"
+#include "base/try.hpp"
+#include "cli/exec_key.hpp"
 
 extern char** environ;
 
@@ -27,6 +29,8 @@ struct ExecArgs {
   ScenarioOption scenario;
   std::string out;
   std::vector<std::string> outputs;
+  std::vector<std::string> inputs;
+  std::string key_on = "command";
   std::vector<std::string> command;
 };
 
@@ -105,6 +109,18 @@ Result<std::vector<fs::path>> produced_files(const ExecArgs& args, const std::ma
   return files;
 }
 
+// The descriptor exec keys on: --desc plus the member "exec", what the
+// command compiles and how (cli/exec_key.hpp).
+Result<std::string> keyed_descriptor(const DescriptorInput& input, const ExecArgs& args) {
+  if (args.key_on == "descriptor") {
+    return input.text;  // the caller vouches that the descriptor decides the kernel
+  }
+  const ExecKeyRequest request{args.command, args.out, args.inputs, input.store.exec_key_policy()};
+  const base::DigestCache cache(input.store.root() / "digests");
+  OPCACHE_TRY_ASSIGN(auto member, exec_key_member(request, cache, base::process_environment()));
+  return descriptor_with_exec_member(input.text, member, args.desc);
+}
+
 int run_exec(const Context& context, const ExecArgs& args) {
   for (const auto& name : args.outputs) {
     if (name.empty() || name.find('/') != std::string::npos) {
@@ -117,6 +133,10 @@ int run_exec(const Context& context, const ExecArgs& args) {
   }
   std::error_code ec;
   fs::create_directories(args.out, ec);
+  auto descriptor = keyed_descriptor(*input, args);
+  if (!descriptor) {
+    return context.fail(descriptor.error());
+  }
   // With the cache bypassed (mode disable, op_debug_level, op_debug_list)
   // nothing is stored, so exec only wraps the command: its status is the answer,
   // whatever it wrote.
@@ -137,7 +157,7 @@ int run_exec(const Context& context, const ExecArgs& args) {
     return produced_files(args, before, missing);
   };
 
-  auto result = input->store.get_or_build_in_place(input->text, input->scenario, args.out, build);
+  auto result = input->store.get_or_build_in_place(*descriptor, input->scenario, args.out, build);
   if (!result && result.error().code() == ErrorCode::timeout && !command_status) {
     // Never fail a compile because of the cache: run the command uncached.
     context.note("warning: " + result.error().message() + "; running the command without the cache");
@@ -179,9 +199,16 @@ std::vector<Command> register_exec_command(CLI::App& app, Context& context) {
       "command stores nothing. Outputs are the --output files, or else every file in --out that the\n"
       "command created or changed. With the cache bypassed (--mode disable, --op-debug-level,\n"
       "--op-debug-list) the command just runs and opcache exits with its status.\n\n"
+      "The key covers the descriptor, the scenario and what the command compiles: its arguments (paths\n"
+      "under --out written as {out}, so every rank shares), the content of every argument that names an\n"
+      "existing file, of every --input, the compiler's fingerprint (compiler_check, default content) and\n"
+      "the variables of exec_env (CPATH, NVCC_APPEND_FLAGS, ASCEND_OPP_PATH...). An edited source, a\n"
+      "changed flag, an edited --input header or a new compiler is a miss (docs/formats.md).\n\n"
       "Example:\n"
       "  opcache exec --desc add.desc.json --scenario phase=train,toolchain=8.0.RC2,soc=Ascend910B1 \\\n"
-      "      --out kernel_meta --output add_1.o --output add_1.json -- ./compile_add.sh kernel_meta");
+      "      --out kernel_meta --output add_1.o --output add_1.json -- ./compile_add.sh kernel_meta\n"
+      "  opcache exec --desc k.desc.json --scenario phase=infer,toolchain=cuda13,soc=sm_90 --out out \\\n"
+      "      --input include/ -- nvcc -arch=sm_90 -cubin -Iinclude k.cu -o out/k.cubin");
   command->add_option("--desc,-d", args->desc, "Op descriptor JSON file ('-' reads standard input)")->required();
   args->scenario.add_to(*command, true);
   command->add_option("--out,-o", args->out, "Directory the command writes its outputs to")->required();
@@ -191,6 +218,17 @@ std::vector<Command> register_exec_command(CLI::App& app, Context& context) {
       ->expected(1)
       ->allow_extra_args(false)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  command->add_option("--input", args->inputs,
+                      "A file or directory the command reads without naming it (headers, an op implementation "
+                      "directory); its content is part of the key (repeatable)")
+      ->expected(1)
+      ->allow_extra_args(false)
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  command->add_option("--key-on", args->key_on,
+                      "command (default): the key covers the command, its files, --input, the compiler and "
+                      "exec_env; descriptor: only the descriptor and scenario, for op compilers whose descriptor "
+                      "already names everything that decides the kernel (a stale kernel is then yours to avoid)")
+      ->check(CLI::IsMember({"command", "descriptor"}));
   command->add_option("command", args->command, "The compiler command line, after --")->required();
   return {{command, [&context, args] { return run_exec(context, *args); }}};
 }

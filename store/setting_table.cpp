@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "base/value_parse.hpp"
+#include "store/exec_policy.hpp"
 #include "store/settings.hpp"
 #include "store/trust.hpp"
 #include "store/volatile_fields.hpp"
@@ -59,6 +60,16 @@ bool bool_of(const std::string& text) {
 
 std::string check_signature_requirement(const std::string& text) {
   return parse_signature_requirement(text) ? "" : "expected off, remote or all";
+}
+
+std::string check_compiler_check(const std::string& text) {
+  auto check = parse_compiler_check(text);
+  return check ? "" : check.error().message();
+}
+
+std::string check_exec_env(const std::string& text) {
+  auto names = parse_exec_environment(text);
+  return names ? "" : names.error().message();
 }
 
 // An unset requirement defaults to `remote` once trusted keys are configured
@@ -265,6 +276,32 @@ const SettingSpec k_specs[] = {
      resolve_shared_group,
      [](const Settings& s) {
        return Setting<std::string>{s.shared_group.value ? "true" : "false", s.shared_group.source};
+     }},
+    {{"compiler_check", "compiler_check", SettingType::text, true, "--compiler-check",
+      "How exec identifies the compiler it runs: content (a digest of the executable), mtime, none, "
+      "string:TEXT or command:CMD (%compiler% is the compiler's path; default content)",
+      "OPCACHE_COMPILER_CHECK", "compiler_check", "content"},
+     &StoreConfig::compiler_check,
+     check_compiler_check,
+     [](Settings& s, Setting<std::string> value) {
+       auto check = parse_compiler_check(value.value);  // checked by check_compiler_check
+       s.compiler_check = {check ? *check : CompilerCheck{}, std::move(value.source)};
+     },
+     [](const Settings& s) { return Setting<std::string>{to_string(s.compiler_check.value), s.compiler_check.source}; }},
+    {{"exec_env", "exec_env", SettingType::comma_list, true, "--exec-env",
+      "Environment variables whose values exec keys on: \"+A,B\" adds to the built-in list (CPATH, "
+      "NVCC_APPEND_FLAGS, ASCEND_OPP_PATH...), \"A,B\" replaces it, \"none\" keys on none",
+      "OPCACHE_EXEC_ENV", "exec_env", ""},
+     &StoreConfig::exec_env,
+     check_exec_env,
+     [](Settings& s, Setting<std::string> value) {
+       auto names = parse_exec_environment(value.value);  // checked by check_exec_env
+       s.exec_env = {names ? *names : default_exec_environment(), std::move(value.source)};
+     },
+     [](const Settings& s) {
+       const auto& names = s.exec_env.value;
+       const bool builtin = names == default_exec_environment();
+       return Setting<std::string>{builtin ? "(built-in list)" : names.empty() ? "(none)" : join(names), s.exec_env.source};
      }},
     {{"compression_level", "", SettingType::integer, true, "--compression-level",
       "zstd level for new bundles, 1..19 (default 3)", "", "", "3"},

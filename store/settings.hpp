@@ -52,6 +52,8 @@ struct Settings {
   Setting<SignatureRequirement> require_signature;
   Setting<bool> team_single_flight{true, "default"};  ///< remote/team_flight.hpp
   Setting<bool> shared_group;            ///< see store/cache_root.hpp Sharing
+  Setting<CompilerCheck> compiler_check{{}, "default"};     ///< store/exec_policy.hpp
+  Setting<std::vector<std::string>> exec_env{{}, "default"};  ///< sorted names; store/exec_policy.hpp
   std::vector<std::string> warnings;     ///< problems found in the environment and files
 
   AgingPolicy aging() const;

@@ -112,6 +112,15 @@ struct StoreConfig {
   /// make what opcache creates there group-writable (a team sharing one
   /// directory); unset means OPCACHE_SHARED_GROUP, else the config file.
   bool shared_group = false;
+  /// How `opcache exec` identifies the compiler it runs: "content" (the
+  /// default: a digest of the executable), "mtime", "none", "string:TEXT" or
+  /// "command:CMD" (docs/formats.md "What exec keys on"); unset means
+  /// OPCACHE_COMPILER_CHECK, else the config file.
+  std::optional<std::string> compiler_check;
+  /// Environment variables whose values `opcache exec` keys on: "+A,B" adds
+  /// to the built-in list, "A,B" replaces it, "none" keys on none; unset
+  /// means OPCACHE_EXEC_ENV, else the config file, else the built-in list.
+  std::optional<std::string> exec_env;
   /// Sets the setting `name` (a settable row of setting_descriptors()) from
   /// its text form, as the CLI and the C ABI do: integers in decimal, flags
   /// "true"/"false", a `repeated` setting appends one value. The value is
@@ -149,6 +158,29 @@ using BuildFunction = std::function<Status(const std::filesystem::path& work_dir
 /// Builds a kernel wherever its command line says and returns the files to
 /// store (used by `opcache exec`). Return an error on failure.
 using BuildInPlaceFunction = std::function<Result<std::vector<std::filesystem::path>>()>;
+
+/// How `opcache exec` identifies the compiler it runs (setting compiler_check),
+/// as ccache's compiler_check does.
+struct CompilerCheck {
+  enum class Kind {
+    content,  ///< SHA-256 of the resolved executable (remembered by its path, size and mtime)
+    mtime,    ///< the executable's size and modification time (this machine only)
+    none,     ///< nothing: only the command line names the compiler
+    string,   ///< `argument`, a text the user changes when the compiler changes
+    command,  ///< SHA-256 of what `argument` (a shell command, %compiler% replaced) prints
+  };
+  Kind kind = Kind::content;
+  std::string argument;  ///< TEXT of string:TEXT, CMD of command:CMD; empty otherwise
+
+  bool operator==(const CompilerCheck& other) const = default;
+};
+
+/// What `opcache exec` keys on besides the descriptor, the scenario, the
+/// command line and its input files (settings compiler_check and exec_env).
+struct ExecKeyPolicy {
+  CompilerCheck compiler_check;
+  std::vector<std::string> environment;  ///< names of the variables whose values are keyed
+};
 
 /// One effective setting, for display (`opcache config`).
 struct SettingInfo {
@@ -293,6 +325,9 @@ class Store {
 
   /// Every effective setting and where it came from.
   std::vector<SettingInfo> settings() const;
+
+  /// The effective compiler_check and exec_env settings, for `opcache exec`.
+  ExecKeyPolicy exec_key_policy() const;
 
   /// The remotes in use, as "URL (source)" lines for display; credentials removed.
   std::vector<std::string> remote_names() const;

@@ -197,7 +197,9 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                                     config_line("trusted_keys", "(none)", "default") + "\n" +
                                     config_line("require_signature", "off", "default") + "\n" +
                                     config_line("team_single_flight", "true", "default") + "\n" +
-                                    config_line("shared_group", "false", "default") + "\n";
+                                    config_line("shared_group", "false", "default") + "\n" +
+                                    config_line("compiler_check", "content", "default") + "\n" +
+                                    config_line("exec_env", "(built-in list)", "default") + "\n";
   CHECK(result.out == expected_text);
 
   json expected = {{"cache_dir", setting(cli.cache().string(), "--cache-dir")},
@@ -215,6 +217,8 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"require_signature", setting("off", "default")},
                    {"team_single_flight", setting("true", "default")},
                    {"shared_group", setting("false", "default")},
+                   {"compiler_check", setting("content", "default")},
+                   {"exec_env", setting("(built-in list)", "default")},
                    {"remotes", json::array()}};
   CHECK(cli.config() == expected);
 

@@ -392,7 +392,8 @@ TEST_CASE("e2e::exec accepts --output NAME directly before -- CMD with dashed ar
   auto out = dir / "out";
   const auto object = fx.kernel().object;
   auto result = opcache::test::run_cli({"--cache-dir", fx.cache().string(), "exec", "--desc", fx.desc().string(),
-                                        "--scenario", k_test_scenario, "--out", out.string(), "--output", "kernel.o",
+                                        "--scenario", k_test_scenario, "--out", out.string(), "--key-on", "descriptor",
+                                        "--output", "kernel.o",
                                         "--", "sh", "-c", "cp \"$0\" \"$1/kernel.o\"", object.string(), out.string()});
   INFO(describe(result));
   CHECK(result.exit_code == 0);

@@ -184,7 +184,7 @@ TEST_CASE("remote::lookup hints: opcache exec and opcache get --desc tell the se
   const std::string remote = server.url() + "|prefetch=0";
   const fs::path out = temp / "out";
   auto exec = run_cli({"-C", (temp / "cache").string(), "--remote", remote, "exec", "--desc",
-                       (temp / "desc.json").string(), "--scenario", k_test_scenario, "--out", out.string(), "--", "sh",
+                       (temp / "desc.json").string(), "--scenario", k_test_scenario, "--out", out.string(), "--key-on", "descriptor", "--", "sh",
                        "-c", "mkdir -p '" + out.string() + "' && echo built > '" + out.string() + "/k.o'"},
                       hermetic_cli());
   REQUIRE_MESSAGE(exec.exit_code == 0, exec.err);

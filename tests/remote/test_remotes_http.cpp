@@ -297,7 +297,9 @@ TEST_CASE("remote::http: opcache exec uploads what it builds, and a fresh cache 
                                      "--scenario",
                                      k_test_scenario,
                                      "--out",
-                                     out.string()};
+                                     out.string(),
+                                     "--key-on",  // the key of kernel.key, as `opcache put` stores it
+                                     "descriptor"};
     for (const auto& name : outputs) {
       args.insert(args.end(), {"--output", name});
     }

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <stdexcept>
 
+#include "opcache/opcache.hpp"
 #include "server/server_config.hpp"
 
 extern char** environ;
@@ -219,7 +220,13 @@ const std::vector<std::string>& hermetic_variables() {
         "OPCACHE_DIR",          "OPCACHE_CONFIG",          "OPCACHE_MIN_IDLE",     "OPCACHE_MODE",
         "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT",
         "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME"};
-    // Every OPCACHE_SERVE_* variable of `opcache serve`'s settings table.
+    // Every variable of the client's settings table (OPCACHE_COMPILER_CHECK,
+    // OPCACHE_EXEC_ENV…) and of `opcache serve`'s (OPCACHE_SERVE_*).
+    for (const auto& setting : setting_descriptors()) {
+      if (!setting.env.empty() && setting.env.starts_with("OPCACHE_")) {
+        list.emplace_back(setting.env);
+      }
+    }
     for (const auto& row : server::serve_settings()) {
       list.emplace_back(row.env);
     }

@@ -54,7 +54,8 @@ std::vector<std::string> exec_argv(const fs::path& cache, const fs::path& desc, 
   argv.insert(argv.end(), extra.begin(), extra.end());
   argv.push_back("exec");
   for (const std::string& arg : {std::string("--desc"), desc.string(), std::string("--scenario"),
-                                 std::string(k_test_scenario), std::string("--out"), out.string()}) {
+                                 std::string(k_test_scenario), std::string("--out"), out.string(),
+                                 std::string("--key-on"), std::string("descriptor")}) {
     argv.push_back(arg);
   }
   for (const auto& name : outputs) {

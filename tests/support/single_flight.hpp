@@ -43,8 +43,12 @@ StoreConfig config_for(const std::filesystem::path& cache, std::optional<std::st
 enum class JsonOutput { yes, no };
 
 /// `opcache --cache-dir CACHE [--json] [extra...] exec --desc DESC --scenario S
-/// --out OUT [--output NAME]... -- sh -c SCRIPT args...` (the documented order:
-/// the --output options directly before "--").
+/// --out OUT --key-on descriptor [--output NAME]... -- sh -c SCRIPT args...`
+/// (the documented order: the --output options directly before "--"). Keyed
+/// on the descriptor only, so that processes running different scripts (a
+/// builder that hangs, waiters that copy) and `opcache has/get --desc` or
+/// the library's get_or_build meet on one key: these tests are about single
+/// flight and storing; tests/e2e/test_exec_key.cpp covers exec's own keying.
 std::vector<std::string> exec_argv(const std::filesystem::path& cache, const std::filesystem::path& desc,
                                    const std::filesystem::path& out, const std::vector<std::string>& outputs,
                                    const std::string& script, const std::vector<std::string>& script_args,
