@@ -15,6 +15,7 @@
 #include "cli/descriptor_input.hpp"
 #include "base/try.hpp"
 #include "cli/exec_key.hpp"
+#include "cli/miss_hint.hpp"
 
 extern char** environ;
 
@@ -169,6 +170,9 @@ int run_exec(const Context& context, const ExecArgs& args) {
       return *command_status;  // the command's own output said why
     }
     return context.fail(result.error());
+  }
+  if (result->source == BuildSource::built) {
+    note_near_entries(context, input->store, op_type, result->key, "--desc, --scenario, --out, --input and command");
   }
   const char* source = result->source == BuildSource::hit ? "hit" : result->source == BuildSource::built ? "built"
                                                                                                            : "bypassed";

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "cli/context.hpp"
+#include "cli/miss_hint.hpp"
 
 namespace opcache::cli {
 
@@ -76,6 +77,10 @@ int run_get(const Context& context, const GetArgs& args) {
       context.print_json({{"key", key}, {"hit", false}});
     }
     context.note("miss: no entry for " + key);
+    if (descriptor) {
+      const auto op_type = nlohmann::json::parse(descriptor->first, nullptr, false).value("op_type", std::string());
+      note_near_entries(context, *store, op_type, key, "--desc and --scenario");
+    }
     return k_exit_not_found;
   }
   const auto& hit = **result;

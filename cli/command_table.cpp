@@ -14,6 +14,7 @@ const std::vector<CommandFamily>& command_families() {
       {{"stats", "verify"}, register_maintenance_commands},
       {{"gc", "pin", "unpin", "clear"}, register_aging_commands},
       {{"exec"}, register_exec_command},
+      {{"explain"}, register_explain_command},
       {{"import", "export"}, register_layout_commands},
       {{"push", "pull"}, register_transfer_commands},
       {{"trust", "sign"}, register_trust_commands},

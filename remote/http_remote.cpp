@@ -229,7 +229,7 @@ std::string string_field(const json& body, const char* name) {
   return it != body.end() && it->is_string() ? it->get<std::string>() : std::string();
 }
 
-class HttpRemote final : public RemoteStore, public BuildLeases, public ServerStatistics {
+class HttpRemote final : public RemoteStore, public BuildLeases, public ServerStatistics, public EntryExplainer {
  public:
   explicit HttpRemote(RemoteOptions options, RetryTiming timing)
       : m_options(std::move(options)), m_engine(engine_options(m_options), std::move(timing)) {
@@ -374,6 +374,24 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   void cancel_transfers() noexcept override { m_engine.cancel(); }
 
   ServerStatistics* statistics() override { return this; }
+  EntryExplainer* explainer() override { return this; }
+
+  Result<std::string> explain(const std::string& body) override {
+    HttpTransfer request("POST", m_base + "/v1/explain", m_options.token);
+    request.set_json_body(body);
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404 || response.status == 405) {
+      return Error::remote(name() + " has no /v1/explain (an opcache serve older than " +
+                           std::string(k_first_explain_revision) + ")");
+    }
+    if (response.status != 200) {
+      return status_error("POST", request.url(), response);
+    }
+    if (!json::parse(response.text, nullptr, false).is_object()) {
+      return Error::remote(name() + ": POST " + display_url(request.url()) + ": the answer is not a JSON object");
+    }
+    return std::move(response.text);
+  }
 
   Result<std::string> stats_summary(const std::string& window) override {
     return stats_document("/v1/stats/summary?window=" + escape(window));

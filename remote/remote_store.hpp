@@ -12,6 +12,7 @@
 #include "opcache/result.hpp"
 #include "opcache/types.hpp"
 #include "remote/build_leases.hpp"
+#include "remote/entry_explainer.hpp"
 #include "remote/lookup_headers.hpp"
 #include "remote/remote_config.hpp"
 #include "remote/server_statistics.hpp"
@@ -72,6 +73,10 @@ class RemoteStore {
   /// The statistics of this remote's server (an opcache server), or null
   /// when the backend has no server (file://, s3://). Owned by the remote.
   virtual ServerStatistics* statistics() { return nullptr; }
+
+  /// How this remote's server compares its entries with a lookup (an opcache
+  /// server), or null when the backend has no server. Owned by the remote.
+  virtual EntryExplainer* explainer() { return nullptr; }
 };
 
 /// What a remote URL names: a team server (`opcache serve`, which also has

@@ -154,6 +154,9 @@ class Api {
   /// notify them.
   EntryEvents& events() noexcept { return m_events; }
   ApiResponse query(const std::string& body);
+  /// POST /v1/explain: the stored entries of the body's descriptor's op type
+  /// nearest to its descriptor + scenario, and what differs (api_explain.cpp).
+  ApiResponse explain(const std::string& body);
   ApiResponse list(const std::map<std::string, std::string>& parameters);
   ApiResponse status();
   /// GET /v1/stats/{resource} (summary, timeseries, misses, tokens) with

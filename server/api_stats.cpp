@@ -3,6 +3,7 @@
 // storage's gauges (docs/protocol.md "Statistics").
 #include "server/api.hpp"
 #include "server/dashboard.hpp"
+#include "server/nearest_variant.hpp"
 
 namespace opcache::server {
 
@@ -32,7 +33,12 @@ ApiResponse Api::stats(const std::string& resource, const std::map<std::string, 
       return std::move(*unknown);
     }
     auto limit = integer_parameter(parameters, "limit", k_default_miss_groups, 1, 1000);
-    return limit ? json_response(200, m_usage.misses(static_cast<std::size_t>(*limit))) : bad(limit.error());
+    if (!limit) {
+      return bad(limit.error());
+    }
+    json misses = m_usage.misses(static_cast<std::size_t>(*limit));
+    add_nearest_variants(misses, m_storage);
+    return json_response(200, misses);
   }
   if (resource == "timeseries") {
     if (auto unknown = unknown_parameter(parameters, {"window", "step"})) {

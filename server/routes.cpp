@@ -78,6 +78,10 @@ ApiResponse handle_healthz(Api& api, const ApiRequest&) {
   return api.healthz();
 }
 
+ApiResponse handle_explain(Api& api, const ApiRequest& request) {
+  return api.explain(request.body);
+}
+
 using enum RouteId;
 using enum Thread;
 constexpr auto k_none = BodyKind::none;
@@ -101,15 +105,18 @@ constexpr RouteSpec k_routes[] = {
   {lease_acquire,    "lease",      "POST",      "/v1/leases/{key}",             Scope::write,  k_small,  worker,       false,    k_counted,  handle_acquire_lease},
   {status,           "status",     "GET, HEAD", "/v1/status",                   Scope::read,   k_none,   worker,       false,    false,      handle_status},
   {metrics,          "metrics",    "GET, HEAD", "/metrics",                     Scope::read,   k_none,   worker,       false,    false,      handle_metrics},
-  // The summary asks the storage for its gauges; the rest is in memory.
+  // The summary asks the storage for its gauges; timeseries and tokens are in memory.
   {stats_summary,    "stats",      "GET, HEAD", "/v1/stats/summary",            Scope::read,   k_none,   worker,       false,    false,      handle_stats_summary},
   {stats_timeseries, "stats",      "GET, HEAD", "/v1/stats/timeseries",         Scope::read,   k_none,   io,           false,    false,      handle_stats_timeseries},
-  {stats_misses,     "stats",      "GET, HEAD", "/v1/stats/misses",             Scope::read,   k_none,   io,           false,    false,      handle_stats_misses},
+  // Lists the storage for the nearest variant of each missed group.
+  {stats_misses,     "stats",      "GET, HEAD", "/v1/stats/misses",             Scope::read,   k_none,   worker,       false,    false,      handle_stats_misses},
   {stats_tokens,     "stats",      "GET, HEAD", "/v1/stats/tokens",             Scope::admin,  k_none,   io,           false,    false,      handle_stats_tokens},
   // The page holds no data and needs no token; its script asks for one.
   {ui_root,          "ui",         "GET, HEAD", "/ui",                          Scope::none,   k_none,   io,           false,    false,      handle_ui},
   {ui,               "ui",         "GET, HEAD", "/ui/{file}",                   Scope::none,   k_none,   page,         false,    false,      handle_ui},
   {healthz,          "healthz",    "GET, HEAD", "/healthz",                     Scope::none,   k_none,   io,           false,    false,      handle_healthz},
+  // Opens up to 1,000 bundles of one op type (100 on S3): a worker's job.
+  {explain,          "explain",    "POST",      "/v1/explain",                  Scope::read,   k_small,  worker,       false,    false,      handle_explain},
 };
 // clang-format on
 

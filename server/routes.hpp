@@ -41,6 +41,7 @@ enum class RouteId {
   ui_root,           ///< GET, HEAD /ui (a redirect to /ui/)
   ui,                ///< GET, HEAD /ui/{file}
   healthz,           ///< GET, HEAD /healthz
+  explain,           ///< POST /v1/explain
 };
 
 /// How a request's body is read.

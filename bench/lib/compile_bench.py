@@ -8,6 +8,7 @@ counters, and every output must equal the cold compile's bytes.
 import hashlib
 import json
 import shutil
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -38,34 +39,39 @@ class Opcache:
     def stats(self, store):
         return json.loads(run(self.cmd(store, "--json", "stats"), env=self.env))
 
-    def put_all(self, store, corpus, stems, scenario, jobs=2):
-        """Stores every stem's cold-compile output under its descriptor's key (`opcache put`);
-        returns {stem: key}."""
-        def put(stem):
-            out = run(self.cmd(store, "--json", "put", "--desc", corpus.desc(stem), "--scenario", scenario,
-                               corpus.ref(stem)), env=self.env, what=f"opcache put {stem}")
-            return stem, json.loads(out)["key"]
+    def exec_all_cold(self, store, corpus, stems, scenario, jobs=2):
+        """Stores every stem through a cold `opcache exec` of its compile command, run where the
+        measured runs run it (in the corpus directory): exec keys on the command, the source's
+        content and the compiler, so only exec itself can fill the entries a warm exec hits.
+        Returns {stem: key}."""
+        def build(stem):
+            with tempfile.TemporaryDirectory(prefix="opcache-fill-") as out:
+                command = self.exec_cmd(store, corpus, stem, Path(out), scenario)
+                command.insert(command.index("exec"), "--json")
+                document = json.loads(run(command, env=self.env, cwd=corpus.dir, what=f"opcache exec {stem}"))
+                return stem, document["key"]
         with ThreadPoolExecutor(jobs) as pool:
-            keys = dict(pool.map(put, stems))
+            keys = dict(pool.map(build, stems))
         if len(set(keys.values())) != len(stems):
             raise BenchError(f"{corpus.name}: {len(stems)} kernels share keys ({len(set(keys.values()))} distinct)")
         return keys
 
 
 def cached_store(ctx, name, parts, scenario):
-    """A store holding every kernel of `parts` ([(corpus, stems)]): put once and kept under the
+    """A store holding every kernel of `parts` ([(corpus, stems)]): compiled once and kept under the
     corpus root (keyed by the opcache version line, the corpora and the scenario), copied into
     this run's work directory so that every run starts from the same store.
     Returns (store path, {stem: key})."""
-    stamp = json.dumps([ctx.opcache_version, scenario] + [[c.name, c.stems[0], len(stems)] for c, stems in parts])
+    stamp = json.dumps([ctx.opcache_version, "filled-by-exec", scenario] + [[c.name, c.stems[0], len(stems)] for c, stems in parts])
     golden = ctx.corpus_root / "stores" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
     keys_path = golden.with_suffix(".keys.json")
     if not keys_path.exists():
         shutil.rmtree(golden, ignore_errors=True)
-        log(f"store {name}: putting {sum(len(s) for _, s in parts)} kernels once (kept in {golden.parent})")
+        log(f"store {name}: compiling {sum(len(s) for _, s in parts)} kernels through opcache exec once "
+            f"(kept in {golden.parent})")
         keys = {}
         for corpus, stems in parts:
-            keys.update(ctx.opcache.put_all(golden, corpus, stems, scenario))
+            keys.update(ctx.opcache.exec_all_cold(golden, corpus, stems, scenario))
         keys_path.write_text(json.dumps(keys) + "\n")
     store = ctx.work / "stores" / name
     shutil.copytree(golden, store)

@@ -182,6 +182,29 @@ struct ExecKeyPolicy {
   std::vector<std::string> environment;  ///< names of the variables whose values are keyed
 };
 
+/// One place where a stored entry differs from a lookup (`opcache explain`).
+struct EntryDifference {
+  std::string path;                   ///< "descriptor.inputs[0].shape", "scenario.toolchain", "scenario.extra[\"cann.opp\"]"
+  std::optional<std::string> stored;  ///< the stored entry's value as JSON text; std::nullopt when it has none
+  std::optional<std::string> wanted;  ///< the lookup's value as JSON text; std::nullopt when it has none
+};
+
+/// A stored entry of the looked-up op type and how it differs.
+struct NearEntry {
+  std::string key;
+  std::string where;     ///< "local", or the remote's name
+  std::string scenario;  ///< the entry's scenario, canonical JSON
+  std::vector<EntryDifference> differences;  ///< fewest first; empty: this is the entry asked for
+};
+
+/// Why a lookup is, or is not, a hit.
+struct Explanation {
+  std::string key;                      ///< the key looked up
+  bool exact = false;                   ///< an entry with that key exists locally or on a remote that answered
+  std::vector<NearEntry> nearest;       ///< per place (local first, then remotes in order), fewest differences first
+  std::vector<std::string> unanswered;  ///< "<remote>: <why>" for each remote that could not answer
+};
+
 /// One effective setting, for display (`opcache config`).
 struct SettingInfo {
   std::string name;
@@ -250,6 +273,13 @@ class Store {
   /// for bad JSON or descriptors.
   Result<std::optional<GetResult>> get(std::string_view descriptor_json, const Scenario& scenario,
                                        const std::filesystem::path& out_dir);
+
+  /// How the stored entries of the descriptor's op type differ from
+  /// descriptor + scenario: at most `limit` nearest per place (this store,
+  /// then each remote that can answer: an opcache server), each with the
+  /// descriptor paths and scenario fields that differ. Reads manifests only;
+  /// never counts a hit or a miss. `usage` error for bad JSON or descriptors.
+  Result<Explanation> explain(std::string_view descriptor_json, const Scenario& scenario, std::size_t limit = 5);
 
   /// The index entry of `key`, or std::nullopt. Does not verify the object.
   Result<std::optional<Entry>> lookup(std::string_view key);

@@ -409,11 +409,23 @@
                                      el('ul', { class: 'keys' }, ...keys.slice(3).map(keyItem))));
   }
 
+  // "the team has 12 kernels for toolchain 8.0.RC2": the stored scenario of
+  // the op type nearest to a missed group (an upgrade reads as one line).
+  function nearestNote(nearest) {
+    if (!nearest) return null;
+    const kernels = `${fmtInt(nearest.entries)} kernel${nearest.entries === 1 ? '' : 's'}`;
+    const fields = (nearest.differences || []).map((d) =>
+      `${d.path.replace(/^scenario\./, '')} ${d.stored === undefined ? '(unset)' : (typeof d.stored === 'string' ? d.stored : JSON.stringify(d.stored))}`);
+    const text = fields.length === 0 ? `the team has ${kernels} of this op type here (other shapes)`
+      : `the team has ${kernels} for ${fields.join(', ')}`;
+    return el('div', { class: 'small nearest', 'data-nearest-entries': String(nearest.entries) }, text);
+  }
+
   function renderMisses(misses) {
     setText($('misses-tracked'), fmtInt(misses.tracked_keys));
     const rows = (misses.groups || []).map((group) => el('tr', { 'data-op-type': group.op_type ?? '' },
       el('th', { scope: 'row' }, group.op_type ?? '(unknown)'),
-      el('td', { title: JSON.stringify(group.scenario) }, fmtScenario(group.scenario)),
+      el('td', { title: JSON.stringify(group.scenario) }, fmtScenario(group.scenario), nearestNote(group.nearest)),
       numCell(group.keys), numCell(group.requests), numCell(group.clients),
       el('td', null, keyList(group.top_keys || []))));
     if (rows.length === 0) {

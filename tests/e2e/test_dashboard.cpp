@@ -38,6 +38,7 @@ constexpr const char* k_read_token = "dashboard-read-7f3a91";
 constexpr const char* k_write_token = "dashboard-write-2c58e0";
 constexpr const char* k_admin_token = "dashboard-admin-b4d617";
 constexpr const char* k_most_missed = "Conv2D";
+constexpr const char* k_rc1_scenario = "device=single,phase=train,toolchain=8.0.RC1,soc=Ascend910B1";
 
 // Why the browser test cannot run here, or nothing when it can.
 std::optional<std::string> browser_test_unavailable() {
@@ -124,10 +125,13 @@ void fill(const Team& team) {
     stored.push_back(builder.descriptor_file(kernel));
     build_ms += 1000;
   }
+  // The team has Softmax only for the older toolchain 8.0.RC1: the
+  // Softmax misses below (8.0.RC2) show it as their nearest variant.
+  builder.put(make_kernel(team.dir / "kernels", "Softmax", 8), k_rc1_scenario);
   auto push_args = team.remote("write");
   push_args.push_back("push");
   auto pushed = builder.run_json(push_args);
-  REQUIRE(pushed["transferred"] == 3);
+  REQUIRE(pushed["transferred"] == 4);
 
   int label = 0;
   for (const auto& desc : stored) {
@@ -160,11 +164,19 @@ TEST_CASE(
   const auto summary = team.get_json("/v1/stats/summary?window=day", k_read_token);
   CHECK(summary["hits"].get<int>() >= 4);
   CHECK(summary["misses"].get<int>() >= 7);
-  CHECK(summary["uploads"] == 3);
+  CHECK(summary["uploads"] == 4);
   CHECK(summary["compile_ms_saved"].get<int>() > 0);
   const auto misses = team.get_json("/v1/stats/misses", k_read_token);
   REQUIRE(!misses["groups"].empty());
   CHECK(misses["groups"][0]["op_type"] == k_most_missed);
+  CHECK(misses["groups"][0]["nearest"].is_null());  // no Conv2D anywhere
+  for (const auto& group : misses["groups"]) {
+    if (group["op_type"] == "Softmax") {
+      CHECK(group["nearest"]["entries"] == 1);
+      CHECK(group["nearest"]["differences"] ==
+            json::parse(R"([{"path":"scenario.toolchain","stored":"8.0.RC1","wanted":"8.0.RC2"}])"));
+    }
+  }
 
   const fs::path out = fs::path(OPCACHE_BINARY_DIR) / "tests" / "output" / "dashboard";
   fs::create_directories(out);

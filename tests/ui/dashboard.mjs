@@ -231,6 +231,19 @@ async function readViews(browser, options, log) {
   const first = await page.locator('#misses tbody tr[data-op-type]').first().getAttribute('data-op-type');
   check(first === options.expectOpType, `the first misses row is op type "${first}", expected "${options.expectOpType}"`);
   console.log(`  ok  the misses table starts with ${first}`);
+  // Each missed group the team has a variant of says so, as the JSON does.
+  const misses = await serverJson(options, '/v1/stats/misses?limit=20', options.readToken);
+  for (const group of misses.groups.filter((g) => g.nearest)) {
+    const note = page.locator(`#misses tbody tr[data-op-type="${group.op_type}"] .nearest`).first();
+    check(await note.count() === 1, `the ${group.op_type} row does not show the nearest variant the team has`);
+    check(await note.getAttribute('data-nearest-entries') === String(group.nearest.entries),
+      `the ${group.op_type} row's nearest variant does not show ${group.nearest.entries} entries`);
+    const text = await note.textContent();
+    for (const difference of group.nearest.differences) {
+      check(text.includes(String(difference.stored)), `"${text}" does not name the team's ${difference.path} ${difference.stored}`);
+    }
+    console.log(`  ok  ${group.op_type}: "${text}"`);
+  }
   check(await page.locator('#tokens').count() === 0, 'a read token sees the #tokens section');
   console.log('  ok  no #tokens section for a read token');
   check(await page.evaluate(() => sessionStorage.getItem('opcache.token')) === options.readToken,
