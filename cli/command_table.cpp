@@ -19,6 +19,7 @@ const std::vector<CommandFamily>& command_families() {
       {{"push", "pull"}, register_transfer_commands},
       {{"trust", "sign"}, register_trust_commands},
       {{"serve"}, register_serve_command},
+      {{"scenario"}, register_scenario_command},
       {{"config"}, register_config_command},
       {{"version"}, register_version_command},
   };

@@ -115,7 +115,8 @@ int Context::fail(const Error& error) const {
 void ScenarioOption::add_to(CLI::App& command, bool required) {
   auto* spec = command.add_option("--scenario,-s", m_spec,
                                   "Scenario as FIELD=VALUE pairs: device=single|multi (default from RANK_SIZE/"
-                                  "LOCAL_WORLD_SIZE), phase=train|infer, toolchain=VERSION, soc=CHIP, extra.KEY=VALUE; "
+                                  "LOCAL_WORLD_SIZE), phase=train|infer, toolchain=VERSION|auto, soc=CHIP|auto (both default "
+                                  "to auto: detected from the CANN install and npu-smi), extra.KEY=VALUE; "
                                   "e.g. device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1");
   auto* file = command.add_option("--scenario-file", m_file,
                                   "Scenario as a JSON file: {\"device_mode\":…,\"phase\":…,\"toolchain\":…,\"soc\":…,"
@@ -141,6 +142,24 @@ Result<Scenario> ScenarioOption::resolve() const {
     return Error::usage("a scenario is required: pass --scenario FIELD=VALUE,… or --scenario-file FILE");
   }
   return parse_scenario_spec(m_spec);
+}
+
+Result<ExplainedScenario> ScenarioOption::explain() const {
+  if (!m_file.empty()) {
+    auto text = base::read_file(m_file);
+    if (!text) {
+      return Error::usage("--scenario-file: " + text.error().message());
+    }
+    const auto first = text->find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || (*text)[first] != '{') {
+      return Error::usage(m_file + ": a scenario file must hold a JSON object");
+    }
+    return explain_scenario(*text, m_file);
+  }
+  if (m_spec.empty()) {
+    return Error::usage("a scenario is required: pass --scenario FIELD=VALUE,… or --scenario-file FILE");
+  }
+  return explain_scenario(m_spec, "--scenario");
 }
 
 Result<std::string> read_descriptor_text(const std::string& path) {

@@ -85,6 +85,8 @@ class ScenarioOption {
   void add_to(CLI::App& command, bool required);
   bool given() const { return !m_spec.empty() || !m_file.empty(); }
   Result<Scenario> resolve() const;
+  /// resolve() that also reports where every input came from (`opcache scenario --explain`).
+  Result<ExplainedScenario> explain() const;
 
  private:
   std::string m_spec;
@@ -134,5 +136,6 @@ std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
 std::vector<Command> register_transfer_commands(CLI::App& app, Context& context);
 std::vector<Command> register_trust_commands(CLI::App& app, Context& context);
 std::vector<Command> register_explain_command(CLI::App& app, Context& context);
+std::vector<Command> register_scenario_command(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli

@@ -78,7 +78,8 @@ std::string scenario_text(const json& value) {
   if (!value.is_object()) {
     return "(unknown scenario)";
   }
-  auto parsed = parse_scenario_json(value.dump(), "the server's scenario");
+  // A stored scenario is shown as it is: nothing of this machine is detected into it.
+  auto parsed = parse_scenario_json(value.dump(), "the server's scenario", AutoFields::keep);
   return parsed ? scenario_summary(*parsed) : value.dump();
 }
 

@@ -35,14 +35,17 @@ Result<Scenario> resolve_scenario(const std::string& spec, const std::string& sp
   if (!spec.empty() && !spec_file.empty()) {
     return Error::usage("give --scenario or --scenario-file, not both");
   }
+  // refcc's "auto" is its own C compiler and machine, not a CANN install:
+  // AutoFields::keep leaves "auto" (and an omitted toolchain or soc, which
+  // means auto) for the substitution below, and detects nothing.
   if (!spec.empty()) {
-    OPCACHE_TRY_ASSIGN(scenario, parse_scenario(spec));
+    OPCACHE_TRY_ASSIGN(scenario, parse_scenario(spec, AutoFields::keep));
   } else if (!spec_file.empty()) {
     OPCACHE_TRY_ASSIGN(auto text, base::read_file(spec_file));
-    OPCACHE_TRY_ASSIGN(scenario, parse_scenario_json(text, spec_file));
+    OPCACHE_TRY_ASSIGN(scenario, parse_scenario_json(text, spec_file, AutoFields::keep));
   } else {
     // No device given: the spec form takes it from RANK_SIZE / LOCAL_WORLD_SIZE.
-    OPCACHE_TRY_ASSIGN(scenario, parse_scenario_spec("phase=infer,toolchain=auto,soc=auto"));
+    OPCACHE_TRY_ASSIGN(scenario, parse_scenario_spec("phase=infer,toolchain=auto,soc=auto", AutoFields::keep));
   }
   if (scenario.toolchain == "auto") {
     scenario.toolchain = toolchain_string(compiler);

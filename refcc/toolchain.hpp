@@ -19,7 +19,8 @@ std::string default_soc();
 
 /// The scenario: from `spec` (the --scenario text, spec or JSON form) or the
 /// file `spec_file`, else the default above. A toolchain or soc given as
-/// "auto" is replaced by the detected one. The device mode, when not given,
+/// "auto", or omitted, is replaced by refcc's own (toolchain_string(),
+/// default_soc()); no CANN detection happens (opcache::AutoFields::keep). The device mode, when not given,
 /// comes from RANK_SIZE / LOCAL_WORLD_SIZE like everywhere in opcache.
 Result<Scenario> resolve_scenario(const std::string& spec, const std::string& spec_file, const Compiler& compiler);
 

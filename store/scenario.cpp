@@ -72,16 +72,85 @@ Result<std::string> required_text(const std::optional<std::string>& value, const
   return *value;
 }
 
-Result<Scenario> build_scenario(const RawScenario& raw, const std::string& origin, const EnvLookup& env) {
+// "auto", or omitted where omitted means auto.
+bool wants_detection(const std::optional<std::string>& value, store::AutoResolution::Mode mode) {
+  if (mode == store::AutoResolution::Mode::exact) {
+    return false;
+  }
+  return !value || *value == "auto";
+}
+
+// Fills the toolchain and soc given as auto, and the detected extras, from
+// the environment. Both fields are tried so that one message names all that
+// is missing.
+Status detect_fields(RawScenario& raw, const std::string& origin, const store::AutoResolution& resolution,
+                     std::vector<ScenarioInput>* inputs) {
+  const bool toolchain = wants_detection(raw.toolchain, resolution.mode);
+  const bool soc = wants_detection(raw.soc, resolution.mode);
+  if (!toolchain && !soc) {
+    return {};
+  }
+  if (resolution.mode == store::AutoResolution::Mode::keep) {
+    if (toolchain) raw.toolchain = "auto";
+    if (soc) raw.soc = "auto";
+    return {};
+  }
+  const store::DetectContext context = resolution.context ? resolution.context() : store::default_detect_context();
+  std::vector<std::string> failures;
+  if (soc) {
+    auto detected = store::detect_soc(context, inputs);
+    if (detected) {
+      raw.soc = *detected;
+    } else {
+      failures.push_back(detected.error().message());
+    }
+  } else if (inputs != nullptr) {
+    inputs->push_back({"soc", origin, *raw.soc, true});
+  }
+  if (toolchain) {
+    if (raw.soc) {
+      auto detected = store::detect_toolchain(context, *raw.soc, raw.extra, inputs);
+      if (detected) {
+        raw.toolchain = detected->toolchain;
+        raw.extra.insert(detected->extra.begin(), detected->extra.end());
+      } else {
+        failures.push_back(detected.error().message());
+      }
+    } else if (auto install = store::find_cann_install(context.env, context.default_cann_root); !install) {
+      failures.push_back(install.error().message());  // the banks need the chip; the install can still be missing
+    }
+  } else if (inputs != nullptr) {
+    inputs->push_back({"toolchain", origin, *raw.toolchain, true});
+  }
+  if (!failures.empty()) {
+    std::string message = origin + ": ";
+    for (std::size_t i = 0; i < failures.size(); ++i) {
+      message += (i == 0 ? "" : "; and ") + failures[i];
+    }
+    return Error::usage(message);
+  }
+  return {};
+}
+
+Result<Scenario> build_scenario(RawScenario raw, const std::string& origin, const EnvLookup& env,
+                                const store::AutoResolution& resolution) {
   Scenario scenario;
+  std::vector<ScenarioInput>* inputs = resolution.inputs;
   if (!raw.device) {
     OPCACHE_TRY_ASSIGN(scenario.device_mode, store::device_mode_from_environment(env));
+    if (inputs != nullptr) {
+      inputs->push_back({"device_mode", "$RANK_SIZE / $LOCAL_WORLD_SIZE (single when unset or 1)",
+                         to_string(scenario.device_mode), true});
+    }
   } else if (*raw.device == "single") {
     scenario.device_mode = DeviceMode::single;
   } else if (*raw.device == "multi") {
     scenario.device_mode = DeviceMode::multi;
   } else {
     return Error::usage(origin + ": device must be \"single\" or \"multi\", not \"" + *raw.device + "\"");
+  }
+  if (raw.device && inputs != nullptr) {
+    inputs->push_back({"device_mode", origin, *raw.device, true});
   }
   if (!raw.phase) {
     return Error::usage(origin + ": missing scenario field \"phase\" (allowed: train, infer)");
@@ -93,13 +162,32 @@ Result<Scenario> build_scenario(const RawScenario& raw, const std::string& origi
   } else {
     return Error::usage(origin + ": phase must be \"train\" or \"infer\", not \"" + *raw.phase + "\"");
   }
+  if (inputs != nullptr) {
+    inputs->push_back({"phase", origin, *raw.phase, true});
+  }
+  const auto given_extra = raw.extra;
+  for (const auto& [key, value] : given_extra) {
+    OPCACHE_TRY(check_extra_key(origin, key));
+  }
+  OPCACHE_TRY(detect_fields(raw, origin, resolution, inputs));
+  if (inputs != nullptr) {
+    // A detected entry that an explicit extra replaced is not an input (the explicit one is added below).
+    std::erase_if(*inputs, [&](const ScenarioInput& input) {
+      return input.name.starts_with("extra.") && given_extra.count(input.name.substr(6)) != 0;
+    });
+  }
   OPCACHE_TRY_ASSIGN(scenario.toolchain, required_text(raw.toolchain, origin, "toolchain", "8.0.RC2"));
   OPCACHE_TRY_ASSIGN(scenario.soc, required_text(raw.soc, origin, "soc", "Ascend910B1"));
   for (const auto& [key, value] : raw.extra) {
     OPCACHE_TRY(check_extra_key(origin, key));
     OPCACHE_TRY(check_text_value(origin, "extra." + key, value));
   }
-  scenario.extra = raw.extra;
+  scenario.extra = std::move(raw.extra);
+  if (inputs != nullptr) {
+    for (const auto& [key, value] : given_extra) {
+      inputs->push_back({"extra." + key, origin, value, true});
+    }
+  }
   return scenario;
 }
 
@@ -159,6 +247,11 @@ json scenario_to_json(const Scenario& scenario) {
 }
 
 Result<Scenario> scenario_from_json(const json& value, const std::string& origin, const EnvLookup& env) {
+  return scenario_from_json(value, origin, env, AutoResolution{});
+}
+
+Result<Scenario> scenario_from_json(const json& value, const std::string& origin, const EnvLookup& env,
+                                    const AutoResolution& resolution) {
   if (!value.is_object()) {
     return Error::usage(origin + ": a scenario must be a JSON object");
   }
@@ -190,10 +283,29 @@ Result<Scenario> scenario_from_json(const json& value, const std::string& origin
     }
     *slot = field.get<std::string>();
   }
-  return build_scenario(raw, origin, env);
+  return build_scenario(std::move(raw), origin, env, resolution);
 }
 
 Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env) {
+  return parse_scenario_spec(spec, env, AutoResolution{});
+}
+
+AutoResolution auto_resolution(AutoFields auto_fields, std::vector<ScenarioInput>* inputs) {
+  AutoResolution resolution;
+  resolution.inputs = inputs;
+  switch (auto_fields) {
+    case AutoFields::detect:
+      resolution.mode = AutoResolution::Mode::detect;
+      resolution.context = default_detect_context;
+      break;
+    case AutoFields::keep:
+      resolution.mode = AutoResolution::Mode::keep;
+      break;
+  }
+  return resolution;
+}
+
+Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env, const AutoResolution& resolution) {
   const std::string origin = "--scenario";
   RawScenario raw;
   std::size_t start = 0;
@@ -232,26 +344,56 @@ Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env
       return Error::usage(origin + ": unknown scenario field \"" + field + "\" (allowed: " + k_allowed_fields + ")");
     }
   }
-  return build_scenario(raw, origin, env);
+  return build_scenario(std::move(raw), origin, env, resolution);
 }
 
 }  // namespace store
 
-Result<Scenario> parse_scenario_spec(std::string_view spec) {
-  return store::parse_scenario_spec(spec, base::process_environment());
+Result<Scenario> parse_scenario_spec(std::string_view spec) { return parse_scenario_spec(spec, AutoFields::detect); }
+
+Result<Scenario> parse_scenario_spec(std::string_view spec, AutoFields auto_fields) {
+  return store::parse_scenario_spec(spec, base::process_environment(), store::auto_resolution(auto_fields));
 }
 
 Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin) {
-  OPCACHE_TRY_ASSIGN(json value, base::parse_json(json_text, origin));
-  return store::scenario_from_json(value, origin, base::process_environment());
+  return parse_scenario_json(json_text, origin, AutoFields::detect);
 }
 
-Result<Scenario> parse_scenario(std::string_view text) {
+Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin, AutoFields auto_fields) {
+  OPCACHE_TRY_ASSIGN(json value, base::parse_json(json_text, origin));
+  return store::scenario_from_json(value, origin, base::process_environment(), store::auto_resolution(auto_fields));
+}
+
+namespace {
+
+bool is_json_form(std::string_view text) {
   std::size_t first = text.find_first_not_of(" \t\r\n");
-  if (first != std::string_view::npos && text[first] == '{') {
-    return parse_scenario_json(text, "scenario");
+  return first != std::string_view::npos && text[first] == '{';
+}
+
+}  // namespace
+
+Result<Scenario> parse_scenario(std::string_view text) { return parse_scenario(text, AutoFields::detect); }
+
+Result<Scenario> parse_scenario(std::string_view text, AutoFields auto_fields) {
+  if (is_json_form(text)) {
+    return parse_scenario_json(text, "scenario", auto_fields);
   }
-  return parse_scenario_spec(text);
+  return parse_scenario_spec(text, auto_fields);
+}
+
+Result<ExplainedScenario> explain_scenario(std::string_view text, const std::string& origin) {
+  ExplainedScenario explained;
+  auto resolution = store::auto_resolution(AutoFields::detect, &explained.inputs);
+  const auto env = base::process_environment();
+  if (is_json_form(text)) {
+    OPCACHE_TRY_ASSIGN(json value, base::parse_json(text, origin));
+    OPCACHE_TRY_ASSIGN(explained.scenario, store::scenario_from_json(value, origin, env, resolution));
+  } else {
+    OPCACHE_TRY_ASSIGN(explained.scenario, store::parse_scenario_spec(text, env, resolution));
+  }
+  explained.inputs.push_back(store::driver_input(store::default_detect_context()));
+  return explained;
 }
 
 std::string scenario_canonical_json(const Scenario& scenario) {

@@ -9,6 +9,7 @@
 
 #include "base/environment.hpp"
 #include "opcache/scenario.hpp"
+#include "store/scenario_detect.hpp"
 
 namespace opcache::store {
 
@@ -21,10 +22,38 @@ Result<DeviceMode> device_mode_from_environment(const EnvLookup& env);
 /// The hashed JSON object of a scenario.
 nlohmann::json scenario_to_json(const Scenario& scenario);
 
-/// Validates and converts a JSON object; see parse_scenario_json().
+/// How a parser treats a `toolchain` or `soc` given as "auto" or omitted.
+struct AutoResolution {
+  enum class Mode {
+    exact,   ///< as written: "auto" is a literal value, an omitted field a `usage` error (stored scenarios)
+    keep,    ///< an omitted field becomes "auto"; nothing is detected (opcache::AutoFields::keep)
+    detect,  ///< both are detected (opcache::AutoFields::detect, store/scenario_detect)
+  };
+  Mode mode = Mode::exact;
+  /// For Mode::detect: makes the detection context; called at most once, and
+  /// only when a field is to be detected (an explicit scenario costs nothing).
+  std::function<DetectContext()> context;
+  /// When not null, receives every input of the scenario (explain_scenario):
+  /// device, phase, toolchain, soc, each extra, then the driver (not keyed).
+  std::vector<ScenarioInput>* inputs = nullptr;
+};
+
+/// Validates and converts a JSON object exactly as written (Mode::exact: a
+/// stored manifest's scenario); see parse_scenario_json().
 Result<Scenario> scenario_from_json(const nlohmann::json& value, const std::string& origin, const EnvLookup& env);
 
-/// Spec-form parser with an injectable environment.
+/// scenario_from_json() with `auto` resolved as `resolution` says.
+Result<Scenario> scenario_from_json(const nlohmann::json& value, const std::string& origin, const EnvLookup& env,
+                                    const AutoResolution& resolution);
+
+/// Spec-form parser with an injectable environment, fields exactly as written (Mode::exact).
 Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env);
+
+/// parse_scenario_spec() with `auto` resolved as `resolution` says.
+Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env, const AutoResolution& resolution);
+
+/// An AutoResolution for the public opcache::AutoFields (detect: with
+/// default_detect_context()).
+AutoResolution auto_resolution(AutoFields auto_fields, std::vector<ScenarioInput>* inputs = nullptr);
 
 }  // namespace opcache::store

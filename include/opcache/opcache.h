@@ -74,7 +74,9 @@ void opcache_close(opcache_store* store);
 
 /* Computes the key of descriptor_json (a JSON object with "op_type") in
  * scenario, which is either JSON ({"device_mode":...}) or the CLI form
- * "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1".
+ * "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1". A toolchain or
+ * soc that is omitted or "auto" is detected (the CANN install, npu-smi)
+ * (docs/formats.md "Detected scenario fields"); a failed detection is OPCACHE_USAGE.
  * Writes 64 hex characters and a NUL to key_out (OPCACHE_KEY_BUFFER bytes). */
 opcache_status opcache_key(opcache_store* store, const char* descriptor_json, const char* scenario,
                            char* key_out);

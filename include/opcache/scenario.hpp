@@ -5,6 +5,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "opcache/result.hpp"
 #include "opcache/types.hpp"
@@ -32,20 +33,67 @@ struct Scenario {
 const char* to_string(DeviceMode mode) noexcept;
 const char* to_string(Phase phase) noexcept;
 
+/// What a parser makes of a `toolchain` or `soc` given as "auto" or omitted.
+enum class AutoFields {
+  /// Detected from the environment the op compiler would see: the CANN
+  /// install (toolchain, plus component versions, tuning banks and Python in
+  /// `extra`) and `npu-smi info` (soc). See docs/formats.md, "Detected
+  /// scenario fields (`auto`)". A failed detection is a `usage` error naming
+  /// the field and what to set; nothing is guessed.
+  detect,
+  /// Left as the literal "auto" for a caller that gives it its own meaning
+  /// (refcc substitutes its C compiler and machine). Nothing is detected.
+  keep,
+};
+
 /// Parses the CLI form "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1[,extra.KEY=VALUE]".
 /// `device` (alias `device_mode`) may be omitted: then RANK_SIZE or
 /// LOCAL_WORLD_SIZE greater than 1 in the environment means multi, else single.
+/// `toolchain` and `soc` may be omitted or "auto": they are then detected
+/// (AutoFields::detect; detections are remembered in `<cache root>/digests`
+/// when the cache root from the environment is a directory of this user).
 /// A missing, unknown or invalid field is a `usage` error that names the field
 /// and the allowed values. Values cannot contain ','; use JSON for those.
 Result<Scenario> parse_scenario_spec(std::string_view spec);
 
+/// parse_scenario_spec() with the given meaning of "auto".
+Result<Scenario> parse_scenario_spec(std::string_view spec, AutoFields auto_fields);
+
 /// Parses the JSON form {"device_mode":…,"phase":…,"toolchain":…,"soc":…,"extra":{…}}
-/// with the same rules (a missing device_mode is taken from the environment).
+/// with the same rules (a missing device_mode is taken from the environment;
+/// a missing or "auto" toolchain or soc is detected).
 /// `origin` names the source in error messages (a file name, "--scenario").
 Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin = "scenario");
 
+/// parse_scenario_json() with the given meaning of "auto".
+Result<Scenario> parse_scenario_json(std::string_view json_text, const std::string& origin, AutoFields auto_fields);
+
 /// Either form: text starting with '{' is JSON, anything else is the spec form.
 Result<Scenario> parse_scenario(std::string_view text);
+
+/// parse_scenario() with the given meaning of "auto".
+Result<Scenario> parse_scenario(std::string_view text, AutoFields auto_fields);
+
+/// One input of a resolved scenario, for `opcache scenario --explain`.
+struct ScenarioInput {
+  std::string name;    ///< the scenario field it decides: "toolchain", "soc", "extra.cann.opp", … or "driver"
+  std::string source;  ///< where it was read: "--scenario", a file, an environment variable, a command
+  std::string value;   ///< the value, or the digest, as it enters the scenario
+  bool keyed = true;   ///< false for information that deliberately does not enter the key (the driver version)
+};
+
+/// A scenario and the inputs it was resolved from.
+struct ExplainedScenario {
+  Scenario scenario;
+  std::vector<ScenarioInput> inputs;  ///< every field of `scenario`, then the not-keyed driver version
+};
+
+/// parse_scenario() with AutoFields::detect that also reports every input:
+/// each field given, each detected value with the file, variable or command
+/// it came from, and the driver version (keyed = false; "not installed" when
+/// absent). `origin` names a JSON source in messages. Same errors as
+/// parse_scenario(). Thread-safe as long as nobody calls setenv meanwhile.
+Result<ExplainedScenario> explain_scenario(std::string_view text, const std::string& origin = "scenario");
 
 /// The canonical JSON (RFC 8785) of the scenario: the exact bytes that are hashed.
 std::string scenario_canonical_json(const Scenario& scenario);

@@ -16,7 +16,8 @@ class Scenario:
     ``device_mode`` is "single" or "multi"; None lets opcache decide from the
     environment (RANK_SIZE or LOCAL_WORLD_SIZE > 1 means "multi"). ``phase`` is
     "train" or "infer"; ``toolchain`` (e.g. the CANN version) and ``soc`` (e.g.
-    "Ascend910B1") are required. ``extra`` is a free-form str -> str map (debug
+    "Ascend910B1") are detected when None or "auto" (from the CANN install
+    and npu-smi; docs/formats.md "Detected scenario fields"). ``extra`` is a free-form str -> str map (debug
     options, framework version, ...). Validation happens in the library: a bad
     value raises UsageError naming the field.
     """

@@ -296,7 +296,9 @@ TEST_CASE("cli::key rejects a bad --scenario with exit 2 and names the field") {
       {"phase=bad,toolchain=8.0.RC2,soc=Ascend910B1", {"phase", "\"bad\""}},
       {"phase=train,toolchain=8.0.RC2,soc=Ascend910B1,color=red", {"unknown", "\"color\""}},
       {"phase=train,toolchain=,soc=Ascend910B1", {"\"toolchain\"", "empty"}},
-      {"phase=train,toolchain=8.0.RC2", {"\"soc\"", "missing"}},
+      // An omitted soc or toolchain means auto; this machine has no npu-smi and no CANN install.
+      {"phase=train,toolchain=8.0.RC2", {"soc=auto", "npu-smi", "set soc=CHIP"}},
+      {"phase=train,soc=Ascend910B1", {"toolchain=auto", "no CANN install", "set toolchain=VERSION"}},
       {"device=many,phase=train,toolchain=8.0.RC2,soc=Ascend910B1", {"device", "\"many\""}},
       {"phase=train,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1", {"\"phase\"", "twice"}},
       {"phase", {"\"phase\"", "FIELD=VALUE"}},

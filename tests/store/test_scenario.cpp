@@ -3,6 +3,8 @@
 // the canonical JSON that is hashed into every key.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -192,6 +194,10 @@ TEST_CASE("store::parse_scenario_spec names the field and the allowed values for
                {"device", "single", "multi"});
 }
 
+// store::parse_scenario_spec(spec, env) reads a scenario exactly as written
+// (AutoResolution::Mode::exact, as a stored manifest's): an omitted toolchain
+// or soc is still an error there. The public parsers detect them instead
+// (next case, and tests/store/test_scenario_detect.cpp).
 TEST_CASE("store::parse_scenario_spec names a missing or empty required field") {
   expect_usage(spec("device=multi,toolchain=8.0.RC2,soc=Ascend910B1"),
                {"missing scenario field \"phase\"", "train", "infer"});
@@ -207,6 +213,27 @@ TEST_CASE("store::parse_scenario_spec names a missing or empty required field") 
                {"scenario.json", "missing scenario field \"toolchain\""});
   expect_usage(from_json(R"({"device_mode":"multi","phase":"train","toolchain":"","soc":"Ascend910B1"})"),
                {"\"toolchain\" must not be empty"});
+}
+
+TEST_CASE("opcache::parse_scenario detects an omitted toolchain or soc, and names what to set when it cannot") {
+  // This machine (and CI) has no CANN install and no npu-smi; the test process's
+  // ASCEND_* variables are unset by tests/support/process.cpp's hermetic list.
+  if (std::filesystem::exists("/usr/local/Ascend/ascend-toolkit/latest") || std::getenv("ASCEND_TOOLKIT_HOME") ||
+      std::getenv("ASCEND_HOME_PATH")) {
+    MESSAGE("skipped: a CANN install is present");
+    return;
+  }
+  expect_usage(opcache::parse_scenario("device=multi,phase=train,soc=Ascend910B1"),
+               {"--scenario", "toolchain=auto: no CANN install found", "set toolchain=VERSION or ASCEND_TOOLKIT_HOME"});
+  expect_usage(opcache::parse_scenario_json(R"({"device_mode":"multi","phase":"train","soc":"Ascend910B1"})",
+                                            "scenario.json"),
+               {"scenario.json", "toolchain=auto"});
+  if (!opcache::store::find_program(opcache::base::process_environment(), "npu-smi")) {
+    expect_usage(opcache::parse_scenario("device=multi,phase=train,toolchain=8.0.RC2,soc=auto"),
+                 {"soc=auto", "soc=CHIP"});
+  }
+  // Explicit fields detect nothing and still parse.
+  CHECK(opcache::parse_scenario("device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1").ok());
 }
 
 TEST_CASE("store::parse_scenario_spec rejects unknown fields and lists the allowed ones") {

@@ -219,7 +219,9 @@ const std::vector<std::string>& hermetic_variables() {
     std::vector<std::string> list = {
         "OPCACHE_DIR",          "OPCACHE_CONFIG",          "OPCACHE_MIN_IDLE",     "OPCACHE_MODE",
         "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT",
-        "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME"};
+        "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME",
+        // What toolchain=auto reads (store/scenario_detect): a test sets its own install.
+        "ASCEND_TOOLKIT_HOME",  "ASCEND_HOME_PATH",        "ASCEND_CACHE_PATH",    "TUNE_BANK_PATH"};
     // Every variable of the client's settings table (OPCACHE_COMPILER_CHECK,
     // OPCACHE_EXEC_ENV…) and of `opcache serve`'s (OPCACHE_SERVE_*).
     for (const auto& setting : setting_descriptors()) {

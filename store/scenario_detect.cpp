@@ -1,0 +1,353 @@
+#include "store/scenario_detect.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <set>
+#include <system_error>
+
+#include "base/file_io.hpp"
+#include "base/subprocess.hpp"
+#include "base/try.hpp"
+#include "store/cache_root.hpp"
+
+namespace opcache::store {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string_view trim(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) {
+    return {};
+  }
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return text.substr(first, last - first + 1);
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  std::size_t start = 0;
+  while (true) {
+    const auto end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+    if (end == std::string_view::npos) {
+      return parts;
+    }
+    start = end + 1;
+  }
+}
+
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> result;
+  for (auto part : split(text, ' ')) {
+    part = trim(part);
+    if (!part.empty()) {
+      result.push_back(part);
+    }
+  }
+  return result;
+}
+
+bool all_digits(std::string_view text) {
+  if (text.empty()) {
+    return false;
+  }
+  for (char c : text) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+bool is_chip_name(std::string_view name) {
+  bool letter = false;
+  bool digit = false;
+  for (char c : name) {
+    const auto u = static_cast<unsigned char>(c);
+    if (std::isalpha(u)) {
+      letter = true;
+    } else if (std::isdigit(u)) {
+      digit = true;
+    } else if (c != '-' && c != '_' && c != '.') {
+      return false;
+    }
+  }
+  return letter && digit;
+}
+
+std::string first_line(std::string_view text) {
+  text = trim(text);
+  return std::string(text.substr(0, text.find('\n')));
+}
+
+// The first line of a program's output, for messages.
+std::string program_failure(const base::ProcessOutput& output) {
+  std::string detail = first_line(output.err);
+  if (detail.empty()) {
+    detail = first_line(output.out);
+  }
+  return "exit status " + std::to_string(output.exit_code) + (detail.empty() ? "" : ": " + detail);
+}
+
+// The canonical path of a program, which names its remembered answers: a
+// symlink python3 -> python3.11 and its target share one entry.
+fs::path resolved(const fs::path& program) {
+  std::error_code ec;
+  auto canonical = fs::canonical(program, ec);
+  return ec ? program : canonical;
+}
+
+// "MAJOR.MINOR" from "3.11", "3.11.2" or "Python 3.11.2"; std::nullopt otherwise.
+std::optional<std::string> major_minor(std::string_view text) {
+  for (auto word : words(first_line(text))) {
+    const auto parts = split(word, '.');
+    if (parts.size() >= 2 && all_digits(parts[0]) && all_digits(parts[1])) {
+      return std::string(parts[0]) + "." + std::string(parts[1]);
+    }
+  }
+  return std::nullopt;
+}
+
+// The digest entry of one bank directory: the first k_bank_digest_chars of
+// its tree SHA-256, or k_no_bank when it does not exist.
+Result<std::string> bank_digest(const DetectContext& context, const fs::path& directory, const std::string& field) {
+  std::error_code ec;
+  const auto status = fs::status(directory, ec);
+  if (ec || !fs::exists(status)) {
+    return std::string(k_no_bank);
+  }
+  if (!fs::is_directory(status)) {
+    return Error::usage("toolchain=auto: " + directory.string() + " (" + field +
+                        ") is not a directory; remove it or set toolchain=VERSION and extra." + field + "=VALUE");
+  }
+  auto digest = base::tree_sha256(directory, context.cache);
+  if (!digest) {
+    return Error::usage("toolchain=auto: cannot digest " + directory.string() + " (" + field +
+                        "): " + digest.error().message());
+  }
+  return digest->substr(0, k_bank_digest_chars);
+}
+
+// The custom operator bank a compile for `soc` would read, and how it was chosen.
+std::pair<std::optional<fs::path>, std::string> tune_bank_directory(const base::EnvLookup& env,
+                                                                    const std::string& soc) {
+  if (auto path = env("TUNE_BANK_PATH"); path && !path->empty()) {
+    return {fs::path(*path), "$TUNE_BANK_PATH"};
+  }
+  if (auto path = env("ASCEND_CACHE_PATH"); path && !path->empty()) {
+    return {fs::path(*path) / "aoe_data" / soc, "$ASCEND_CACHE_PATH/aoe_data/<soc>"};
+  }
+  if (auto home = env("HOME"); home && !home->empty()) {
+    return {fs::path(*home) / "Ascend/latest/data/aoe/custom/op" / soc, "$HOME/Ascend/latest/data/aoe/custom/op/<soc>"};
+  }
+  return {std::nullopt, "no TUNE_BANK_PATH, ASCEND_CACHE_PATH or HOME"};
+}
+
+Result<std::string> detect_python(const DetectContext& context, std::vector<ScenarioInput>* inputs) {
+  const std::string what_to_set = "; set extra.python=MAJOR.MINOR (e.g. extra.python=3.9) or put the op "
+                                  "compiler's python3 on PATH";
+  auto program = find_program(context.env, "python3");
+  if (!program) {
+    return Error::usage("toolchain=auto: no python3 on PATH to learn the op compiler's Python version" +
+                        what_to_set);
+  }
+  bool ran = false;
+  auto version = context.cache.digest(
+      resolved(*program), "python3 major.minor", [&](const fs::path&) -> Result<std::string> {
+        ran = true;
+        OPCACHE_TRY_ASSIGN(auto output,
+                           base::run_program({program->string(), "-c",
+                                              "import sys; print('%d.%d' % sys.version_info[:2])"}));
+        if (output.exit_code != 0) {
+          return Error::usage(program->string() + " failed (" + program_failure(output) + ")");
+        }
+        auto value = major_minor(output.out);
+        if (!value) {
+          return Error::usage(program->string() + " printed \"" + first_line(output.out) +
+                              "\", not a Python version");
+        }
+        return *value;
+      });
+  if (!version) {
+    return Error::usage("toolchain=auto: " + version.error().message() + what_to_set);
+  }
+  if (inputs != nullptr) {
+    inputs->push_back({std::string("extra.") + k_extra_python,
+                       program->string() + " (python3 on PATH; " + (ran ? "ran" : "remembered") + ")", *version,
+                       true});
+  }
+  return *version;
+}
+
+}  // namespace
+
+DetectContext default_detect_context() {
+  DetectContext context;
+  context.env = base::process_environment();
+  auto root = resolve_cache_root(std::nullopt, context.env);
+  if (root) {
+    struct stat info {};
+    if (::lstat(root->path.c_str(), &info) == 0 && S_ISDIR(info.st_mode) && info.st_uid == ::geteuid()) {
+      context.cache = base::DigestCache(root->path / "digests");
+    }
+  }
+  return context;
+}
+
+std::optional<fs::path> find_program(const base::EnvLookup& env, const std::string& name) {
+  auto path = env("PATH");
+  if (!path) {
+    return std::nullopt;
+  }
+  for (auto directory : split(*path, ':')) {
+    if (directory.empty()) {
+      continue;  // an empty entry means the current directory: not where a compiler's tools are looked for here
+    }
+    fs::path candidate = fs::path(std::string(directory)) / name;
+    std::error_code ec;
+    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
+      return candidate;
+    }
+  }
+  return std::nullopt;
+}
+
+Result<std::string> parse_npu_smi_info(std::string_view output) {
+  std::set<std::string> chips;
+  std::vector<std::string> npus;
+  for (auto line : split(output, '\n')) {
+    line = trim(line);
+    if (line.empty() || line.front() != '|') {
+      continue;
+    }
+    if (line.find("Process id") != std::string_view::npos || line.find("Process name") != std::string_view::npos) {
+      break;  // the process table below the cards reuses the first column for NPU and chip ids
+    }
+    const auto cells = split(line.substr(1), '|');
+    const auto first = words(cells.front());
+    if (first.size() < 2 || !all_digits(first[0]) || !is_chip_name(first[1])) {
+      continue;
+    }
+    std::string chip(first[1]);
+    if (chip.rfind("Ascend", 0) != 0) {
+      chip = "Ascend" + chip;
+    }
+    chips.insert(chip);
+    npus.push_back("NPU " + std::string(first[0]) + ": " + chip);
+  }
+  if (chips.empty()) {
+    return Error::usage(
+        "soc=auto: `npu-smi info` listed no NPU (expected rows like \"| 0     910B1   | OK | …\"); set soc=CHIP, "
+        "e.g. soc=Ascend910B1");
+  }
+  if (chips.size() > 1) {
+    std::string list;
+    for (const auto& npu : npus) {
+      list += (list.empty() ? "" : ", ") + npu;
+    }
+    return Error::usage("soc=auto: the cards of this machine are different chips (" + list +
+                        "); set soc=CHIP for the one the kernels are compiled for");
+  }
+  return *chips.begin();
+}
+
+Result<std::string> detect_soc(const DetectContext& context, std::vector<ScenarioInput>* inputs) {
+  auto program = find_program(context.env, "npu-smi");
+  if (!program) {
+    return Error::usage("soc=auto: npu-smi is not on PATH, so the chip cannot be detected; set soc=CHIP, e.g. "
+                        "soc=Ascend910B1 (the name `npu-smi info` shows, prefixed with Ascend)");
+  }
+  bool ran = false;
+  auto compute = [&](const fs::path&) -> Result<std::string> {
+    ran = true;
+    auto output = base::run_program({program->string(), "info"});
+    if (!output) {
+      return Error::usage("soc=auto: cannot run " + program->string() + ": " + output.error().message() +
+                          "; set soc=CHIP");
+    }
+    if (output->exit_code != 0) {
+      return Error::usage("soc=auto: `" + program->string() + " info` failed (" + program_failure(*output) +
+                          "); set soc=CHIP");
+    }
+    return parse_npu_smi_info(output->out);
+  };
+  // Cards change only across a reboot: the boot id is part of the entry's name.
+  auto boot_id = base::read_small_file(context.boot_id_file, 128);
+  const std::string boot = boot_id ? std::string(trim(*boot_id)) : std::string();
+  auto soc = boot.empty() ? compute(*program)
+                          : context.cache.digest(resolved(*program), "npu-smi info soc, boot " + boot, compute);
+  if (!soc) {
+    return soc.error();
+  }
+  if (inputs != nullptr) {
+    inputs->push_back({"soc", "`" + program->string() + " info` (" + (ran ? "ran" : "remembered for this boot") + ")",
+                       *soc, true});
+  }
+  return soc;
+}
+
+Result<DetectedToolchain> detect_toolchain(const DetectContext& context, const std::string& soc,
+                                           const std::map<std::string, std::string>& given_extra,
+                                           std::vector<ScenarioInput>* inputs) {
+  OPCACHE_TRY_ASSIGN(auto install, find_cann_install(context.env, context.default_cann_root));
+  DetectedToolchain detected;
+  const std::string root_note = " (" + install.root_source + ")";
+  for (const auto& component : install.components) {
+    detected.extra["cann." + component.name] = component.version;
+    if (inputs != nullptr) {
+      inputs->push_back({"extra.cann." + component.name, component.file.string() + root_note, component.version, true});
+    }
+  }
+  const CannComponent* readable = install.component("compiler");
+  if (readable == nullptr) {
+    readable = install.component("toolkit");
+  }
+  detected.toolchain = readable->version;
+  if (inputs != nullptr) {
+    inputs->insert(inputs->begin() + static_cast<std::ptrdiff_t>(inputs->size() - install.components.size()),
+                   ScenarioInput{"toolchain", readable->file.string() + root_note, readable->version, true});
+  }
+
+  auto [bank, bank_source] = tune_bank_directory(context.env, soc);
+  std::string bank_value = k_no_bank;
+  if (bank) {
+    OPCACHE_TRY_ASSIGN(bank_value, bank_digest(context, *bank, k_extra_tune_bank));
+    bank_source = bank->string() + " (" + bank_source + ")";
+  }
+  detected.extra[k_extra_tune_bank] = bank_value;
+  if (inputs != nullptr) {
+    inputs->push_back({std::string("extra.") + k_extra_tune_bank, bank_source, bank_value, true});
+  }
+
+  const fs::path built_in = install.root / "compiler/data/fusion_strategy/built-in";
+  OPCACHE_TRY_ASSIGN(auto fusion, bank_digest(context, built_in, k_extra_fusion_strategy));
+  detected.extra[k_extra_fusion_strategy] = fusion;
+  if (inputs != nullptr) {
+    inputs->push_back({std::string("extra.") + k_extra_fusion_strategy, built_in.string() + root_note, fusion, true});
+  }
+
+  if (given_extra.count(k_extra_python) == 0) {
+    OPCACHE_TRY_ASSIGN(detected.extra[k_extra_python], detect_python(context, inputs));
+  }
+  for (const auto& [name, value] : given_extra) {
+    detected.extra.erase(name);  // an explicit value wins; the caller keeps it
+  }
+  return detected;
+}
+
+ScenarioInput driver_input(const DetectContext& context) {
+  ScenarioInput input{"driver", context.driver_version_file.string(), "not installed", false};
+  auto version = read_version_info(context.driver_version_file);
+  if (!version) {
+    input.value = "unreadable: " + version.error().message();
+  } else if (*version) {
+    input.value = **version;
+  }
+  return input;
+}
+
+}  // namespace opcache::store

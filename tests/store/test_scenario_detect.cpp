@@ -1,0 +1,377 @@
+// Detected scenario fields (store/scenario_detect, store/cann_install, and
+// the `auto` handling of store/scenario): what enters the scenario from a
+// CANN install laid out as the vendor does, a tuning bank, python3 and
+// npu-smi, and what must not (paths, unrelated files).
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "opcache/key.hpp"
+#include "opcache/scenario.hpp"
+#include "store/cann_install.hpp"
+#include "store/scenario.hpp"
+#include "store/scenario_detect.hpp"
+#include "tests/support/cann_tree.hpp"
+#include "tests/support/files.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using opcache::ErrorCode;
+using opcache::Result;
+using opcache::Scenario;
+using opcache::ScenarioInput;
+using opcache::base::EnvLookup;
+using opcache::store::AutoResolution;
+using opcache::store::DetectContext;
+using opcache::test::CannTree;
+using opcache::test::TempDir;
+
+constexpr const char* k_descriptor = R"({"op_type":"Square","inputs":[{"shape":[3],"dtype":"float32"}]})";
+
+// The example of docs/formats.md, "Detected scenario fields (`auto`)".
+constexpr std::string_view k_docs_example_scenario =
+    R"({"device_mode":"multi","extra":{"cann.compiler":"8.0.RC2","cann.fusion_strategy":"bbdfcf26b12d06ba",)"
+    R"("cann.opp":"8.0.RC2","cann.opp_kernel":"8.0.RC2","cann.runtime":"8.0.RC2","cann.tune_bank":"c37d4ce2d2aacb6a",)"
+    R"("python":"3.9"},"phase":"train","soc":"Ascend910B1","toolchain":"8.0.RC2"})";
+constexpr std::string_view k_docs_example_key = "86ee138205f6c85bf052886466a47603532fd1a0fa7a20992864b871966b879d";
+
+// A machine: its environment variables, its bin directory with stand-ins,
+// and its digest cache, all inside one temp directory.
+struct Machine {
+  TempDir dir;
+  std::map<std::string, std::string> env;
+  fs::path bin = dir / "bin";
+  fs::path npu_smi_runs = dir / "npu-smi.runs";
+  fs::path python_runs = dir / "python.runs";
+
+  Machine() {
+    fs::create_directories(bin);
+    env["PATH"] = bin.string();
+    env["HOME"] = (dir / "home").string();
+    opcache::test::write_python3(bin, "3.9", python_runs);
+    opcache::test::write_text(dir / "boot_id", "6a1b1c1d-0000-4000-8000-000000000001\n");
+  }
+
+  DetectContext context() const {
+    DetectContext context;
+    context.env = [variables = env](const char* name) -> std::optional<std::string> {
+      auto it = variables.find(name);
+      return it == variables.end() ? std::nullopt : std::optional<std::string>(it->second);
+    };
+    context.cache = opcache::base::DigestCache(dir / "digests");
+    context.default_cann_root = dir / "no-default-install";
+    context.driver_version_file = dir / "driver/version.info";
+    context.boot_id_file = dir / "boot_id";
+    return context;
+  }
+
+  Result<Scenario> resolve(const std::string& spec, std::vector<ScenarioInput>* inputs = nullptr) const {
+    AutoResolution resolution;
+    resolution.mode = AutoResolution::Mode::detect;
+    resolution.context = [this] { return context(); };
+    resolution.inputs = inputs;
+    const DetectContext detect = context();
+    return opcache::store::parse_scenario_spec(spec, detect.env, resolution);
+  }
+
+  std::string key(const std::string& spec) const {
+    auto scenario = resolve(spec);
+    INFO("spec: " << spec << "; " << (scenario ? "" : scenario.error().message()));
+    REQUIRE(scenario.ok());
+    auto key = opcache::derive_key(k_descriptor, *scenario, std::nullopt);
+    REQUIRE(key.ok());
+    return *key;
+  }
+};
+
+template <typename R>
+void expect_usage(const R& result, const std::vector<std::string>& needles) {
+  REQUIRE_FALSE(result.ok());
+  INFO("message: " << result.error().message());
+  CHECK(result.error().code() == ErrorCode::usage);
+  for (const auto& needle : needles) {
+    CHECK_MESSAGE(result.error().message().find(needle) != std::string::npos,
+                  "expected \"" << needle << "\" in the message");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("store::scenario_detect resolves toolchain=auto from the CANN install's version files, banks and python3") {
+  Machine machine;
+  CannTree tree{machine.dir / "Ascend/ascend-toolkit/8.0.RC2"};
+  tree.versions["opp"] = "8.0.RC2.alpha003";
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  machine.env["ASCEND_CACHE_PATH"] = (machine.dir / "cache_path").string();
+  opcache::test::write_tune_bank(machine.dir / "cache_path/aoe_data", "Ascend910B1");
+
+  std::vector<ScenarioInput> inputs;
+  auto scenario = machine.resolve("device=multi,phase=train,toolchain=auto,soc=Ascend910B1", &inputs);
+  INFO((scenario ? "" : scenario.error().message()));
+  REQUIRE(scenario.ok());
+  CHECK(scenario->toolchain == "8.0.RC2");
+  CHECK(scenario->soc == "Ascend910B1");
+  CHECK(scenario->extra.at("cann.compiler") == "8.0.RC2");
+  CHECK(scenario->extra.at("cann.opp") == "8.0.RC2.alpha003");
+  CHECK(scenario->extra.at("cann.runtime") == "8.0.RC2");
+  CHECK(scenario->extra.at("cann.opp_kernel") == "8.0.RC2");
+  CHECK(scenario->extra.count("cann.toolkit") == 0);
+  CHECK(scenario->extra.at("cann.tune_bank").size() == opcache::store::k_bank_digest_chars);
+  CHECK(scenario->extra.at("cann.fusion_strategy").size() == opcache::store::k_bank_digest_chars);
+  CHECK(scenario->extra.at("python") == "3.9");
+  CHECK(scenario->extra.size() == 7);
+  // No path of this machine is in what is hashed.
+  const std::string canonical = opcache::scenario_canonical_json(*scenario);
+  CHECK(canonical.find(machine.dir.path().string()) == std::string::npos);
+
+  std::map<std::string, std::string> sources;
+  for (const auto& input : inputs) {
+    sources[input.name] = input.source;
+  }
+  CHECK(sources.at("toolchain").find("compiler/version.info") != std::string::npos);
+  CHECK(sources.at("toolchain").find("$ASCEND_TOOLKIT_HOME") != std::string::npos);
+  CHECK(sources.at("extra.cann.tune_bank").find("aoe_data/Ascend910B1") != std::string::npos);
+  CHECK(sources.at("extra.python").find("python3") != std::string::npos);
+  CHECK(sources.at("soc") == "--scenario");
+}
+
+TEST_CASE("store::scenario_detect gives another key for an upgraded component, a re-tuned bank or another Python") {
+  Machine machine;
+  CannTree tree{machine.dir / "toolkit"};
+  tree.write();
+  machine.env["ASCEND_HOME_PATH"] = tree.root.string();
+  const fs::path bank = opcache::test::write_tune_bank(machine.dir / "home/Ascend/latest/data/aoe/custom/op",
+                                                       "Ascend910B1");
+  const std::string spec = "phase=train,soc=Ascend910B1";  // toolchain omitted: auto
+  const std::string before = machine.key(spec);
+  CHECK(machine.key("phase=train,toolchain=auto,soc=Ascend910B1") == before);
+
+  SUBCASE("opp upgraded 8.0.RC2 -> 8.0.RC3") {
+    tree.set_version("opp", "8.0.RC3");
+    CHECK(machine.key(spec) != before);
+    tree.set_version("opp", "8.0.RC2");
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("a bank file re-tuned") {
+    opcache::test::write_text(bank / "rl/MatMulV2_float16.json", R"({"shape":[1024,1024],"tiling":"bm64_bn256"})");
+    CHECK(machine.key(spec) != before);
+  }
+  SUBCASE("a new bank file") {
+    opcache::test::write_text(bank / "rl/Add.json", "{}");
+    CHECK(machine.key(spec) != before);
+  }
+  SUBCASE("the built-in fusion strategy changed") {
+    opcache::test::write_text(tree.root / "compiler/data/fusion_strategy/built-in/built_in_fusion_strategy.json",
+                              "{}");
+    CHECK(machine.key(spec) != before);
+  }
+  SUBCASE("python3 on PATH is another major.minor") {
+    opcache::test::write_python3(machine.bin, "3.11");
+    CHECK(machine.key(spec) != before);
+  }
+  SUBCASE("TUNE_BANK_PATH chooses another (absent) bank") {
+    machine.env["TUNE_BANK_PATH"] = (machine.dir / "absent-bank").string();
+    auto scenario = machine.resolve(spec);
+    REQUIRE(scenario.ok());
+    CHECK(scenario->extra.at("cann.tune_bank") == "none");
+    CHECK(machine.key(spec) != before);
+  }
+}
+
+TEST_CASE("store::scenario_detect keeps the key for unrelated files, another install path and a copied bank") {
+  Machine machine;
+  CannTree tree{machine.dir / "a/ascend-toolkit/8.0.RC2"};
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  machine.env["TUNE_BANK_PATH"] = opcache::test::write_tune_bank(machine.dir / "banks-a", "Ascend910B1").string();
+  const std::string spec = "phase=infer,soc=Ascend910B1";
+  const std::string before = machine.key(spec);
+
+  SUBCASE("an unrelated file added to the install, a version.info line other than Version= changed") {
+    opcache::test::write_text(tree.root / "opp/built-in/op_impl/ai_core/tbe/impl/relu.py", "def relu(): pass\n");
+    opcache::test::write_text(tree.root / "tools/profiler/readme.txt", "hello");
+    opcache::test::write_text(tree.root / "compiler/version.info",
+                              "Version=8.0.RC2\nversion_dir=8.0.RC2\ntimestamp=20250101_000000000\n");
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("the same install and bank at other paths") {
+    const fs::path other = machine.dir / "b/elsewhere/cann";
+    fs::create_directories(other.parent_path());
+    fs::copy(tree.root, other, fs::copy_options::recursive);
+    fs::copy(machine.dir / "banks-a", machine.dir / "banks-b", fs::copy_options::recursive);
+    machine.env["ASCEND_TOOLKIT_HOME"] = other.string();
+    machine.env["TUNE_BANK_PATH"] = (machine.dir / "banks-b/Ascend910B1").string();
+    CHECK(machine.key(spec) == before);
+  }
+}
+
+TEST_CASE("store::scenario_detect leaves explicit values as they were: today's key") {
+  Machine machine;
+  CannTree tree{machine.dir / "toolkit"};
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  opcache::test::write_npu_smi(machine.bin, {"910B1"}, machine.npu_smi_runs);
+  // The pinned vector of docs/formats.md and tests/store/test_key.cpp.
+  CHECK(machine.key("device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1") ==
+        "0b260b16045d4c3ebf96fddd95e5b25f3b6432c2446d8e796dced272f43eef54");
+  CHECK(opcache::test::count_lines(machine.npu_smi_runs) == 0);
+  CHECK(opcache::test::count_lines(machine.python_runs) == 0);
+  // An explicit extra wins over a detected one, and python3 is then not run.
+  auto scenario = machine.resolve("phase=train,soc=Ascend910B1,extra.python=3.7,extra.cann.opp=custom");
+  REQUIRE(scenario.ok());
+  CHECK(scenario->extra.at("python") == "3.7");
+  CHECK(scenario->extra.at("cann.opp") == "custom");
+  CHECK(scenario->extra.at("cann.compiler") == "8.0.RC2");
+  CHECK(opcache::test::count_lines(machine.python_runs) == 0);
+}
+
+TEST_CASE("store::scenario_detect names what to set when nothing can be detected") {
+  Machine machine;
+  SUBCASE("no CANN install: toolchain=") {
+    expect_usage(machine.resolve("phase=train,soc=Ascend910B1"),
+                 {"toolchain=auto: no CANN install found", "$ASCEND_TOOLKIT_HOME unset", "$ASCEND_HOME_PATH unset",
+                  "no-default-install missing", "set toolchain=VERSION or ASCEND_TOOLKIT_HOME"});
+  }
+  SUBCASE("ASCEND_TOOLKIT_HOME is not an install") {
+    fs::create_directories(machine.dir / "empty");
+    machine.env["ASCEND_TOOLKIT_HOME"] = (machine.dir / "empty").string();
+    expect_usage(machine.resolve("phase=train,soc=Ascend910B1"),
+                 {"toolchain=auto", "neither compiler/version.info nor version.info", "$ASCEND_TOOLKIT_HOME"});
+  }
+  SUBCASE("a version.info without Version=") {
+    CannTree tree{machine.dir / "toolkit"};
+    tree.write();
+    opcache::test::write_text(tree.root / "opp/version.info", "timestamp=1\n");
+    machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+    expect_usage(machine.resolve("phase=train,soc=Ascend910B1"), {"toolchain=auto", "opp/version.info", "Version="});
+  }
+  SUBCASE("no npu-smi: soc=") {
+    expect_usage(machine.resolve("phase=train,toolchain=8.0.RC2"), {"soc=auto", "npu-smi", "set soc=CHIP"});
+  }
+  SUBCASE("neither: both in one message") {
+    expect_usage(machine.resolve("phase=train"), {"soc=auto", "toolchain=auto"});
+  }
+  SUBCASE("no python3: extra.python=") {
+    CannTree tree{machine.dir / "toolkit"};
+    tree.write();
+    machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+    fs::remove(machine.bin / "python3");
+    expect_usage(machine.resolve("phase=train,soc=Ascend910B1"), {"python3", "extra.python=MAJOR.MINOR"});
+  }
+}
+
+TEST_CASE("store::scenario_detect asks npu-smi for soc=auto once per boot") {
+  Machine machine;
+  opcache::test::write_npu_smi(machine.bin, {"910B1", "910B1"}, machine.npu_smi_runs);
+  std::vector<ScenarioInput> inputs;
+  auto first = machine.resolve("phase=infer,toolchain=8.0.RC2", &inputs);
+  INFO((first ? "" : first.error().message()));
+  REQUIRE(first.ok());
+  CHECK(first->soc == "Ascend910B1");
+  CHECK(opcache::test::count_lines(machine.npu_smi_runs) == 1);
+  bool found = false;
+  for (const auto& input : inputs) {
+    if (input.name == "soc") {
+      found = true;
+      CHECK(input.source.find("npu-smi info") != std::string::npos);
+      CHECK(input.source.find("ran") != std::string::npos);
+    }
+  }
+  CHECK(found);
+
+  auto second = machine.resolve("phase=infer,toolchain=8.0.RC2,soc=auto");
+  REQUIRE(second.ok());
+  CHECK(second->soc == "Ascend910B1");
+  CHECK(opcache::test::count_lines(machine.npu_smi_runs) == 1);  // remembered: not run again
+
+  // After a reboot the cards are asked again.
+  opcache::test::write_text(machine.dir / "boot_id", "6a1b1c1d-0000-4000-8000-000000000002\n");
+  CHECK(machine.resolve("phase=infer,toolchain=8.0.RC2").ok());
+  CHECK(opcache::test::count_lines(machine.npu_smi_runs) == 2);
+}
+
+TEST_CASE("store::parse_npu_smi_info reads the vendor's table and refuses mixed or missing cards") {
+  auto one = opcache::store::parse_npu_smi_info(opcache::test::npu_smi_table({"310P3"}));
+  REQUIRE(one.ok());
+  CHECK(*one == "Ascend310P3");
+  auto eight = opcache::store::parse_npu_smi_info(opcache::test::npu_smi_table(std::vector<std::string>(8, "910B1")));
+  REQUIRE(eight.ok());
+  CHECK(*eight == "Ascend910B1");
+  expect_usage(opcache::store::parse_npu_smi_info(opcache::test::npu_smi_table({"910B1", "910B2"})),
+               {"soc=", "NPU 0: Ascend910B1", "NPU 1: Ascend910B2"});
+  expect_usage(opcache::store::parse_npu_smi_info("npu-smi: command failed\n"), {"soc=", "listed no NPU"});
+  expect_usage(opcache::store::parse_npu_smi_info(opcache::test::npu_smi_table({})), {"soc=", "listed no NPU"});
+}
+
+TEST_CASE("store::read_version_info takes the Version= line and ignores the rest") {
+  TempDir dir;
+  opcache::test::write_text(dir / "a.info", "version_dir=x\n Version = 8.0.RC2 \r\ntimestamp=1\n");
+  auto a = opcache::store::read_version_info(dir / "a.info");
+  REQUIRE(a.ok());
+  REQUIRE(a->has_value());
+  CHECK(**a == "8.0.RC2");
+  auto missing = opcache::store::read_version_info(dir / "missing.info");
+  REQUIRE(missing.ok());
+  CHECK_FALSE(missing->has_value());
+  opcache::test::write_text(dir / "b.info", "Version=\n");
+  expect_usage(opcache::store::read_version_info(dir / "b.info"), {"b.info", "Version="});
+}
+
+TEST_CASE("store::scenario AutoResolution: exact keeps 'auto' literal, keep defaults omitted fields to 'auto'") {
+  const EnvLookup env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
+  // Mode::exact, a stored manifest's scenario: as written, a missing field is an error.
+  expect_usage(opcache::store::parse_scenario_spec("phase=train,soc=Ascend910B1", env),
+               {"missing scenario field \"toolchain\""});
+  auto literal = opcache::store::parse_scenario_spec("phase=train,toolchain=auto,soc=auto", env);
+  REQUIRE(literal.ok());
+  CHECK(literal->toolchain == "auto");
+  AutoResolution keep;
+  keep.mode = AutoResolution::Mode::keep;
+  keep.context = []() -> DetectContext {
+    FAIL("Mode::keep detected something");
+    return DetectContext();
+  };
+  auto kept = opcache::store::parse_scenario_spec("phase=train", env, keep);
+  REQUIRE(kept.ok());
+  CHECK(kept->toolchain == "auto");
+  CHECK(kept->soc == "auto");
+  CHECK(kept->extra.empty());
+  auto public_keep = opcache::parse_scenario("phase=infer,soc=auto", opcache::AutoFields::keep);
+  REQUIRE(public_keep.ok());
+  CHECK(public_keep->toolchain == "auto");
+}
+
+TEST_CASE("store::scenario_detect shows the driver version as not keyed") {
+  Machine machine;
+  auto absent = opcache::store::driver_input(machine.context());
+  CHECK_FALSE(absent.keyed);
+  CHECK(absent.value == "not installed");
+  opcache::test::write_text(machine.dir / "driver/version.info", "Version=23.0.3\n");
+  auto present = opcache::store::driver_input(machine.context());
+  CHECK(present.value == "23.0.3");
+  CHECK(present.name == "driver");
+}
+
+TEST_CASE("store::scenario_detect: the example of docs/formats.md \"Detected scenario fields\"") {
+  Machine machine;
+  CannTree tree{machine.dir / "toolkit"};
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  machine.env["RANK_SIZE"] = "8";
+  opcache::test::write_tune_bank(machine.dir / "home/Ascend/latest/data/aoe/custom/op", "Ascend910B1");
+  opcache::test::write_npu_smi(machine.bin, {"910B1"}, machine.npu_smi_runs);
+  auto scenario = machine.resolve("phase=train");
+  REQUIRE(scenario.ok());
+  const std::string canonical = opcache::scenario_canonical_json(*scenario);
+  MESSAGE("canonical: " << canonical);
+  CHECK(canonical == k_docs_example_scenario);
+  CHECK(machine.key("phase=train") == k_docs_example_key);
+}

@@ -1,0 +1,94 @@
+#include "tests/support/cann_tree.hpp"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "tests/support/temp_dir.hpp"
+
+namespace opcache::test {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void write_executable(const fs::path& path, const std::string& script) {
+  write_text(path, script);
+  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
+                  fs::perm_options::replace);
+}
+
+fs::path version_file(const fs::path& root, const std::string& component) {
+  return component == "toolkit" ? root / "version.info" : root / component / "version.info";
+}
+
+// Shell single quotes around `text` (which holds no single quote).
+std::string quoted(const std::string& text) { return "'" + text + "'"; }
+
+}  // namespace
+
+const fs::path& CannTree::write() const {
+  for (const auto& [component, version] : versions) {
+    set_version(component, version);
+  }
+  const fs::path built_in = root / "compiler/data/fusion_strategy/built-in";
+  write_text(built_in / "built_in_fusion_strategy.json", R"({"MatMul":{"split":[1,2,4]},"Conv2D":{"tile":16}})");
+  write_text(built_in / "ub_fusion/Ascend910B1.json", R"({"fusion":["Relu","Add"]})");
+  write_text(root / "opp/built-in/op_impl/ai_core/tbe/impl/square.py", "def square(x, y):\n    pass\n");
+  write_text(root / "runtime/lib64/libruntime.so", std::string("\x7f" "ELF fake runtime"));
+  write_text(root / "compiler/bin/atc", "#!/bin/sh\n");
+  return root;
+}
+
+void CannTree::set_version(const std::string& component, const std::string& version) const {
+  write_text(version_file(root, component), "Version=" + version + "\nversion_dir=" + version +
+                                                "\ntimestamp=20240730_110000000\narch=x86_64\n");
+}
+
+fs::path write_tune_bank(const fs::path& directory, const std::string& soc) {
+  const fs::path bank = directory / soc;
+  write_text(bank / "rl/MatMulV2_float16.json", R"({"shape":[1024,1024],"tiling":"bm128_bn256"})");
+  write_text(bank / "ga/Conv2D.json", R"({"tiling":"k32"})");
+  return bank;
+}
+
+std::string npu_smi_table(const std::vector<std::string>& chips) {
+  std::string table =
+      "+------------------------------------------------------------------------------------------------+\n"
+      "| npu-smi 23.0.rc2                 Version: 23.0.rc2                                             |\n"
+      "+---------------------------+---------------+----------------------------------------------------+\n"
+      "| NPU   Name                | Health        | Power(W)    Temp(C)           Hugepages-Usage(page)|\n"
+      "| Chip                      | Bus-Id        | AICore(%)   Memory-Usage(MB)  HBM-Usage(MB)        |\n"
+      "+===========================+===============+====================================================+\n";
+  for (std::size_t i = 0; i < chips.size(); ++i) {
+    std::string name = chips[i];
+    name.resize(std::max<std::size_t>(name.size(), 20), ' ');
+    table += "| " + std::to_string(i) + "     " + name + "| OK            | 93.4        39                0    / 0             |\n";
+    table += "| 0                         | 0000:C1:00.0  | 0           0    / 0          3163 / 65536         |\n";
+    table += "+===========================+===============+====================================================+\n";
+  }
+  table +=
+      "+---------------------------+---------------+----------------------------------------------------+\n"
+      "| NPU     Chip              | Process id    | Process name             | Process memory(MB)      |\n"
+      "+===========================+===============+====================================================+\n"
+      "| 0       0                 | 4242          | python3                  | 1200                    |\n"
+      "+===========================+===============+====================================================+\n";
+  return table;
+}
+
+void write_npu_smi(const fs::path& bin, const std::vector<std::string>& chips, const fs::path& runs) {
+  write_text(bin / "npu-smi.table", npu_smi_table(chips));
+  write_executable(bin / "npu-smi", "#!/bin/sh\necho run >> " + quoted(runs.string()) +
+                                        "\nif [ \"$1\" != info ]; then echo 'usage: npu-smi info' >&2; exit 2; fi\n"
+                                        "cat " + quoted((bin / "npu-smi.table").string()) + "\n");
+}
+
+void write_python3(const fs::path& bin, const std::string& major_minor, const fs::path& runs) {
+  std::string script = "#!/bin/sh\n";
+  if (!runs.empty()) {
+    script += "echo run >> " + quoted(runs.string()) + "\n";
+  }
+  script += "echo " + major_minor + "\n";
+  write_executable(bin / "python3", script);
+}
+
+}  // namespace opcache::test
