@@ -1,12 +1,12 @@
 #include "cli/exec_key.hpp"
 
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
+#include "base/program_search.hpp"
 #include "base/sha256.hpp"
 #include "base/subprocess.hpp"
 #include "base/try.hpp"
@@ -180,26 +180,6 @@ json keyed_environment(const std::vector<std::string>& names, const base::EnvLoo
 
 }  // namespace
 
-Result<fs::path> find_program(const std::string& name, const std::string& path_list) {
-  if (name.find('/') != std::string::npos) {
-    if (!is_regular_file_at(name)) {
-      return Error::usage("cannot run " + name + ": no such file");
-    }
-    return fs::path(name);
-  }
-  std::size_t start = 0;
-  while (start <= path_list.size()) {
-    const auto colon = std::min(path_list.find(':', start), path_list.size());
-    const fs::path directory = colon == start ? fs::path(".") : fs::path(path_list.substr(start, colon - start));
-    const fs::path candidate = directory / name;
-    if (is_regular_file_at(candidate) && ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-    start = colon + 1;
-  }
-  return Error::usage("cannot run " + name + ": not found in PATH");
-}
-
 Result<json> exec_key_member(const ExecKeyRequest& request, const base::DigestCache& cache, const base::EnvLookup& env) {
   if (request.command.empty()) {
     return Error::usage("no command to run");
@@ -209,10 +189,16 @@ Result<json> exec_key_member(const ExecKeyRequest& request, const base::DigestCa
       return Error::usage("argument " + std::to_string(i) + " of the command is not valid UTF-8; exec cannot key it");
     }
   }
-  OPCACHE_TRY_ASSIGN(auto compiler, find_program(request.command[0], env("PATH").value_or("/usr/bin:/bin")));
+  // posix_spawnp's search (PATH unset: confstr's default path), so the compiler keyed is the one run.
+  const auto compiler = base::find_program(request.command[0], env("PATH").value_or("/bin:/usr/bin"),
+                                           base::EmptyPathEntry::current_directory);
+  if (!compiler) {
+    return Error::usage("cannot run " + request.command[0] + ": " +
+                        (request.command[0].find('/') != std::string::npos ? "no such executable file" : "not found in PATH"));
+  }
   std::error_code ec;
-  const fs::path resolved = fs::canonical(compiler, ec);
-  OPCACHE_TRY_ASSIGN(auto fingerprint, compiler_fingerprint(ec ? compiler : resolved, request.policy.compiler_check, cache));
+  const fs::path resolved = fs::canonical(*compiler, ec);
+  OPCACHE_TRY_ASSIGN(auto fingerprint, compiler_fingerprint(ec ? *compiler : resolved, request.policy.compiler_check, cache));
 
   const auto out_forms = out_spellings(request.out);
   std::vector<std::string> keyed_args{fs::path(request.command[0]).filename().string()};

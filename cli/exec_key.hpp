@@ -44,9 +44,4 @@ Result<nlohmann::json> exec_key_member(const ExecKeyRequest& request, const base
 Result<std::string> descriptor_with_exec_member(std::string_view descriptor_text, const nlohmann::json& member,
                                                 const std::string& origin);
 
-/// The path of the program `name` runs: `name` itself when it contains a
-/// '/', else the first executable regular file of that name in `path_list`
-/// (PATH's form, "a:b:c"). `usage` error naming it when there is none.
-Result<std::filesystem::path> find_program(const std::string& name, const std::string& path_list);
-
 }  // namespace opcache::cli

@@ -8,6 +8,7 @@
 #include <system_error>
 
 #include "base/file_io.hpp"
+#include "base/program_search.hpp"
 #include "base/subprocess.hpp"
 #include "base/try.hpp"
 #include "store/cache_root.hpp"
@@ -150,7 +151,7 @@ std::pair<std::optional<fs::path>, std::string> tune_bank_directory(const base::
 Result<std::string> detect_python(const DetectContext& context, std::vector<ScenarioInput>* inputs) {
   const std::string what_to_set = "; set extra.python=MAJOR.MINOR (e.g. extra.python=3.9) or put the op "
                                   "compiler's python3 on PATH";
-  auto program = find_program(context.env, "python3");
+  auto program = base::find_program("python3", context.env("PATH").value_or(""), base::EmptyPathEntry::skipped);
   if (!program) {
     return Error::usage("toolchain=auto: no python3 on PATH to learn the op compiler's Python version" +
                         what_to_set);
@@ -198,24 +199,6 @@ DetectContext default_detect_context() {
   return context;
 }
 
-std::optional<fs::path> find_program(const base::EnvLookup& env, const std::string& name) {
-  auto path = env("PATH");
-  if (!path) {
-    return std::nullopt;
-  }
-  for (auto directory : split(*path, ':')) {
-    if (directory.empty()) {
-      continue;  // an empty entry means the current directory: not where a compiler's tools are looked for here
-    }
-    fs::path candidate = fs::path(std::string(directory)) / name;
-    std::error_code ec;
-    if (fs::is_regular_file(candidate, ec) && ::access(candidate.c_str(), X_OK) == 0) {
-      return candidate;
-    }
-  }
-  return std::nullopt;
-}
-
 Result<std::string> parse_npu_smi_info(std::string_view output) {
   std::set<std::string> chips;
   std::vector<std::string> npus;
@@ -256,7 +239,7 @@ Result<std::string> parse_npu_smi_info(std::string_view output) {
 }
 
 Result<std::string> detect_soc(const DetectContext& context, std::vector<ScenarioInput>* inputs) {
-  auto program = find_program(context.env, "npu-smi");
+  auto program = base::find_program("npu-smi", context.env("PATH").value_or(""), base::EmptyPathEntry::skipped);
   if (!program) {
     return Error::usage("soc=auto: npu-smi is not on PATH, so the chip cannot be detected; set soc=CHIP, e.g. "
                         "soc=Ascend910B1 (the name `npu-smi info` shows, prefixed with Ascend)");

@@ -55,10 +55,6 @@ struct DetectContext {
 /// a symlink) owned by this user; otherwise no caching.
 DetectContext default_detect_context();
 
-/// The first executable regular file named `name` in the directories of
-/// `env("PATH")`, as found (not resolved); std::nullopt when none is.
-std::optional<std::filesystem::path> find_program(const base::EnvLookup& env, const std::string& name);
-
 /// The chip of `npu-smi info` output. The format assumed is the vendor's box
 /// table: lines that start with '|' hold cells separated by '|'; an NPU row's
 /// first cell is "<npu id> <name>" (e.g. "| 0     910B1     | OK | …"), the
