@@ -78,6 +78,18 @@ ApiResponse handle_healthz(Api& api, const ApiRequest&) {
   return api.healthz();
 }
 
+ApiResponse handle_revoke(Api& api, const ApiRequest& request) {
+  return api.revoke(request.body);
+}
+
+ApiResponse handle_revocations(Api& api, const ApiRequest& request) {
+  return api.revocations(request.parameters);
+}
+
+ApiResponse handle_unrevoke(Api& api, const ApiRequest& request) {
+  return api.unrevoke(request.route.key);
+}
+
 using enum RouteId;
 using enum Thread;
 constexpr auto k_none = BodyKind::none;
@@ -110,6 +122,9 @@ constexpr RouteSpec k_routes[] = {
   {ui_root,          "ui",         "GET, HEAD", "/ui",                          Scope::none,   k_none,   io,           false,    false,      handle_ui},
   {ui,               "ui",         "GET, HEAD", "/ui/{file}",                   Scope::none,   k_none,   page,         false,    false,      handle_ui},
   {healthz,          "healthz",    "GET, HEAD", "/healthz",                     Scope::none,   k_none,   io,           false,    false,      handle_healthz},
+  {revoke,           "revocations","POST",      "/v1/revocations",              Scope::admin,  k_small,  worker,       false,    k_counted,  handle_revoke},
+  {revocations,      "revocations","GET, HEAD", "/v1/revocations",              Scope::read,   k_none,   worker,       false,    k_counted,  handle_revocations},
+  {unrevoke,         "revocations","DELETE",    "/v1/revocations/{key}",        Scope::admin,  k_none,   worker,       false,    k_counted,  handle_unrevoke},
 };
 // clang-format on
 

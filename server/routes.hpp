@@ -41,6 +41,9 @@ enum class RouteId {
   ui_root,           ///< GET, HEAD /ui (a redirect to /ui/)
   ui,                ///< GET, HEAD /ui/{file}
   healthz,           ///< GET, HEAD /healthz
+  revoke,            ///< POST /v1/revocations
+  revocations,       ///< GET, HEAD /v1/revocations
+  unrevoke,          ///< DELETE /v1/revocations/{key}
 };
 
 /// How a request's body is read.

@@ -1,5 +1,6 @@
 // Tombstones (store/revocation.hpp, docs/formats.md "Tombstones"): the file
-// form, a directory of them, the reason's rules and the signed message.
+// form, a directory of them, the reason's rules, the signed message, and the
+// local store's revoke/unrevoke.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/ed25519.hpp"
+#include "store/local_store.hpp"
 #include "store/revocation.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -88,4 +90,32 @@ TEST_CASE("store::sign_revocation covers the keys, the reason and the time") {
   CHECK_FALSE(store::revocation_signature_verifies(*signature, {k_a, k_b}, "good", 100));
   CHECK_FALSE(store::revocation_signature_verifies(*signature, {k_a, k_b}, "bad", 101));
   CHECK(store::revocation_message({k_a}, "bad", 7) == "opcache-revoke-v1\n7\nbad\n" + k_a + "\n");
+}
+
+TEST_CASE("store::LocalStore revoke deletes the entry and keeps a tombstone until unrevoke") {
+  TempDir temp;
+  store::StoreOptions options;
+  options.root = temp / "cache";
+  auto local = store::LocalStore::open(options);
+  REQUIRE(local.ok());
+  opcache::test::write_text(temp / "k.o", "kernel bytes");
+  store::BundleInput input;
+  input.descriptor = {{"op_type", "Revoked"}};
+  input.scenario = {{"device_mode", "single"}, {"phase", "infer"}, {"toolchain", "t"}, {"soc", "s"}};
+  input.members.push_back({"k.o", temp / "k.o", ""});
+  auto put = (*local)->put(input, ReplacePolicy::keep_existing);
+  REQUIRE(put.ok());
+  const std::string key = put->key;
+
+  CHECK((*local)->revoke({key, "crashes", 42}).value());
+  CHECK_FALSE((*local)->contains(key).value());
+  CHECK(fs::exists(temp / "cache" / "revocations" / (key + ".json")));
+  CHECK((*local)->revocation(key).value()->reason == "crashes");
+  CHECK_FALSE((*local)->revoke({key, "again", 43}).value());  // no entry left; the tombstone is replaced
+  CHECK((*local)->revocation(key).value()->reason == "again");
+  CHECK((*local)->revoke({key, "", 44}).error().code() == ErrorCode::usage);
+
+  CHECK((*local)->unrevoke(key).value());
+  CHECK_FALSE((*local)->unrevoke(key).value());
+  CHECK((*local)->revocation(key).value() == std::nullopt);
 }
