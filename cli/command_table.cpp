@@ -20,6 +20,7 @@ const std::vector<CommandFamily>& command_families() {
       {{"serve"}, register_serve_command},
       {{"config"}, register_config_command},
       {{"version"}, register_version_command},
+      {{"revoke", "unrevoke"}, register_revoke_commands},
   };
   return families;
 }

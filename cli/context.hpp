@@ -133,5 +133,6 @@ std::vector<Command> register_serve_command(CLI::App& app, Context& context);
 std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
 std::vector<Command> register_transfer_commands(CLI::App& app, Context& context);
 std::vector<Command> register_trust_commands(CLI::App& app, Context& context);
+std::vector<Command> register_revoke_commands(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli
