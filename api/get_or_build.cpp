@@ -69,6 +69,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
     return result;
   }
 
+  m_impl->check_revocations();  // when due: a hit between checks reads one small file
   store::LocalStore& local = *m_impl->local;
   const auto hint = m_impl->lookup_hint(descriptor.op_type, scenario_json);
   const bool force = m_impl->settings.mode.value == store::CacheMode::force;

@@ -167,6 +167,7 @@ Result<PutResult> Store::put(std::string_view descriptor_json, const Scenario& s
 
 Result<std::optional<GetResult>> Store::Impl::get(const std::string& key, const remote::LookupHint& hint,
                                                   const std::filesystem::path& out_dir) {
+  check_revocations();
   OPCACHE_TRY_ASSIGN(auto found, local->get(key, out_dir));
   if (found) {
     return found;
@@ -285,6 +286,7 @@ Result<TransferSummary> Store::push(const TransferOptions& options) {
 
 Result<TransferSummary> Store::pull(const TransferOptions& options) {
   OPCACHE_TRY_ASSIGN(auto remote, m_impl->select_remote(options.remote));
+  m_impl->check_revocations(remote::RevocationCheck::now);
   return remote::pull(*m_impl->local, *remote, transfer_request(options));
 }
 
@@ -301,6 +303,69 @@ Result<ServerStats> Store::server_stats(const ServerStatsOptions& options) {
   OPCACHE_TRY_ASSIGN(stats.summary_json, statistics->stats_summary(options.window));
   OPCACHE_TRY_ASSIGN(stats.misses_json, statistics->stats_misses(options.misses_limit));
   return stats;
+}
+
+namespace {
+
+Status check_revoke_keys(const std::vector<std::string>& keys) {
+  if (keys.empty()) {
+    return Error::usage("no key given: name the keys to revoke (opcache key prints a descriptor's)");
+  }
+  for (const auto& key : keys) {
+    OPCACHE_TRY(store::check_key(key));
+  }
+  return {};
+}
+
+std::int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Result<std::vector<bool>> Store::revoke(const RevokeOptions& options) {
+  OPCACHE_TRY(check_revoke_keys(options.keys));
+  OPCACHE_TRY(store::check_revocation_reason(options.reason));
+  auto& local = *m_impl->local;
+  std::vector<bool> deleted;
+  if (options.local) {
+    const std::int64_t now_ms = unix_ms_now();
+    for (const auto& key : options.keys) {
+      OPCACHE_TRY_ASSIGN(bool had, local.revoke(store::Tombstone{key, options.reason, now_ms}));
+      if (had) {
+        (void)local.record_counter("revoked", 1);
+      }
+      deleted.push_back(had);
+    }
+    return deleted;
+  }
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->select_remote(options.remote));
+  OPCACHE_TRY_ASSIGN(deleted, remote->store->revoke(options.keys, options.reason,
+                                                     local.options().signing_key.get()));
+  // This machine learns of it at once, not at its next check.
+  for (const auto& key : options.keys) {
+    (void)m_impl->remotes->purge_revoked(key, "revoked on " + remote->store->name() + ": " + options.reason);
+  }
+  return deleted;
+}
+
+Result<std::vector<bool>> Store::unrevoke(const RevokeOptions& options) {
+  OPCACHE_TRY(check_revoke_keys(options.keys));
+  std::vector<bool> removed;
+  if (options.local) {
+    for (const auto& key : options.keys) {
+      OPCACHE_TRY_ASSIGN(bool had, m_impl->local->unrevoke(key));
+      removed.push_back(had);
+    }
+    return removed;
+  }
+  OPCACHE_TRY_ASSIGN(auto remote, m_impl->select_remote(options.remote));
+  for (const auto& key : options.keys) {
+    OPCACHE_TRY_ASSIGN(bool had, remote->store->unrevoke(key));
+    removed.push_back(had);
+  }
+  return removed;
 }
 
 std::vector<SettingInfo> Store::settings() const {

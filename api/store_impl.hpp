@@ -38,6 +38,15 @@ struct Store::Impl {
   Result<std::optional<GetResult>> get(const std::string& key, const remote::LookupHint& hint,
                                        const std::filesystem::path& out_dir);
 
+  /// Reads the remotes' revocation lists when due (`when`: at most once per
+  /// revocation_check_interval per cache directory, or now) and deletes
+  /// the revoked entries from the local store (RemoteSet::check_revocations).
+  void check_revocations(remote::RevocationCheck when = remote::RevocationCheck::when_due) {
+    if (remotes && !remotes->empty()) {
+      (void)remotes->check_revocations(settings.revocation_check_interval_s.value, when);
+    }
+  }
+
   /// Queues a freshly stored key for background upload, to every uploading
   /// remote but `uploaded_to` (which has it already).
   void after_store(const std::string& key, const remote::Remote* uploaded_to = nullptr) {

@@ -22,6 +22,7 @@ const std::vector<CommandFamily>& command_families() {
       {{"scenario"}, register_scenario_command},
       {{"config"}, register_config_command},
       {{"version"}, register_version_command},
+      {{"revoke", "unrevoke"}, register_revoke_commands},
   };
   return families;
 }

@@ -137,5 +137,6 @@ std::vector<Command> register_transfer_commands(CLI::App& app, Context& context)
 std::vector<Command> register_trust_commands(CLI::App& app, Context& context);
 std::vector<Command> register_explain_command(CLI::App& app, Context& context);
 std::vector<Command> register_scenario_command(CLI::App& app, Context& context);
+std::vector<Command> register_revoke_commands(CLI::App& app, Context& context);
 
 }  // namespace opcache::cli

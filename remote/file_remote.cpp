@@ -4,11 +4,15 @@
 // fsync + link, so a reader sees a whole bundle or none. The entry's
 // signatures live beside it in <key>.sig (one "<public key base64>:<signature
 // base64>" a line), written before the bundle and replaced atomically
-// (rename) when signatures are added; no .sig file: unsigned.
+// (rename) when signatures are added; no .sig file: unsigned. A revoked key
+// has a tombstone, <root>/v1/revocations/<key>.json (store/revocation.hpp):
+// its bundle is deleted, fetches answer Fetched::revoked and uploads are
+// refused until it is removed.
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "remote/remote_store.hpp"
 #include "base/file_io.hpp"
@@ -22,21 +26,24 @@ namespace {
 
 namespace fs = std::filesystem;
 
+constexpr std::size_t k_revocation_page = 10000;
+
 class FileRemote final : public RemoteStore {
  public:
   FileRemote(RemoteOptions options, fs::path root) : m_options(std::move(options)), m_root(std::move(root)) {}
 
   std::string name() const override { return m_options.url; }
 
-  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures,
-                     const LookupHint& /*hint: no server to tell*/) override {
+  Result<Fetched> fetch(const std::string& key, int fd, store::Signatures* signatures,
+                        const LookupHint& /*hint: no server to tell*/) override {
     if (signatures != nullptr) {
       OPCACHE_TRY_ASSIGN(*signatures, read_signatures(key));
     }
     auto input = base::open_for_reading(path_of(key), /*follow_symlinks=*/false);
     if (!input) {
       if (input.error().code() == ErrorCode::not_found) {
-        return false;
+        OPCACHE_TRY_ASSIGN(auto tombstone, as_remote_result(tombstones().find(key)));
+        return tombstone ? Fetched::revoked : Fetched::miss;
       }
       return Error::remote("remote " + name() + ": " + input.error().message());
     }
@@ -47,7 +54,7 @@ class FileRemote final : public RemoteStore {
         return Error::remote("remote " + name() + ": " + n.error().message());
       }
       if (*n == 0) {
-        return true;
+        return Fetched::hit;
       }
       OPCACHE_TRY(base::write_all(fd, buffer, *n, "download"));
     }
@@ -76,6 +83,11 @@ class FileRemote final : public RemoteStore {
     struct stat info {};
     if (::stat(target.c_str(), &info) == 0) {
       return {};  // idempotent: keep what is there
+    }
+    OPCACHE_TRY_ASSIGN(auto tombstone, as_remote_result(tombstones().find(key)));
+    if (tombstone) {
+      return Error::usage("remote " + name() + " refuses " + key + ": revoked (" + tombstone->reason +
+                          "); `opcache unrevoke --remote " + name() + " " + key + "` accepts it again");
     }
     // The signatures first: the bundle never shows without them.
     if (!signatures.empty()) {
@@ -114,10 +126,53 @@ class FileRemote final : public RemoteStore {
     return keys;
   }
 
+  Result<std::optional<RevocationPage>> revocations(std::int64_t since_s) override {
+    RevocationPage page;
+    page.now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+    OPCACHE_TRY_ASSIGN(page.tombstones,
+                       as_remote_result(tombstones().list(since_s * 1000, k_revocation_page, &page.truncated)));
+    return std::optional<RevocationPage>(std::move(page));
+  }
+
+  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                   const base::Ed25519PrivateKey* /*signer: no server to judge it*/) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<bool> deleted;
+    for (const auto& key : keys) {
+      OPCACHE_TRY(as_remote_error(tombstones().add(store::Tombstone{key, reason, now_ms})));
+      const bool had = ::unlink(path_of(key).c_str()) == 0;
+      ::unlink(signatures_path_of(key).c_str());
+      deleted.push_back(had);
+    }
+    return deleted;
+  }
+
+  Result<bool> unrevoke(const std::string& key) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    return as_remote_result(tombstones().remove(key));
+  }
+
  private:
   fs::path path_of(const std::string& key) const { return m_root / "v1" / "bundles" / key.substr(0, 2) / key; }
   fs::path signatures_path_of(const std::string& key) const {
     return m_root / "v1" / "bundles" / key.substr(0, 2) / (key + ".sig");
+  }
+
+  store::TombstoneDirectory tombstones() const { return store::TombstoneDirectory(m_root / "v1" / "revocations"); }
+
+  template <typename T>
+  Result<T> as_remote_result(Result<T> result) const {
+    if (!result && result.error().code() != ErrorCode::usage) {
+      return Error::remote("remote " + name() + ": " + result.error().message());
+    }
+    return result;
   }
 
   // A failure of our own writes is the remote's (a usage error stays one).

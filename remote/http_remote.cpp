@@ -15,6 +15,7 @@
 #include "base/file_io.hpp"
 #include "base/percent_coding.hpp"
 #include "base/try.hpp"
+#include "store/key.hpp"
 
 namespace opcache::remote {
 
@@ -241,13 +242,17 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
 
   std::string name() const override { return display_url(m_options.url); }
 
-  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures, const LookupHint& hint) override {
+  Result<Fetched> fetch(const std::string& key, int fd, store::Signatures* signatures,
+                        const LookupHint& hint) override {
     HttpTransfer request("GET", m_base + "/v1/entries/" + key, m_options.token);
     request.add_lookup_hint(hint);
     request.set_download(fd);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 404) {
-      return false;
+      return Fetched::miss;
+    }
+    if (response.status == 410) {
+      return Fetched::revoked;  // a miss the caller purges; never the server's failure
     }
     if (response.status != 200) {
       return status_error("GET", request.url(), response);
@@ -259,7 +264,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
       }
       *signatures = std::move(*received);
     }
-    return true;
+    return Fetched::hit;
   }
 
   Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
@@ -289,10 +294,87 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
       request.add_header(std::string(k_signature_header) + ": " + store::format_signature(signature));
     }
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 410) {
+      // The server works; it refuses this key until it is unrevoked.
+      return Error::usage(name() + " refuses " + key + ": " + error_detail(response.text));
+    }
     if (response.status != 200 && response.status != 201) {
       return status_error("PUT", request.url(), response);
     }
     return {};
+  }
+
+  Result<std::optional<RevocationPage>> revocations(std::int64_t since_s) override {
+    HttpTransfer request("GET", m_base + "/v1/revocations?since=" + std::to_string(since_s), m_options.token);
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404) {
+      return std::optional<RevocationPage>();  // a server older than API v1 revision 5
+    }
+    if (response.status != 200) {
+      return status_error("GET", request.url(), response);
+    }
+    auto body = json::parse(response.text, nullptr, false);
+    if (!body.is_object() || !body.contains("revocations") || !body["revocations"].is_array() ||
+        !body.contains("now") || !body["now"].is_number_integer()) {
+      return Error::remote(name() + ": GET " + display_url(request.url()) + ": malformed revocation list");
+    }
+    RevocationPage page;
+    page.now_s = body["now"].get<std::int64_t>();
+    page.truncated = body.contains("truncated") && body["truncated"].is_boolean() && body["truncated"].get<bool>();
+    for (const auto& item : body["revocations"]) {
+      auto tombstone = store::parse_tombstone(item.dump(), string_field(item, "key"), "revocation list item");
+      if (!tombstone || !store::check_key(tombstone->key)) {
+        return Error::remote(name() + ": GET " + display_url(request.url()) + ": malformed revocation list item");
+      }
+      page.tombstones.push_back(std::move(*tombstone));
+    }
+    return std::optional<RevocationPage>(std::move(page));
+  }
+
+  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                   const base::Ed25519PrivateKey* signer) override {
+    json body{{"keys", keys}, {"reason", reason}};
+    if (signer != nullptr) {
+      const std::int64_t now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch()).count();
+      OPCACHE_TRY_ASSIGN(auto signature, store::sign_revocation(*signer, keys, reason, now_s));
+      body["time"] = now_s;
+      body["signatures"] = json::array({{{"public_key", base::base64_encode(signature.public_key)},
+                                         {"signature", base::base64_encode(signature.signature)}}});
+    }
+    HttpTransfer request("POST", m_base + "/v1/revocations", m_options.token);
+    request.set_json_body(body.dump());
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404 && error_code_of(response.text) == "not_found") {
+      return Error::usage(name() + " cannot revoke keys (an opcache serve older than API v1 revision 5)");
+    }
+    if (response.status != 200) {
+      return status_error("POST", request.url(), response);
+    }
+    auto parsed = json::parse(response.text, nullptr, false);
+    if (!parsed.is_object() || !parsed.contains("revoked") || !parsed["revoked"].is_array()) {
+      return Error::remote(name() + ": POST " + display_url(request.url()) + ": malformed revocation response");
+    }
+    std::vector<bool> deleted;
+    for (const auto& item : parsed["revoked"]) {
+      deleted.push_back(item.is_object() && item.contains("deleted") && item["deleted"].is_boolean() &&
+                        item["deleted"].get<bool>());
+    }
+    deleted.resize(keys.size(), false);
+    return deleted;
+  }
+
+  Result<bool> unrevoke(const std::string& key) override {
+    HttpTransfer request("DELETE", m_base + "/v1/revocations/" + key, m_options.token);
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404 && error_code_of(response.text) == "not_found" &&
+        error_detail(response.text).find("not revoked") != std::string::npos) {
+      return false;
+    }
+    if (response.status != 200) {
+      return status_error("DELETE", request.url(), response);
+    }
+    return true;
   }
 
   Result<std::vector<bool>> query(const std::vector<std::string>& keys) override {
@@ -452,7 +534,19 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     request.add_lookup_hint(hint);
     request.set_no_body();
     request.set_timeout_ms(static_cast<long>(wait.count()) * 1000 + m_options.timeout_ms);
-    return found(request);
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 410) {
+      // Revoked: nobody will upload it, so there is nothing to wait for; not
+      // the server's failure either (a `not_found`, not a `remote` error).
+      return Error::not_found(name() + " revoked " + key + ": build it here");
+    }
+    if (response.status == 404) {
+      return false;
+    }
+    if (response.status != 200) {
+      return status_error("HEAD", request.url(), response);
+    }
+    return true;
   }
 
  private:

@@ -6,9 +6,12 @@
 
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "base/file_io.hpp"
 #include "base/mutex.hpp"
 #include "base/try.hpp"
+#include "base/sha256.hpp"
 #include "remote/prefetch.hpp"
 #include "store/key.hpp"
 
@@ -241,6 +244,10 @@ RemoteSet::~RemoteSet() {
 }
 
 Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario) {
+  // Revoked here (`opcache revoke --local`): no remote may bring it back.
+  if (auto tombstone = m_local.revocation(key); tombstone && *tombstone) {
+    return false;
+  }
   for (const auto& remote : m_remotes) {
     if (!remote.breaker->allows()) {
       continue;
@@ -267,7 +274,13 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHin
       continue;
     }
     remote.breaker->record_success();
-    if (!*fetched) {
+    if (*fetched == Fetched::revoked) {
+      // The team took the kernel back: a miss everywhere, whatever other
+      // remotes may still hold; what this store holds goes too.
+      purge_revoked(key, "remote " + remote.store->name() + " revoked it");
+      return false;
+    }
+    if (*fetched == Fetched::miss) {
       continue;
     }
     auto adopted = m_local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::synced,
@@ -288,6 +301,132 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHin
     return true;
   }
   return false;
+}
+
+bool RemoteSet::purge_revoked(const std::string& key, const std::string& why, std::int64_t revoked_ms) {
+  auto entry = m_local.find(key);
+  if (!entry || !*entry || (*entry)->created_ms > revoked_ms) {
+    return false;  // absent, or stored after the revocation (built here again)
+  }
+  auto removed = m_local.remove(key);
+  if (!removed || !*removed) {
+    return false;
+  }
+  (void)m_local.record_counter("revoked", 1);
+  m_local.options().warn("deleted " + key + " from the local store: " + why);
+  return true;
+}
+
+namespace {
+
+// <cache>/remotes/<id>.revocations: {"checked_ms": when a process last
+// asked the remote (or claimed to), "since": the remote's clock then}.
+struct RevocationCursor {
+  std::int64_t checked_ms = 0;
+  std::int64_t since_s = 0;
+};
+
+RevocationCursor read_cursor(const fs::path& path) {
+  RevocationCursor cursor;
+  auto text = base::read_small_file(path, 4096);
+  if (!text) {
+    return cursor;
+  }
+  auto parsed = nlohmann::json::parse(*text, nullptr, false);
+  if (parsed.is_object() && parsed.contains("checked_ms") && parsed["checked_ms"].is_number_integer() &&
+      parsed.contains("since") && parsed["since"].is_number_integer()) {
+    cursor.checked_ms = parsed["checked_ms"].get<std::int64_t>();
+    cursor.since_s = parsed["since"].get<std::int64_t>();
+  }
+  return cursor;
+}
+
+void write_cursor(const fs::path& path, const RevocationCursor& cursor) {
+  (void)base::write_file_atomic(path,
+                                nlohmann::json{{"checked_ms", cursor.checked_ms}, {"since", cursor.since_s}}.dump());
+}
+
+// Most pages one check reads (10,000 tombstones each).
+constexpr int k_max_revocation_pages = 100;
+
+}  // namespace
+
+fs::path RemoteSet::revocation_cursor_path(const Remote& remote) const {
+  return m_local.layout().root() / "remotes" / (remote_id(remote.store->name()) + ".revocations");
+}
+
+std::int64_t RemoteSet::check_revocations(std::int64_t interval_s, RevocationCheck when) {
+  std::int64_t purged = 0;
+  for (const auto& remote : m_remotes) {
+    const auto path = revocation_cursor_path(remote);
+    RevocationCursor cursor = read_cursor(path);
+    const std::int64_t now_ms = m_local.options().clock();
+    if (when == RevocationCheck::when_due && cursor.checked_ms <= now_ms &&
+        now_ms - cursor.checked_ms < interval_s * 1000) {
+      continue;  // checked recently, by this process or another of the cache directory
+    }
+    if (when == RevocationCheck::when_due && cursor.checked_ms == 0) {
+      // The directory's first use with this remote: start the clock without
+      // a request (a local hit stays local, and never loads libcurl); the
+      // first read, an interval later, lists everything from the start.
+      if (m_local.layout().ensure_directory(path.parent_path())) {
+        write_cursor(path, RevocationCursor{now_ms, 0});
+      }
+      continue;
+    }
+    if (when == RevocationCheck::when_due && !remote.breaker->allows()) {
+      continue;
+    }
+    // Claim the check first, so the other processes of the directory do not
+    // all ask at once; the cursor moves only when the answer is applied.
+    if (!m_local.layout().ensure_directory(path.parent_path())) {
+      continue;
+    }
+    write_cursor(path, RevocationCursor{now_ms, cursor.since_s});
+    std::int64_t since = cursor.since_s;
+    std::int64_t next_since = since;
+    bool failed = false;
+    for (int page_number = 0; page_number < k_max_revocation_pages; ++page_number) {
+      auto page = remote.store->revocations(since);
+      if (!page) {
+        // A lookup's failure opens the breaker, as the lookup itself would;
+        // an explicit pull reports its own failure and leaves the breaker be.
+        if (when == RevocationCheck::when_due &&
+            (page.error().code() == ErrorCode::remote || page.error().code() == ErrorCode::timeout)) {
+          remote.breaker->record_failure(page.error().message());
+        }
+        m_local.options().warn("revocation list of remote " + remote.store->name() +
+                               " not read: " + page.error().message());
+        failed = true;
+        break;
+      }
+      remote.breaker->record_success();
+      if (!*page) {
+        break;  // the remote keeps no revocations (an older server)
+      }
+      for (const auto& tombstone : (*page)->tombstones) {
+        if (purge_revoked(tombstone.key,
+                          "remote " + remote.store->name() + " revoked it: " + tombstone.reason, tombstone.time_ms)) {
+          ++purged;
+        }
+      }
+      if (page_number == 0) {
+        next_since = (*page)->now_s;
+      }
+      if (!(*page)->truncated || (*page)->tombstones.empty()) {
+        break;
+      }
+      const std::int64_t last = (*page)->tombstones.back().time_s();
+      if (last <= since) {
+        break;  // more than a page within one second: the rest comes next time
+      }
+      since = last;
+    }
+    if (!failed) {
+      write_cursor(path, RevocationCursor{now_ms, next_since});
+    }
+  }
+  return purged;
 }
 
 const Remote* RemoteSet::team_remote() const {

@@ -6,6 +6,8 @@
 // with that remote continues them.
 #pragma once
 
+#include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <thread>
@@ -23,6 +25,12 @@ struct Remote {
   RemoteOptions options;
   std::shared_ptr<RemoteStore> store;
   std::shared_ptr<CircuitBreaker> breaker;
+};
+
+/// When check_revocations asks a remote.
+enum class RevocationCheck {
+  when_due,  ///< at most once per interval per cache directory (a lookup)
+  now,       ///< whatever the interval says (opcache pull, prefetch)
 };
 
 class RemoteSet {
@@ -54,6 +62,23 @@ class RemoteSet {
   /// whole scenario (remote/prefetch.hpp).
   Result<bool> fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario = nullptr);
 
+  /// Reads each remote's revocation list (RemoteStore::revocations) and
+  /// deletes the revoked keys from the local store (counted as `revoked`,
+  /// each reported through the warning sink); an entry stored after its
+  /// revocation (built here again) stays. With RevocationCheck::when_due, a
+  /// remote is asked only when no process of this cache directory asked it
+  /// in the last `interval_s` seconds: the time and the `since` cursor are
+  /// shared through <cache>/remotes/<id>.revocations, so a lookup between
+  /// checks reads one small file and nothing else. A failing remote opens
+  /// its breaker; never fails. Returns how many entries were deleted.
+  std::int64_t check_revocations(std::int64_t interval_s, RevocationCheck when);
+
+  /// Deletes `key` from the local store when it was stored at or before
+  /// `revoked_ms` (the revocation's time), counting it as `revoked` and
+  /// reporting `why`; whether it was deleted.
+  bool purge_revoked(const std::string& key, const std::string& why,
+                     std::int64_t revoked_ms = std::numeric_limits<std::int64_t>::max());
+
   /// Queues `key` (stored locally) for upload to every remote with `upload`
   /// but `except` (one it was just uploaded to). Never blocks on the
   /// network. At most 10,000 queued per remote.
@@ -72,6 +97,7 @@ class RemoteSet {
   struct Uploader;
   RemoteSet(std::vector<Remote> remotes, store::LocalStore& local);
   void start_uploader();
+  std::filesystem::path revocation_cursor_path(const Remote& remote) const;
 
   std::vector<Remote> m_remotes;
   store::LocalStore& m_local;

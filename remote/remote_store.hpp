@@ -16,10 +16,23 @@
 #include "remote/lookup_headers.hpp"
 #include "remote/remote_config.hpp"
 #include "remote/server_statistics.hpp"
+#include "store/revocation.hpp"
 #include "store/scenario.hpp"
 #include "store/signature.hpp"
 
 namespace opcache::remote {
+
+/// What a fetch found: the entry, nothing, or a revoked key (a tombstone:
+/// the remote refuses it, docs/remotes.md "Revocation"). A revoked key is a
+/// miss, never a failure of the remote.
+enum class Fetched { miss, hit, revoked };
+
+/// One answer of a remote's revocation list (GET /v1/revocations).
+struct RevocationPage {
+  std::vector<store::Tombstone> tombstones;  ///< oldest first
+  std::int64_t now_s = 0;                    ///< the remote's clock: `since` of the next call
+  bool truncated = false;                    ///< more matched: ask again from the last one's time
+};
 
 /// A remote. Implementations are thread-safe (push/pull call them from many
 /// threads) and reuse connections. Transport failures are `remote` or
@@ -34,11 +47,13 @@ class RemoteStore {
   /// Writes the bundle of `key` to `fd` (an empty regular file, written from
   /// its start) and, when `signatures` is not null, replaces its contents
   /// with the signatures stored with the entry (docs/formats.md
-  /// "Signatures"); false on a miss. Neither the bytes nor the signatures
+  /// "Signatures"); Fetched::miss on a miss, Fetched::revoked (nothing
+  /// written) when the remote holds a tombstone for the key. Neither the bytes nor the signatures
   /// are trusted: the caller verifies both (LocalStore::adopt). `hint` says
   /// what the lookup is for, when the caller knows it; an opcache server is
   /// told (remote/lookup_headers.hpp), other backends ignore it.
-  virtual Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures, const LookupHint& hint) = 0;
+  virtual Result<Fetched> fetch(const std::string& key, int fd, store::Signatures* signatures,
+                                const LookupHint& hint) = 0;
 
   /// Uploads the bundle file of `key` (verified locally) with its
   /// signatures. Idempotent: an existing entry is kept.
@@ -77,6 +92,30 @@ class RemoteStore {
   /// How this remote's server compares its entries with a lookup (an opcache
   /// server), or null when the backend has no server. Owned by the remote.
   virtual EntryExplainer* explainer() { return nullptr; }
+
+  /// The tombstones revoked at Unix second `since_s` or later (docs/remotes.md
+  /// "Revocation"); std::nullopt when the remote keeps none (a server older
+  /// than API v1 revision 5).
+  virtual Result<std::optional<RevocationPage>> revocations(std::int64_t since_s) {
+    (void)since_s;
+    return std::optional<RevocationPage>();
+  }
+
+  /// Revokes `keys` with `reason` for everyone using the remote (a tombstone
+  /// each; the entries are deleted), signed by `signer` when not null. For
+  /// each key, whether the remote held an entry. An opcache server needs an
+  /// admin token (`remote` error naming the scope otherwise).
+  virtual Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                           const base::Ed25519PrivateKey* signer) {
+    (void)keys, (void)reason, (void)signer;
+    return Error::usage("remote " + name() + " cannot revoke keys");
+  }
+
+  /// Removes the tombstone of `key`; false when the key was not revoked.
+  virtual Result<bool> unrevoke(const std::string& key) {
+    (void)key;
+    return Error::usage("remote " + name() + " cannot unrevoke keys");
+  }
 };
 
 /// What a remote URL names: a team server (`opcache serve`, which also has

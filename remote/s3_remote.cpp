@@ -1,6 +1,8 @@
 // The s3:// remote: straight to an S3-compatible bucket through the bucket
 // layer the server's S3 storage uses too (remote/s3/bucket.hpp), so both see
 // the same entries.
+#include <chrono>
+
 #include "remote/remote_store.hpp"
 #include "remote/s3/bucket.hpp"
 #include "store/bundle_reader.hpp"
@@ -13,6 +15,7 @@ namespace opcache::remote {
 namespace {
 
 constexpr std::int64_t k_max_bundle_bytes = 2ll << 30;
+constexpr std::size_t k_revocation_page = 10000;
 
 class S3Remote final : public RemoteStore {
  public:
@@ -20,15 +23,52 @@ class S3Remote final : public RemoteStore {
 
   std::string name() const override { return display_url(m_options.url); }
 
-  Result<bool> fetch(const std::string& key, int fd, store::Signatures* signatures,
-                     const LookupHint& /*hint: no server to tell*/) override {
+  Result<Fetched> fetch(const std::string& key, int fd, store::Signatures* signatures,
+                        const LookupHint& /*hint: no server to tell*/) override {
     OPCACHE_TRY_ASSIGN(bool found, m_bucket.get_bundle(key, fd, k_max_bundle_bytes));
-    if (found && signatures != nullptr) {
+    if (!found) {
+      // Revoking deletes the bundle: only a miss can be revoked.
+      OPCACHE_TRY_ASSIGN(auto tombstone, m_bucket.get_tombstone(key, std::filesystem::temp_directory_path()));
+      return tombstone ? Fetched::revoked : Fetched::miss;
+    }
+    if (signatures != nullptr) {
       // Read after the bundle: signatures added meanwhile are a bonus; the
       // caller verifies them against the bytes it got.
       OPCACHE_TRY_ASSIGN(*signatures, m_bucket.get_signatures(key, std::filesystem::temp_directory_path()));
     }
-    return found;
+    return Fetched::hit;
+  }
+
+  Result<std::optional<RevocationPage>> revocations(std::int64_t since_s) override {
+    RevocationPage page;
+    page.now_s = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch()).count();
+    OPCACHE_TRY_ASSIGN(page.tombstones, m_bucket.list_tombstones(since_s * 1000, k_revocation_page, &page.truncated,
+                                                                 std::filesystem::temp_directory_path()));
+    return std::optional<RevocationPage>(std::move(page));
+  }
+
+  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                   const base::Ed25519PrivateKey* /*signer: no server to judge it*/) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch()).count();
+    std::vector<bool> deleted;
+    for (const auto& key : keys) {
+      OPCACHE_TRY(m_bucket.put_tombstone(store::Tombstone{key, reason, now_ms}, std::filesystem::temp_directory_path()));
+      OPCACHE_TRY_ASSIGN(bool had, m_bucket.remove_entry(key));
+      deleted.push_back(had);
+    }
+    return deleted;
+  }
+
+  Result<bool> unrevoke(const std::string& key) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    return m_bucket.remove_tombstone(key);
   }
 
   // Read, merge, write: two concurrent additions may lose one of them (S3
@@ -55,6 +95,11 @@ class S3Remote final : public RemoteStore {
     OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(key));
     if (existing) {
       return {};
+    }
+    OPCACHE_TRY_ASSIGN(auto tombstone, m_bucket.get_tombstone(key, std::filesystem::temp_directory_path()));
+    if (tombstone) {
+      return Error::usage("remote " + name() + " refuses " + key + ": revoked (" + tombstone->reason +
+                          "); `opcache unrevoke --remote " + name() + " " + key + "` accepts it again");
     }
     // The manifest names the listing marker; the digest goes into metadata.
     OPCACHE_TRY_ASSIGN(auto fd, base::open_for_reading(bundle));

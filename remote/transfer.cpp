@@ -196,8 +196,9 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   std::vector<std::string> wanted;
   for (const auto& key : keys) {
     OPCACHE_TRY_ASSIGN(bool here, local.contains(key));
-    if (here) {
-      ++summary.skipped;
+    OPCACHE_TRY_ASSIGN(auto revoked_here, local.revocation(key));
+    if (here || revoked_here) {
+      ++summary.skipped;  // present, or revoked in this store (`opcache revoke --local`)
     } else {
       wanted.push_back(key);
     }
@@ -218,8 +219,11 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   run.run(fetchable, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
     OPCACHE_TRY_ASSIGN(auto file, local.create_temp());
     store::Provenance provenance{true, remote.store->name(), {}};
-    OPCACHE_TRY_ASSIGN(bool found, remote.store->fetch(key, file.fd(), &provenance.signatures, LookupHint{}));
-    if (!found) {
+    OPCACHE_TRY_ASSIGN(auto found, remote.store->fetch(key, file.fd(), &provenance.signatures, LookupHint{}));
+    if (found == Fetched::revoked) {
+      return Error::not_found("the remote revoked " + key + " meanwhile");
+    }
+    if (found == Fetched::miss) {
       return Error::not_found("the remote no longer has " + key);
     }
     // Not fsynced: a pulled entry is a copy of the remote's (docs/remotes.md).

@@ -276,6 +276,15 @@ ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_v
     return storage_failure(found.error());
   }
   if (!*found) {
+    // Revoking deletes the entry, so only a miss can be a revoked key: a
+    // hit pays nothing for revocation.
+    auto tombstone = m_storage.revocation(key);
+    if (!tombstone) {
+      return storage_failure(tombstone.error());
+    }
+    if (*tombstone) {
+      return revoked_response(**tombstone, "key");
+    }
     return error_response(404, "not_found", "no entry for key " + key);
   }
   ApiResponse response;
@@ -294,6 +303,14 @@ ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_v
 }
 
 ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload, const store::Signatures& signatures) {
+  auto tombstone = m_storage.revocation(key);
+  if (!tombstone) {
+    return storage_failure(tombstone.error());
+  }
+  if (*tombstone) {
+    m_metrics.record_rejected_upload("revoked");
+    return revoked_response(**tombstone, "upload refused: key");
+  }
   if (auto finished = upload.finish_writing(); !finished) {
     return storage_failure(finished.error());
   }

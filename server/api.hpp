@@ -28,8 +28,18 @@
 
 namespace opcache::server {
 
+struct RevokeRequest;
+
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
+
+/// Most keys one POST /v1/revocations may revoke.
+inline constexpr std::size_t k_max_revoke_keys = 1000;
+/// Most tombstones one GET /v1/revocations lists (and its default limit).
+inline constexpr std::size_t k_max_revocations_page = 10000;
+/// The header of a 410 answer to HEAD (and GET) of a revoked key: the
+/// reason, percent-encoded.
+inline constexpr std::string_view k_revoked_header = "X-Opcache-Revoked";
 
 /// What a request's method and path resolve to.
 struct Route {
@@ -112,6 +122,10 @@ Result<long> integer_parameter(const std::map<std::string, std::string>& paramet
 /// naming the header. Pure; thread-safe.
 Result<store::Signatures> parse_signature_headers(const std::vector<std::string>& values);
 
+/// 410 `revoked` for `tombstone`: {"error","message","key","reason","time"}
+/// and the X-Opcache-Revoked header; `what` starts the message ("key").
+ApiResponse revoked_response(const store::Tombstone& tombstone, const std::string& what);
+
 /// The handlers. Thread-safe (the storage and metrics are).
 class Api {
  public:
@@ -153,6 +167,17 @@ class Api {
   /// Wake-ups of requests waiting on an entry: put_entry and release_lease
   /// notify them.
   EntryEvents& events() noexcept { return m_events; }
+  /// POST /v1/revocations (api_revocations.cpp): writes a tombstone for
+  /// each key of the JSON `body` ({"keys": [...], "reason": "..."}) and
+  /// deletes its entry: 200 {"revoked": [{"key","deleted"}], "reason",
+  /// "time"}; 400 for a malformed body.
+  ApiResponse revoke(const std::string& body);
+  /// DELETE /v1/revocations/{key}: removes the tombstone (200), 404 when
+  /// the key is not revoked.
+  ApiResponse unrevoke(const std::string& key);
+  /// GET /v1/revocations?since=SECONDS&limit=N: the tombstones revoked at
+  /// `since` or later, oldest first: 200 {"now","revocations","truncated"}.
+  ApiResponse revocations(const std::map<std::string, std::string>& parameters);
   ApiResponse query(const std::string& body);
   /// POST /v1/explain: the stored entries of the body's descriptor's op type
   /// nearest to its descriptor + scenario, and what differs (api_explain.cpp).
@@ -177,6 +202,10 @@ class Api {
 
  private:
   std::shared_ptr<const store::TrustedKeys> trusted_keys() const;
+  // The 403 refusing a revocation whose signatures do not verify, or that is
+  // unsigned (or signed by no trusted key, or signed too long before or after
+  // `now_s`) on a server with trusted keys; std::nullopt when it may go on.
+  std::optional<ApiResponse> refuse_revocation(const RevokeRequest& request, std::int64_t now_s);
   // The "leases" object of GET /v1/status.
   nlohmann::json lease_status();
   // The body of GET /v1/status, with the storage's `gauges`.

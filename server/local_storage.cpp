@@ -171,6 +171,23 @@ class LocalStorage final : public Storage {
     return page;
   }
 
+  Result<std::optional<store::Tombstone>> revocation(const std::string& key) override {
+    return m_store->revocation(key);
+  }
+
+  Result<bool> revoke(const store::Tombstone& tombstone) override {
+    auto revoked = m_store->revoke(tombstone);
+    m_cache.erase(tombstone.key);
+    return revoked;
+  }
+
+  Result<bool> unrevoke(const std::string& key) override { return m_store->unrevoke(key); }
+
+  Result<std::vector<store::Tombstone>> revocations(std::int64_t since_ms, std::size_t limit,
+                                                   bool* truncated) override {
+    return tombstones().list(since_ms, limit, truncated);
+  }
+
   StorageGauges gauges() override {
     StorageGauges gauges;
     if (auto stats = m_store->stats()) {
@@ -186,6 +203,8 @@ class LocalStorage final : public Storage {
   }
 
  private:
+  store::TombstoneDirectory tombstones() const { return store::TombstoneDirectory(m_store->layout().revocations()); }
+
   // Whether objects/<d0d1>/<digest> is still a regular file: relative to
   // the objects directory, so the check walks two path components.
   bool object_present(const std::string& digest) const {

@@ -82,6 +82,18 @@ ApiResponse handle_explain(Api& api, const ApiRequest& request) {
   return api.explain(request.body);
 }
 
+ApiResponse handle_revoke(Api& api, const ApiRequest& request) {
+  return api.revoke(request.body);
+}
+
+ApiResponse handle_revocations(Api& api, const ApiRequest& request) {
+  return api.revocations(request.parameters);
+}
+
+ApiResponse handle_unrevoke(Api& api, const ApiRequest& request) {
+  return api.unrevoke(request.route.key);
+}
+
 using enum RouteId;
 using enum Thread;
 constexpr auto k_none = BodyKind::none;
@@ -117,6 +129,9 @@ constexpr RouteSpec k_routes[] = {
   {healthz,          "healthz",    "GET, HEAD", "/healthz",                     Scope::none,   k_none,   io,           false,    false,      handle_healthz},
   // Opens up to 1,000 bundles of one op type (100 on S3): a worker's job.
   {explain,          "explain",    "POST",      "/v1/explain",                  Scope::read,   k_small,  worker,       false,    false,      handle_explain},
+  {revoke,           "revocations","POST",      "/v1/revocations",              Scope::admin,  k_small,  worker,       false,    k_counted,  handle_revoke},
+  {revocations,      "revocations","GET, HEAD", "/v1/revocations",              Scope::read,   k_none,   worker,       false,    k_counted,  handle_revocations},
+  {unrevoke,         "revocations","DELETE",    "/v1/revocations/{key}",        Scope::admin,  k_none,   worker,       false,    k_counted,  handle_unrevoke},
 };
 // clang-format on
 

@@ -42,6 +42,9 @@ enum class RouteId {
   ui,                ///< GET, HEAD /ui/{file}
   healthz,           ///< GET, HEAD /healthz
   explain,           ///< POST /v1/explain
+  revoke,            ///< POST /v1/revocations
+  revocations,       ///< GET, HEAD /v1/revocations
+  unrevoke,          ///< DELETE /v1/revocations/{key}
 };
 
 /// How a request's body is read.

@@ -142,6 +142,22 @@ class S3Storage final : public Storage {
     return page;
   }
 
+  Result<std::optional<store::Tombstone>> revocation(const std::string& key) override {
+    return m_bucket.get_tombstone(key, m_temp_dir);
+  }
+
+  Result<bool> revoke(const store::Tombstone& tombstone) override {
+    OPCACHE_TRY(m_bucket.put_tombstone(tombstone, m_temp_dir));
+    return m_bucket.remove_entry(tombstone.key);
+  }
+
+  Result<bool> unrevoke(const std::string& key) override { return m_bucket.remove_tombstone(key); }
+
+  Result<std::vector<store::Tombstone>> revocations(std::int64_t since_ms, std::size_t limit,
+                                                   bool* truncated) override {
+    return m_bucket.list_tombstones(since_ms, limit, truncated, m_temp_dir);
+  }
+
   StorageGauges gauges() override { return {}; }  // unknown without listing the bucket
 
  private:

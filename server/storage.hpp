@@ -15,6 +15,7 @@
 #include "server/metrics.hpp"
 #include "base/file_io.hpp"
 #include "store/manifest.hpp"
+#include "store/revocation.hpp"
 #include "store/signature.hpp"
 
 namespace opcache::server {
@@ -109,6 +110,22 @@ class Storage {
   virtual Result<ListPage> list(const ListQuery& query) = 0;
   /// Entries, bytes and evictions where cheap to know.
   virtual StorageGauges gauges() = 0;
+
+  // Revocation (docs/formats.md "Tombstones"): the tombstones live in the
+  // storage itself, so a restarted server and every replica over the same
+  // storage agree on them.
+
+  /// The tombstone of `key`, or std::nullopt when it is not revoked.
+  virtual Result<std::optional<store::Tombstone>> revocation(const std::string& key) = 0;
+  /// Writes the tombstone (replacing an earlier one of its key), then
+  /// deletes the entry of its key; true when there was an entry to delete.
+  virtual Result<bool> revoke(const store::Tombstone& tombstone) = 0;
+  /// Removes the tombstone of `key`; false when there was none.
+  virtual Result<bool> unrevoke(const std::string& key) = 0;
+  /// The tombstones revoked at `since_ms` or later, oldest first, at most
+  /// `limit`; `*truncated` says whether more matched.
+  virtual Result<std::vector<store::Tombstone>> revocations(std::int64_t since_ms, std::size_t limit,
+                                                           bool* truncated) = 0;
 };
 
 }  // namespace opcache::server

@@ -108,7 +108,7 @@ Status StoreLayout::create_directories() const {
   for (const char* name : {"objects", "tmp", "locks"}) {
     OPCACHE_TRY(checked_child(root, name, /*create=*/true, m_sharing));
   }
-  for (const char* name : {"outbox", "remotes", "digests"}) {
+  for (const char* name : {"outbox", "remotes", "digests", "revocations"}) {
     auto present = checked_child(root, name, /*create=*/false, m_sharing);
     if (!present && present.error().code() != ErrorCode::not_found) {
       return present.error();

@@ -458,6 +458,24 @@ Result<bool> LocalStore::remove(const std::string& key) {
   return true;
 }
 
+Result<bool> LocalStore::revoke(const Tombstone& tombstone) {
+  OPCACHE_TRY(check_key(tombstone.key));
+  OPCACHE_TRY(check_revocation_reason(tombstone.reason));
+  OPCACHE_TRY(m_layout.ensure_directory(m_layout.revocations()));
+  OPCACHE_TRY(TombstoneDirectory(m_layout.revocations()).add(tombstone));
+  return remove(tombstone.key);
+}
+
+Result<bool> LocalStore::unrevoke(const std::string& key) {
+  OPCACHE_TRY(check_key(key));
+  return TombstoneDirectory(m_layout.revocations()).remove(key);
+}
+
+Result<std::optional<Tombstone>> LocalStore::revocation(const std::string& key) const {
+  OPCACHE_TRY(check_key(key));
+  return TombstoneDirectory(m_layout.revocations()).find(key);
+}
+
 Result<std::vector<IndexEntry>> LocalStore::list(const ListFilter& filter) {
   OPCACHE_TRY(flush_hits());
   base::MutexLock lock(m_index_mutex);

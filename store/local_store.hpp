@@ -22,6 +22,7 @@
 #include "store/cache_root.hpp"
 #include "store/index.hpp"
 #include "store/manifest.hpp"
+#include "store/revocation.hpp"
 #include "store/signature.hpp"
 #include "store/trust.hpp"
 
@@ -189,6 +190,16 @@ class LocalStore {
   Result<bool> contains(const std::string& key);
   /// Removes the entry (and its object when no other row uses it).
   Result<bool> remove(const std::string& key);
+  /// Revokes the key in this store (docs/formats.md "Tombstones"): writes
+  /// its tombstone, revocations/<key>.json (replacing an earlier one), then
+  /// removes the entry; true when there was one. Remote hits and pulls of a
+  /// key with a tombstone are refused (remote/remote_set.hpp) until
+  /// unrevoke(). Process-safe: the tombstone is a file.
+  Result<bool> revoke(const Tombstone& tombstone);
+  /// Removes the tombstone of `key`; false when it had none.
+  Result<bool> unrevoke(const std::string& key);
+  /// The tombstone of `key` in this store, or std::nullopt.
+  Result<std::optional<Tombstone>> revocation(const std::string& key) const;
   /// Rows matching `filter` (pending hits are flushed first).
   Result<std::vector<IndexEntry>> list(const ListFilter& filter);
   Result<StoreStats> stats();

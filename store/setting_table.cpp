@@ -307,6 +307,15 @@ const SettingSpec k_specs[] = {
       "zstd level for new bundles, 1..19 (default 3)", "", "", "3"},
      &StoreConfig::compression_level,
      check_integer<k_compression_rule>},
+    {{"revocation_check_interval_s", "revocation_check_interval", SettingType::integer, true,
+      "--revocation-check-interval",
+      "Seconds between two reads of each remote's revocation list by the processes of this cache directory "
+      "(0: on every use; default 300); opcache pull always reads it",
+      "OPCACHE_REVOCATION_CHECK_INTERVAL", "revocation_check_interval", "300"},
+     &StoreConfig::revocation_check_interval_s,
+     check_integer<k_seconds_rule>,
+     [](Settings& s, Setting<std::string> value) { s.revocation_check_interval_s = integer_setting(std::move(value)); },
+     [](const Settings& s) { return seconds(s.revocation_check_interval_s); }},
 };
 
 // Text of one StoreConfig field; nullopt when it holds no explicit value.

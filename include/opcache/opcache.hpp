@@ -121,6 +121,11 @@ struct StoreConfig {
   /// to the built-in list, "A,B" replaces it, "none" keys on none; unset
   /// means OPCACHE_EXEC_ENV, else the config file, else the built-in list.
   std::optional<std::string> exec_env;
+  /// Seconds between two reads of a remote's revocation list by the
+  /// processes of one cache directory (docs/remotes.md "Revocation"; 0:
+  /// every use); unset means OPCACHE_REVOCATION_CHECK_INTERVAL, else the
+  /// config file, else 300.
+  std::optional<std::int64_t> revocation_check_interval_s;
   /// Sets the setting `name` (a settable row of setting_descriptors()) from
   /// its text form, as the CLI and the C ABI do: integers in decimal, flags
   /// "true"/"false", a `repeated` setting appends one value. The value is
@@ -399,6 +404,28 @@ class Store {
   /// `remote`/`timeout` when the server cannot be reached. Ignores the
   /// remote's circuit breaker (an explicit request).
   Result<ServerStats> server_stats(const ServerStatsOptions& options);
+
+  /// Options of revoke and unrevoke.
+  struct RevokeOptions {
+    std::vector<std::string> keys;  ///< the keys (64 lowercase hex each), at least one
+    std::string reason;             ///< revoke: why, one line of UTF-8 (1 to 1024 bytes)
+    std::string remote;             ///< URL or 1-based position; empty: the first remote
+    bool local = false;             ///< this store only (a local tombstone), no remote
+  };
+
+  /// Revokes `options.keys` (docs/remotes.md "Revocation"): on the remote,
+  /// for everyone using it (a team server needs an admin token; with a
+  /// signing key the request is signed), and in this store (its entries are
+  /// deleted; with `local`, a local tombstone is also kept, which refuses
+  /// the keys from any remote until unrevoke). For each key, whether an
+  /// entry was deleted (on the remote, or here with `local`). Errors:
+  /// `usage` for a bad key or reason, no remote, or a remote that cannot
+  /// revoke (an older server); `remote` for a refusal (token, signature).
+  Result<std::vector<bool>> revoke(const RevokeOptions& options);
+
+  /// Takes a revocation back (on the remote, or with `local` in this store):
+  /// for each key, whether it was revoked.
+  Result<std::vector<bool>> unrevoke(const RevokeOptions& options);
 
  private:
   struct Impl;

@@ -223,7 +223,7 @@ class ErrorTest(TempDirTestCase):
             set(opcache.SETTINGS),
             {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
              "wait_timeout_s", "signing_key", "trusted_keys", "require_signature", "team_single_flight", "remotes", "no_remote", "token_file",
-             "shared_group", "compiler_check", "exec_env", "compression_level"},
+             "shared_group", "compiler_check", "exec_env", "compression_level", "revocation_check_interval_s"},
         )
 
     def test_unknown_keyword_is_type_error(self) -> None:

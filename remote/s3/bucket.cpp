@@ -16,6 +16,7 @@ constexpr int k_page_keys = 1000;
 constexpr const char* k_bundle_content_type = "application/vnd.opcache.bundle";
 // A signatures object is ~134 bytes per signer; anything near this is not ours.
 constexpr std::int64_t k_max_signatures_bytes = 1 << 20;
+constexpr std::int64_t k_max_tombstone_bytes = 8192;
 
 }  // namespace
 
@@ -134,6 +135,56 @@ Result<std::vector<bool>> S3Bucket::present(const std::vector<std::string>& keys
     found.push_back(stored.count(key) != 0);
   }
   return found;
+}
+
+Status S3Bucket::put_tombstone(const store::Tombstone& tombstone, const std::filesystem::path& temp_dir) {
+  OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(temp_dir));
+  const auto text = store::tombstone_json(tombstone);
+  OPCACHE_TRY(temp.write(text.data(), text.size()));
+  OPCACHE_TRY(temp.finish_writing(base::Durability::deferred));
+  return m_client.put_from_file(s3_tombstone_name(tombstone.key), temp.temp_path(), {}, "application/json");
+}
+
+Result<std::optional<store::Tombstone>> S3Bucket::get_tombstone(const std::string& key,
+                                                                const std::filesystem::path& temp_dir) {
+  OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(temp_dir));
+  const auto name = s3_tombstone_name(key);
+  OPCACHE_TRY_ASSIGN(bool found, m_client.get_to_fd(name, temp.fd(), k_max_tombstone_bytes));
+  if (!found) {
+    return std::optional<store::Tombstone>();
+  }
+  OPCACHE_TRY(temp.finish_writing(base::Durability::deferred));
+  OPCACHE_TRY_ASSIGN(auto text, base::read_file(temp.temp_path()));
+  auto parsed = store::parse_tombstone(text, key, "tombstone object " + name);
+  if (!parsed) {
+    return Error::remote(parsed.error().message());
+  }
+  return std::optional<store::Tombstone>(std::move(*parsed));
+}
+
+Result<bool> S3Bucket::remove_tombstone(const std::string& key) { return m_client.remove(s3_tombstone_name(key)); }
+
+Result<std::vector<store::Tombstone>> S3Bucket::list_tombstones(std::int64_t since_ms, std::size_t limit,
+                                                                bool* truncated,
+                                                                const std::filesystem::path& temp_dir) {
+  const std::string root = k_s3_revocations_root;
+  std::vector<store::Tombstone> found;
+  std::string token;
+  do {
+    OPCACHE_TRY_ASSIGN(auto page, m_client.list(root, "", token, k_page_keys));
+    for (const auto& object : page.objects) {
+      const auto name = object.name.substr(root.size());
+      if (name.size() != 64 + 5 || name.substr(64) != ".json") {
+        continue;
+      }
+      OPCACHE_TRY_ASSIGN(auto tombstone, get_tombstone(name.substr(0, 64), temp_dir));
+      if (tombstone) {
+        found.push_back(std::move(*tombstone));
+      }
+    }
+    token = page.next_continuation_token;
+  } while (!token.empty());
+  return store::select_tombstones(std::move(found), since_ms, limit, truncated);
 }
 
 Status S3Bucket::for_each_marker(const S3IndexFields& filter, const std::string& start_after,

@@ -22,6 +22,7 @@
 #include "remote/s3/client.hpp"
 #include "remote/s3/layout.hpp"
 #include "store/manifest.hpp"
+#include "store/revocation.hpp"
 #include "store/signature.hpp"
 
 namespace opcache::remote {
@@ -88,6 +89,22 @@ class S3Bucket {
   /// For each key, whether its bundle exists (same order): a HEAD per key for
   /// up to 32 keys, else one listing of all bundles.
   Result<std::vector<bool>> present(const std::vector<std::string>& keys);
+
+  /// Writes the tombstone of its key (s3_tombstone_name) through a temp file
+  /// in `temp_dir`, replacing any earlier one.
+  Status put_tombstone(const store::Tombstone& tombstone, const std::filesystem::path& temp_dir);
+
+  /// The tombstone of `key`, or std::nullopt; a malformed object is a
+  /// `remote` error naming it.
+  Result<std::optional<store::Tombstone>> get_tombstone(const std::string& key, const std::filesystem::path& temp_dir);
+
+  /// Deletes the tombstone of `key`; false when there was none.
+  Result<bool> remove_tombstone(const std::string& key);
+
+  /// Every tombstone (a listing of v1/revocations/, then a GET of each),
+  /// selected as store::select_tombstones does.
+  Result<std::vector<store::Tombstone>> list_tombstones(std::int64_t since_ms, std::size_t limit, bool* truncated,
+                                                       const std::filesystem::path& temp_dir);
 
   /// Calls `visit` for every marker matching `filter`, in name order, starting
   /// after the marker name `start_after` (may be empty), until `visit`

@@ -4,6 +4,7 @@
 //   <prefix>/v1/bundles/<key>                                        the bundle bytes
 //   <prefix>/v1/index/<device>/<phase>/<toolchain>/<soc>/<op_type>/<key>  an empty marker, for listing
 //   <prefix>/v1/signatures/<key>                                     the entry's signatures (text form), if any
+//   <prefix>/v1/revocations/<key>.json                               a revoked key's tombstone (store/revocation.hpp)
 // Path components are percent-encoded (only A-Z a-z 0-9 - . _ stay).
 #pragma once
 
@@ -29,6 +30,13 @@ std::string s3_bundle_name(const std::string& key);
 /// base64>:<signature base64>" a line (store/signature.hpp). Absent for an
 /// unsigned entry (and for every entry written before layout version 2).
 std::string s3_signatures_name(const std::string& key);
+
+/// "v1/revocations/" — every tombstone starts with it.
+inline constexpr const char* k_s3_revocations_root = "v1/revocations/";
+
+/// "v1/revocations/<key>.json": the tombstone of a revoked key
+/// (store/revocation.hpp, the same JSON as a tombstone file).
+std::string s3_tombstone_name(const std::string& key);
 
 /// "v1/index/" — every marker starts with it.
 inline constexpr const char* k_s3_index_root = "v1/index/";

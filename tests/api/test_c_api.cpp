@@ -299,7 +299,7 @@ TEST_CASE("C API opcache_open_ex takes the settings table's keys, in their JSON 
   CHECK(last_error().find("unknown option \"colour\" (allowed: cache_dir, config_file, mode, min_idle_s,") !=
         std::string::npos);
   CHECK(last_error().find("signing_key, trusted_keys, require_signature, team_single_flight, remotes, no_remote, token_file, shared_group, "
-                          "compiler_check, exec_env, compression_level)") != std::string::npos);
+                          "compiler_check, exec_env, compression_level, revocation_check_interval_s)") != std::string::npos);
 
   CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","wait_timeout_s":"5"})") == OPCACHE_USAGE);
   CHECK(last_error() == "opcache_open_ex option \"wait_timeout_s\" must be an integer");

@@ -199,7 +199,8 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                                     config_line("team_single_flight", "true", "default") + "\n" +
                                     config_line("shared_group", "false", "default") + "\n" +
                                     config_line("compiler_check", "content", "default") + "\n" +
-                                    config_line("exec_env", "(built-in list)", "default") + "\n";
+                                    config_line("exec_env", "(built-in list)", "default") + "\n" +
+                                    config_line("revocation_check_interval", "300 s", "default") + "\n";
   CHECK(result.out == expected_text);
 
   json expected = {{"cache_dir", setting(cli.cache().string(), "--cache-dir")},
@@ -219,6 +220,7 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"shared_group", setting("false", "default")},
                    {"compiler_check", setting("content", "default")},
                    {"exec_env", setting("(built-in list)", "default")},
+                   {"revocation_check_interval", setting("300 s", "default")},
                    {"remotes", json::array()}};
   CHECK(cli.config() == expected);
 

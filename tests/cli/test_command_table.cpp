@@ -16,7 +16,7 @@ namespace {
 
 const std::vector<std::string> k_commands = {"key",  "put",   "get",   "has",    "ls",     "rm",   "stats",
                                              "verify", "gc",  "pin",   "unpin",  "clear",  "exec", "import",
-                                             "export", "push", "pull", "serve",  "scenario", "config", "version"};
+                                             "export", "push", "pull", "serve",  "scenario", "config", "version", "revoke", "unrevoke"};
 
 ProcessOptions hermetic() {
   ProcessOptions options;
