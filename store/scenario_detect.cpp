@@ -104,7 +104,8 @@ fs::path resolved(const fs::path& program) {
 
 // "MAJOR.MINOR" from "3.11", "3.11.2" or "Python 3.11.2"; std::nullopt otherwise.
 std::optional<std::string> major_minor(std::string_view text) {
-  for (auto word : words(first_line(text))) {
+  const std::string line = first_line(text);  // words() views into it: it must outlive the loop
+  for (auto word : words(line)) {
     const auto parts = split(word, '.');
     if (parts.size() >= 2 && all_digits(parts[0]) && all_digits(parts[1])) {
       return std::string(parts[0]) + "." + std::string(parts[1]);
