@@ -1,7 +1,10 @@
 // The build-lease side of HTTP API v1 (docs/protocol.md "Build leases"):
 // POST /v1/leases/{key}, PUT and DELETE /v1/leases/{key}/{id}, and the
 // "leases" object of /v1/status. The leases themselves are server/lease_table.
+#include <cctype>
+
 #include "base/json_parse.hpp"
+#include "base/try.hpp"
 #include "server/api.hpp"
 
 namespace opcache::server {
@@ -16,29 +19,53 @@ double seconds_between(LeaseTable::Clock::time_point from, LeaseTable::Clock::ti
   return std::chrono::duration<double>(to - from).count();
 }
 
-// The holder named by a POST body ({"holder": "..."}; the body may be empty),
-// else `fallback`.
-Result<std::string> holder_of(const std::string& body, const std::string& fallback) {
+// What a POST /v1/leases/{key} body asks for (lease-request.schema.json).
+struct LeaseAsk {
+  std::string holder;   ///< the body's, else the token's name
+  std::string request;  ///< the retry-safe request id, or ""
+};
+
+bool is_request_id(const std::string& id) {
+  if (id.size() < 16 || id.size() > 64) {
+    return false;
+  }
+  for (char c : id) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The holder and request id of a POST body ({"holder": "...", "request":
+// "..."}; the body and each field may be absent); the holder defaults to
+// `token_name`.
+Result<LeaseAsk> lease_ask_of(const std::string& body, const std::string& token_name) {
+  LeaseAsk ask{token_name, {}};
   if (body.empty()) {
-    return fallback;
+    return ask;
   }
-  auto parsed = base::parse_json(body, "request body");
-  if (!parsed) {
-    return parsed.error();
-  }
-  const std::string shape = "request body must be empty or {\"holder\": \"<name, at most 200 bytes of UTF-8>\"}";
-  if (!parsed->is_object()) {
+  OPCACHE_TRY_ASSIGN(auto parsed, base::parse_json(body, "request body"));
+  const std::string shape =
+      "request body must be empty or {\"holder\": \"<name, at most 200 bytes of UTF-8>\", \"request\": "
+      "\"<16 to 64 characters of 0-9, a-z, A-Z, _ and ->\"}, each field optional";
+  if (!parsed.is_object()) {
     return Error::usage(shape);
   }
-  auto holder = parsed->find("holder");
-  if (holder == parsed->end()) {
-    return fallback;
+  if (auto holder = parsed.find("holder"); holder != parsed.end()) {
+    if (!holder->is_string() || holder->get<std::string>().empty() ||
+        holder->get<std::string>().size() > k_max_holder_bytes) {
+      return Error::usage(shape);
+    }
+    ask.holder = holder->get<std::string>();
   }
-  if (!holder->is_string() || holder->get<std::string>().empty() ||
-      holder->get<std::string>().size() > k_max_holder_bytes) {
-    return Error::usage(shape);
+  if (auto request = parsed.find("request"); request != parsed.end()) {
+    if (!request->is_string() || !is_request_id(request->get<std::string>())) {
+      return Error::usage(shape);
+    }
+    ask.request = request->get<std::string>();
   }
-  return holder->get<std::string>();
+  return ask;
 }
 
 json lease_body(const std::string& key, const Lease& lease, int ttl_s) {
@@ -54,11 +81,11 @@ ApiResponse lease_not_found(const std::string& key, const std::string& id) {
 }  // namespace
 
 ApiResponse Api::acquire_lease(const std::string& key, const std::string& body, const std::string& token_name) {
-  auto holder = holder_of(body, token_name);
-  if (!holder) {
-    return error_response(400, "bad_request", holder.error().message());
+  auto ask = lease_ask_of(body, token_name);
+  if (!ask) {
+    return error_response(400, "bad_request", ask.error().message());
   }
-  const auto answer = m_leases.acquire(key, *holder, std::chrono::seconds(m_config.lease_ttl_s));
+  const auto answer = m_leases.acquire(key, ask->holder, ask->request, std::chrono::seconds(m_config.lease_ttl_s));
   if (!answer.granted) {
     const auto now = LeaseTable::Clock::now();
     return json_response(409, {{"error", "lease_held"},

@@ -1,29 +1,14 @@
 #include "server/lease_table.hpp"
 
-#include <openssl/rand.h>
-
-#include <array>
-#include <cstdlib>
+#include "base/random_token.hpp"
 
 namespace opcache::server {
 
 namespace {
 
-// 128 random bits from OpenSSL's CSPRNG as 32 hex digits: a lease id names
-// the right to renew and release, so it must not be guessable.
-std::string new_lease_id() {
-  std::array<unsigned char, 16> bytes{};
-  if (RAND_bytes(bytes.data(), static_cast<int>(bytes.size())) != 1) {
-    std::abort();  // OpenSSL's generator failed: no safe id can be made
-  }
-  static constexpr char k_digits[] = "0123456789abcdef";
-  std::string id;
-  for (unsigned char byte : bytes) {
-    id += k_digits[byte >> 4];
-    id += k_digits[byte & 0xf];
-  }
-  return id;
-}
+// 128 random bits: a lease id names the right to renew and release, so it
+// must not be guessable.
+std::string new_lease_id() { return base::random_hex(16); }
 
 }  // namespace
 
@@ -53,14 +38,20 @@ void LeaseTable::expire_all_locked(Clock::time_point now) {
   }
 }
 
-LeaseAnswer LeaseTable::acquire(const std::string& key, const std::string& holder, std::chrono::seconds ttl) {
+LeaseAnswer LeaseTable::acquire(const std::string& key, const std::string& holder, const std::string& request,
+                                std::chrono::seconds ttl) {
   base::MutexLock lock(m_mutex);
   const auto now = m_now();
   if (live_locked(key, now)) {
+    auto& live = m_leases[key];
+    if (!request.empty() && live.request == request) {
+      live.expires = now + ttl;  // the same request again: its answer was lost on the way
+      return {true, live};
+    }
     ++m_counts.refused;
-    return {false, m_leases[key]};
+    return {false, live};
   }
-  Lease lease{new_lease_id(), holder, now, now + ttl};
+  Lease lease{new_lease_id(), holder, request, now, now + ttl};
   m_leases[key] = lease;
   ++m_counts.granted;
   return {true, std::move(lease)};

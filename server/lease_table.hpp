@@ -19,6 +19,7 @@ namespace opcache::server {
 struct Lease {
   std::string id;      ///< random, unguessable; names the lease in renew and release
   std::string holder;  ///< who builds ("host:pid" as the client said, or its token's name)
+  std::string request;  ///< the asker's random request id ("" when it sent none): a retry with it gets this lease back
   std::chrono::steady_clock::time_point granted;
   std::chrono::steady_clock::time_point expires;
 };
@@ -49,8 +50,12 @@ class LeaseTable {
 
   /// Grants the lease on `key` to `holder` for `ttl` when nobody holds a live
   /// one (an expired lease is counted and replaced); else answers with the
-  /// live lease, unchanged.
-  LeaseAnswer acquire(const std::string& key, const std::string& holder, std::chrono::seconds ttl);
+  /// live lease, unchanged. A retried request, one whose non-empty `request`
+  /// id is the live lease's, is granted that lease again (extended to now +
+  /// `ttl`, counted once): a client whose 201 was lost is not refused its
+  /// own lease.
+  LeaseAnswer acquire(const std::string& key, const std::string& holder, const std::string& request,
+                      std::chrono::seconds ttl);
 
   /// Extends the live lease `id` on `key` to now + `ttl`; std::nullopt when
   /// `id` is not the live lease of `key` (expired, released, taken over).

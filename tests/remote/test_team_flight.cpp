@@ -11,8 +11,12 @@
 #include <optional>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
+#include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/remote_fixtures.hpp"
+#include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -36,6 +40,47 @@ BuildSource build(Store& store, const TestKernel& kernel, const fs::path& out) {
 }
 
 }  // namespace
+
+TEST_CASE("remote::team flight: a lease request whose 201 is lost is retried and gets the same lease back, not a "
+          "409 naming the client itself") {
+  TempDir temp;
+  const std::string token = "lease-retry-token-6e0d";
+  write_text(temp / "tokens", opcache::base::sha256_hex(token) + " team read,write\n");
+  write_text(temp / "token", token);
+  ServerProcess real(temp / "storage", {"--lease-ttl", "30", "--tokens", (temp / "tokens").string()});
+  bool dropped = false;
+  FaultServer proxy([&](const FaultRequest& request) {
+    FaultReply answer = forward_to(request, real.base_url());
+    if (request.method == "POST" && request.target.rfind("/v1/leases/", 0) == 0 && !dropped) {
+      dropped = true;  // the server granted the lease; the client never hears of it
+      return FaultReply::drop();
+    }
+    return answer;
+  });
+  WarningLog warnings;
+  Store store = open_remote_store(temp / "cache", {proxy.url() + "|upload|prefetch=0"}, &warnings, temp / "token");
+  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out") == BuildSource::built);
+  CHECK_MESSAGE(warnings.all().empty(), warnings.joined());
+  // Two POSTs, one acquisition: the same request id both times.
+  std::vector<std::string> ids;
+  for (const auto& request : proxy.requests()) {
+    if (request.method == "POST") {
+      ids.push_back(nlohmann::json::parse(request.body).value("request", ""));
+    }
+  }
+  REQUIRE(ids.size() == 2);
+  CHECK(ids[0].size() == 32);
+  CHECK(ids[0] == ids[1]);
+  // The retry was granted: built once under the lease, no wait, no takeover.
+  auto status = nlohmann::json::parse(
+      http_request("GET", real.base_url() + "/v1/status", {"Authorization: Bearer " + token}).body);
+  CHECK(status["leases"]["granted"] == 1);
+  CHECK(status["leases"]["refused"] == 0);
+  CHECK(status["leases"]["active"] == 0);  // the upload ended it
+  CHECK(counter(store, "team_builds") == 1);
+  CHECK(counter(store, "team_waits") == 0);
+  CHECK(counter(store, "team_takeovers") == 0);
+}
 
 TEST_CASE("remote::team flight: a server without build leases is told once, keeps serving lookups, and every "
           "miss builds here") {

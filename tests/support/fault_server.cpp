@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <stdexcept>
 
+#include "tests/support/server.hpp"
+
 namespace opcache::test {
 
 namespace {
@@ -79,6 +81,19 @@ FaultReply FaultReply::status(int code, const std::string& body, const std::stri
               "\r\nContent-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n" + extra_headers +
               "\r\n" + body;
   return reply;
+}
+
+FaultReply forward_to(const FaultRequest& request, const std::string& base_url) {
+  std::vector<std::string> headers;
+  for (const char* name : {"authorization", "content-type", "x-opcache-signature"}) {
+    if (!request.header(name).empty()) {
+      headers.push_back(std::string(name) + ": " + request.header(name));
+    }
+  }
+  auto answer = http_request(request.method, base_url + request.target, headers, request.body);
+  const std::string type = answer.header("content-type");
+  return FaultReply::status(static_cast<int>(answer.status), answer.body,
+                            type.empty() ? "" : "Content-Type: " + type + "\r\n");
 }
 
 FaultReply FaultReply::cut_short(const std::string& body, std::size_t sent) {

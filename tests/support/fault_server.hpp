@@ -87,6 +87,12 @@ class FaultServer {
   std::thread m_acceptor;
 };
 
+/// Passes `request` on to the real server at `base_url` (its Authorization,
+/// Content-Type and X-Opcache-Signature headers, and its body) and returns
+/// the answer as a reply: status, body and Content-Type. With it a script is
+/// a proxy that misbehaves only where the test says.
+FaultReply forward_to(const FaultRequest& request, const std::string& base_url);
+
 /// A TCP port on 127.0.0.1 that nothing listens on (bound, read back, closed):
 /// connecting to it is refused.
 int refused_port();
