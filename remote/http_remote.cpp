@@ -2,18 +2,23 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <functional>
 #include <chrono>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
+#include "remote/batch_stream_sink.hpp"
+#include "remote/bundle_stream.hpp"
 #include "remote/request_engine.hpp"
 #include "remote/remote_store.hpp"
 #include "remote/signature_header.hpp"
 #include "base/base64.hpp"
 #include "base/file_io.hpp"
 #include "base/percent_coding.hpp"
+#include "base/random_token.hpp"
 #include "base/try.hpp"
 #include "store/key.hpp"
 
@@ -27,6 +32,7 @@ constexpr const char* k_what = "opcache server";
 constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
 constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
+constexpr long k_batch_timeout_factor = 10;  // a batch request's timeout, in the remote's timeouts
 
 // One request and its response body, attempted as often as the retry policy
 // says. Only a 200 body goes to the download descriptor: an error body (a
@@ -54,6 +60,13 @@ class HttpTransfer final : public Transfer {
   void set_upload(const std::filesystem::path& file) { m_upload = &file; }
   /// Writes a 200 body to `fd`.
   void set_download(int fd) noexcept { m_download_fd = fd; }
+  /// Hands a 200 body to `consumer` piece by piece as it arrives (a bundle
+  /// stream, whose frames carry their own limits); its error aborts the
+  /// transfer. `restart` is called before another attempt.
+  void set_stream(std::function<Status(const char*, std::size_t)> consumer, std::function<void()> restart) {
+    m_stream = std::move(consumer);
+    m_restart_stream = std::move(restart);
+  }
   /// Allows this request `timeout_ms` instead of the remote's timeout (a
   /// request the server holds open on purpose).
   void set_timeout_ms(long timeout_ms) noexcept { m_timeout_ms = timeout_ms; }
@@ -100,6 +113,9 @@ class HttpTransfer final : public Transfer {
     m_text.clear();
     m_response_headers.clear();
     m_written = 0;
+    if (m_restart_stream) {
+      m_restart_stream();
+    }
     // Start the body again from the beginning.
     if (m_download_fd >= 0 && (::ftruncate(m_download_fd, 0) != 0 || ::lseek(m_download_fd, 0, SEEK_SET) != 0)) {
       return base::errno_error("cannot restart the download into", "fd " + std::to_string(m_download_fd), errno);
@@ -126,6 +142,13 @@ class HttpTransfer final : public Transfer {
   std::size_t on_data(char* data, std::size_t bytes) {
     long status = 0;
     curl_easy_getinfo(m_handle, CURLINFO_RESPONSE_CODE, &status);
+    if (m_stream && status == 200) {
+      if (auto consumed = m_stream(data, bytes); !consumed) {
+        m_local_error = consumed.error();
+        return 0;
+      }
+      return bytes;
+    }
     if (m_download_fd >= 0 && status == 200) {
       if (!base::write_all(m_download_fd, data, bytes, "download")) {
         m_local_error = Error::io("cannot write the download from " + display_url(m_url));
@@ -167,6 +190,8 @@ class HttpTransfer final : public Transfer {
   base::FileDescriptor m_upload_fd;
   curl_off_t m_upload_size = 0;
   int m_download_fd = -1;
+  std::function<Status(const char*, std::size_t)> m_stream;
+  std::function<void()> m_restart_stream;
   CURL* m_handle = nullptr;
   HeaderList m_headers;
   std::vector<std::string> m_extra_headers;
@@ -265,6 +290,25 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
       *signatures = std::move(*received);
     }
     return Fetched::hit;
+  }
+
+  std::vector<std::string> fetch_batch(const std::vector<std::string>& keys, BatchReceiver& receiver) override {
+    if (m_no_batches.load() || keys.empty()) {
+      return keys;
+    }
+    BatchStreamSink sink(keys, receiver);
+    for (auto pending = keys; !pending.empty(); pending = sink.pending()) {
+      if (pending.size() > k_query_batch) {
+        pending.resize(k_query_batch);
+      }
+      const std::size_t answered_before = sink.answered();
+      if (!fetch_stream(pending, sink) || sink.answered() == answered_before) {
+        break;  // failed, or no progress: what is left is fetched one at a time
+      }
+    }
+    auto unanswered = sink.pending();
+    unanswered.insert(unanswered.end(), sink.too_large().begin(), sink.too_large().end());
+    return unanswered;
   }
 
   Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
@@ -486,7 +530,10 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   Result<LeaseGrant> acquire_lease(const std::string& key, const std::string& holder, const LookupHint& hint) override {
     HttpTransfer request("POST", m_base + "/v1/leases/" + key, m_options.token);
     request.add_lookup_hint(hint);
-    request.set_json_body(json{{"holder", holder}}.dump());
+    // A random id per acquisition, the same in the engine's retries of it:
+    // when a 201 is lost (a reset, a proxy's 502), the retry gets the same
+    // lease back instead of a 409 naming this client (protocol revision 6).
+    request.set_json_body(json{{"holder", holder}, {"request", base::random_hex(16)}}.dump());
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 404 && error_code_of(response.text) != "lease_not_found") {
       // A server older than API v1 revision 3 has no such endpoint.
@@ -612,6 +659,32 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return body.substr(0, 200);
   }
 
+  // One POST /v1/entries/fetch for `keys`, its stream fed to `sink`; false
+  // when the response failed or was cut short (the frames read before stay
+  // received). A server without the route is remembered, and not asked again.
+  bool fetch_stream(const std::vector<std::string>& keys, BatchStreamSink& sink) {
+    HttpTransfer request("POST", m_base + "/v1/entries/fetch", m_options.token);
+    request.set_json_body(json{{"keys", keys}}.dump());
+    BundleStreamReader reader(sink);
+    request.set_stream([&](const char* data, std::size_t size) { return reader.feed(data, size); },
+                       [&] {
+                         reader.reset();
+                         sink.abandon_bundle();
+                       });
+    // A stream of many bundles may take longer than one entry's request.
+    request.set_timeout_ms(m_options.timeout_ms * k_batch_timeout_factor);
+    auto response = perform(request);
+    sink.abandon_bundle();
+    if (!response) {
+      return false;
+    }
+    if (response->status == 400 || response->status == 404 || response->status == 405) {
+      m_no_batches = true;  // older than API v1 revision 6: /v1/entries/fetch reads as an entry's path
+      return false;
+    }
+    return response->status == 200 && reader.complete();
+  }
+
   static EngineOptions engine_options(const RemoteOptions& options) {
     EngineOptions engine;
     engine.connect_timeout_ms = options.connect_timeout_ms;
@@ -622,7 +695,11 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return engine;
   }
 
-  // Runs a request through the engine (all our requests are idempotent).
+  // Runs a request through the engine, which retries it on a reset or a 5xx.
+  // Every request is safe to repeat: reads; PUT of an entry (an existing one
+  // is kept); POST of a query or of signatures (a signer already there
+  // counts once); lease POST (its request id: a retry gets the same lease);
+  // lease DELETE (a 404 after a lost 200 counts as released).
   Result<Response> perform(HttpTransfer& request) {
     OPCACHE_TRY_ASSIGN(TransferOutcome outcome, m_engine.perform(request));
     if (outcome.code != CURLE_OK) {
@@ -634,6 +711,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   RemoteOptions m_options;
   std::string m_base;
   RequestEngine m_engine;
+  std::atomic<bool> m_no_batches{false};  // the server has no POST /v1/entries/fetch
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/file_io.hpp"
 #include "opcache/result.hpp"
 #include "opcache/types.hpp"
 #include "remote/build_leases.hpp"
@@ -34,6 +35,22 @@ struct RevocationPage {
   bool truncated = false;                    ///< more matched: ask again from the last one's time
 };
 
+/// Receives the entries of RemoteStore::fetch_batch one at a time, as they
+/// arrive (from the thread that calls fetch_batch).
+class BatchReceiver {
+ public:
+  virtual ~BatchReceiver() = default;
+  /// A fresh empty file for the next bundle; an error stops the batch.
+  virtual Result<base::AtomicFile> create_file() = 0;
+  /// The bundle of `key` is complete in `file`, with `signatures`. Neither is
+  /// trusted: verify both (LocalStore::adopt).
+  virtual void received(const std::string& key, base::AtomicFile file, store::Signatures signatures) = 0;
+  /// The remote has no entry for `key` (Fetched::miss) or refuses it (Fetched::revoked).
+  virtual void absent(const std::string& key, Fetched why) = 0;
+  /// True when the batch should stop (the transfer was cancelled).
+  virtual bool stopping() const { return false; }
+};
+
 /// A remote. Implementations are thread-safe (push/pull call them from many
 /// threads) and reuse connections. Transport failures are `remote` or
 /// `timeout` errors; absence is not an error.
@@ -54,6 +71,18 @@ class RemoteStore {
   /// told (remote/lookup_headers.hpp), other backends ignore it.
   virtual Result<Fetched> fetch(const std::string& key, int fd, store::Signatures* signatures,
                                 const LookupHint& hint) = 0;
+
+  /// Fetches the entries of `keys` in as few requests as the remote allows
+  /// (an opcache server's POST /v1/entries/fetch: a stream of bundles),
+  /// handing each to `receiver` as it arrives: a cut-short response keeps
+  /// what was complete. Returns the keys it did not answer — all of them for
+  /// a remote without batches (the default) or a server older than API v1
+  /// revision 6, the rest of a response that failed, a bundle too large for
+  /// a batch — which the caller fetches one at a time with fetch().
+  virtual std::vector<std::string> fetch_batch(const std::vector<std::string>& keys, BatchReceiver& receiver) {
+    (void)receiver;
+    return keys;
+  }
 
   /// Uploads the bundle file of `key` (verified locally) with its
   /// signatures. Idempotent: an existing entry is kept.

@@ -51,7 +51,7 @@ class TransferRun {
 
   double seconds() const { return std::chrono::duration<double>(Clock::now() - m_start).count(); }
 
- private:
+  /// Counts the transfer of `key`: its bytes, or why it failed; reports progress.
   void finish(const std::string& key, const Result<std::int64_t>& bytes) {
     TransferProgress progress;
     {
@@ -75,6 +75,8 @@ class TransferRun {
       m_request.progress(progress);
     }
   }
+
+ private:
 
   // Keeps the first 100 failures' reasons; call with m_mutex held.
   void record_failure(const std::string& key, const Error& error) REQUIRES(m_mutex) {
@@ -138,6 +140,52 @@ Status send_signatures(store::LocalStore& local, const Remote& remote, const std
   }
   return {};
 }
+
+// Why a key listed or queried on the remote could not be pulled after all.
+Error absent_error(const std::string& key, Fetched found) {
+  return Error::not_found(found == Fetched::revoked ? "the remote revoked " + key + " meanwhile"
+                                                    : "the remote no longer has " + key);
+}
+
+// Verifies and stores a pulled bundle; its bytes.
+Result<std::int64_t> adopt_pulled(store::LocalStore& local, const std::string& key, base::AtomicFile file,
+                                  const store::Provenance& provenance) {
+  // Not fsynced: a pulled entry is a copy of the remote's (docs/remotes.md).
+  auto adopted =
+      local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred, provenance);
+  if (!adopted) {
+    if (adopted.error().code() == ErrorCode::corrupt) {
+      (void)local.record_counter("remote_corrupt", 1);
+      return Error::corrupt("failed verification, not stored: " + adopted.error().message());
+    }
+    return adopted.error();
+  }
+  return adopted->bundle_bytes;
+}
+
+// Stores the bundles of a batch fetch as they arrive, counting each in the run.
+class PullReceiver final : public BatchReceiver {
+ public:
+  PullReceiver(store::LocalStore& local, const Remote& remote, const TransferRequest& request, TransferRun& run)
+      : m_local(local), m_remote(remote), m_request(request), m_run(run) {}
+
+  Result<base::AtomicFile> create_file() override { return m_local.create_temp(); }
+
+  void received(const std::string& key, base::AtomicFile file, store::Signatures signatures) override {
+    const store::Provenance provenance{true, m_remote.store->name(), std::move(signatures)};
+    m_run.finish(key, adopt_pulled(m_local, key, std::move(file), provenance));
+  }
+
+  void absent(const std::string& key, Fetched why) override { m_run.finish(key, absent_error(key, why)); }
+
+  bool stopping() const override { return m_request.cancel != nullptr && m_request.cancel->load(); }
+
+ private:
+  store::LocalStore& m_local;
+  const Remote& m_remote;
+  const TransferRequest& m_request;
+  TransferRun& m_run;
+};
 
 int parallelism_of(const Remote& remote, const TransferRequest& request) {
   return request.parallelism > 0 ? request.parallelism : remote.options.parallelism;
@@ -216,27 +264,17 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
     }
   }
   TransferRun run(summary, request, static_cast<std::int64_t>(fetchable.size()));
-  run.run(fetchable, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
+  // In as few requests as the remote allows; what it did not answer, one at a time.
+  PullReceiver receiver(local, remote, request, run);
+  const auto singles = remote.store->fetch_batch(fetchable, receiver);
+  run.run(singles, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
     OPCACHE_TRY_ASSIGN(auto file, local.create_temp());
     store::Provenance provenance{true, remote.store->name(), {}};
     OPCACHE_TRY_ASSIGN(auto found, remote.store->fetch(key, file.fd(), &provenance.signatures, LookupHint{}));
-    if (found == Fetched::revoked) {
-      return Error::not_found("the remote revoked " + key + " meanwhile");
+    if (found != Fetched::hit) {
+      return absent_error(key, found);
     }
-    if (found == Fetched::miss) {
-      return Error::not_found("the remote no longer has " + key);
-    }
-    // Not fsynced: a pulled entry is a copy of the remote's (docs/remotes.md).
-    auto adopted = local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred,
-                               provenance);
-    if (!adopted) {
-      if (adopted.error().code() == ErrorCode::corrupt) {
-        (void)local.record_counter("remote_corrupt", 1);
-        return Error::corrupt("failed verification, not stored: " + adopted.error().message());
-      }
-      return adopted.error();
-    }
-    return adopted->bundle_bytes;
+    return adopt_pulled(local, key, std::move(file), provenance);
   });
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return summary;

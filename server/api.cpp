@@ -58,7 +58,8 @@ std::uint64_t source_size(int fd) {
 
 std::string quoted_etag(const std::string& digest) { return "\"" + digest + "\""; }
 
-// Applies a partial scenario "phase=train,soc=X" to a listing query.
+}  // namespace
+
 Status apply_scenario_filter(const std::string& spec, ListQuery& query) {
   std::size_t start = 0;
   while (start < spec.size()) {
@@ -83,8 +84,6 @@ Status apply_scenario_filter(const std::string& spec, ListQuery& query) {
   }
   return {};
 }
-
-}  // namespace
 
 std::optional<ApiResponse> unknown_parameter(const std::map<std::string, std::string>& parameters,
                                              std::initializer_list<std::string_view> allowed) {

@@ -33,6 +33,10 @@ struct RevokeRequest;
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
 
+/// Most bundle bytes one POST /v1/entries/fetch response carries; the keys
+/// beyond are answered "later" (a bundle larger than this alone: "too_large").
+inline constexpr std::int64_t k_fetch_response_bytes = 8 << 20;
+
 /// Most keys one POST /v1/revocations may revoke.
 inline constexpr std::size_t k_max_revoke_keys = 1000;
 /// Most tombstones one GET /v1/revocations lists (and its default limit).
@@ -111,6 +115,11 @@ RoutedTarget route_target(std::string_view method, std::string_view target);
 std::optional<ApiResponse> unknown_parameter(const std::map<std::string, std::string>& parameters,
                                              std::initializer_list<std::string_view> allowed);
 
+/// Applies a partial scenario "phase=train,soc=X" (fields device or
+/// device_mode, phase, toolchain, soc) to a listing query; an item that is
+/// not FIELD=VALUE or names another field is a `usage` error. Pure.
+Status apply_scenario_filter(const std::string& spec, ListQuery& query);
+
 /// The integer query parameter `name` (absent: `fallback`), from `low` to
 /// `high`; else a `usage` error naming the parameter, its value and the range.
 Result<long> integer_parameter(const std::map<std::string, std::string>& parameters, const std::string& name,
@@ -151,8 +160,10 @@ class Api {
   std::size_t trusted_key_count() const;
   ApiResponse delete_entry(const std::string& key);
   /// POST /v1/leases/{key}: 201 granting the build lease on `key` to the
-  /// holder named in the JSON `body` ({"holder": "host:pid"}, optional; else
-  /// `token_name`), 409 lease_held naming the live holder, or 200
+  /// holder named in the JSON `body` ({"holder": "host:pid", "request":
+  /// "<random id>"}, both optional; the holder defaults to `token_name`; a
+  /// retry with the live lease's request id gets it again), 409 lease_held
+  /// naming the live holder, or 200
   /// {"present": true} when the entry is stored already (docs/protocol.md
   /// "Build leases"). 400 for a malformed body.
   ApiResponse acquire_lease(const std::string& key, const std::string& body, const std::string& token_name);
@@ -179,6 +190,13 @@ class Api {
   /// `since` or later, oldest first: 200 {"now","revocations","truncated"}.
   ApiResponse revocations(const std::map<std::string, std::string>& parameters);
   ApiResponse query(const std::string& body);
+  /// POST /v1/entries/fetch (api_fetch.cpp): the bundles of the body's keys
+  /// ({"keys": [...]}, at most config.max_query_keys) or of its filter
+  /// ({"scenario": "...", "op_type": "...", "limit": N}, as GET /v1/entries)
+  /// as one bundle stream (remote/bundle_stream.hpp), at most
+  /// k_fetch_response_bytes of bundles; 400 for a malformed body, 413 for
+  /// too many keys.
+  ApiResponse fetch(const std::string& body);
   /// POST /v1/explain: the stored entries of the body's descriptor's op type
   /// nearest to its descriptor + scenario, and what differs (api_explain.cpp).
   ApiResponse explain(const std::string& body);

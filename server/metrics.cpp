@@ -47,6 +47,12 @@ void Metrics::record_rejected_upload(const std::string& reason) {
   ++m_rejected_uploads[reason];
 }
 
+void Metrics::record_lookups(std::int64_t hits, std::int64_t misses) {
+  base::MutexLock lock(m_mutex);
+  m_hits += hits;
+  m_misses += misses;
+}
+
 std::int64_t Metrics::hits() const {
   base::MutexLock lock(m_mutex);
   return m_hits;

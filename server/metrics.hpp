@@ -41,7 +41,9 @@ class Metrics {
   void record_request(RouteId route, const std::string& method, int status, double seconds, std::uint64_t bytes_in,
                       std::uint64_t bytes_out);
   void record_rejected_upload(const std::string& reason);
-  /// Hits and misses of GET/HEAD on entries (for /v1/status).
+  /// Counts the entries a batch fetch answered: found, and not found.
+  void record_lookups(std::int64_t hits, std::int64_t misses);
+  /// Hits and misses of GET/HEAD on entries and of batch fetches (for /v1/status).
   std::int64_t hits() const;
   std::int64_t misses() const;
 

@@ -14,6 +14,10 @@ ApiResponse handle_query(Api& api, const ApiRequest& request) {
   return api.query(request.body);
 }
 
+ApiResponse handle_fetch(Api& api, const ApiRequest& request) {
+  return api.fetch(request.body);
+}
+
 ApiResponse handle_read_entry(Api& api, const ApiRequest& request) {
   return api.get_entry(request.route.key, request.method == "HEAD", request.if_none_match);
 }
@@ -107,6 +111,8 @@ constexpr RouteSpec k_routes[] = {
 // id                name          methods      pattern                          scope          body      thread        ?wait=    counted     handler
   {signatures,       "signatures", "POST",      "/v1/entries/{key}/signatures", Scope::write,  k_small,  worker,       false,    k_counted,  handle_add_signatures},
   {query,            "query",      "POST",      "/v1/entries/query",            Scope::read,   k_small,  worker,       false,    k_counted,  handle_query},
+  // Reads up to k_fetch_response_bytes of bundles into one response.
+  {fetch,            "fetch",      "POST",      "/v1/entries/fetch",            Scope::read,   k_small,  worker,       false,    k_counted,  handle_fetch},
   {entry_read,       "entry",      "GET, HEAD", "/v1/entries/{key}",            Scope::read,   k_none,   storage_read, k_waits,  k_counted,  handle_read_entry},
   {entry_put,        "entry",      "PUT",       "/v1/entries/{key}",            Scope::write,  k_upload, worker,       false,    k_counted,  handle_put_entry},
   {entry_delete,     "entry",      "DELETE",    "/v1/entries/{key}",            Scope::admin,  k_none,   worker,       false,    k_counted,  handle_delete_entry},

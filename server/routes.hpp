@@ -25,6 +25,7 @@ enum class RouteId {
   unknown,
   signatures,        ///< POST /v1/entries/{key}/signatures
   query,             ///< POST /v1/entries/query
+  fetch,             ///< POST /v1/entries/fetch
   entry_read,        ///< GET, HEAD /v1/entries/{key}
   entry_put,         ///< PUT /v1/entries/{key}
   entry_delete,      ///< DELETE /v1/entries/{key}

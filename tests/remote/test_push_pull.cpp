@@ -22,6 +22,7 @@
 
 #include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
@@ -438,4 +439,107 @@ TEST_CASE("remote::push and pull against a dead or hanging remote end in a clear
   }
   CHECK(count_files(temp / "cache" / "tmp") == 0);
   CHECK(local_keys(temp / "cache").size() == 2);
+}
+
+namespace {
+
+// The count of opcache_http_requests_total of `route` and `method` (all statuses) in a /metrics text.
+long requests_of(const std::string& metrics, const std::string& route, const std::string& method) {
+  long total = 0;
+  const std::string prefix = "opcache_http_requests_total{route=\"" + route + "\",method=\"" + method + "\",";
+  for (const auto& line : lines_of(metrics)) {
+    if (line.rfind(prefix, 0) == 0) {
+      total += std::stol(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return total;
+}
+
+std::string metrics_of(const PushPullServer& server) {
+  auto answer = http_request("GET", server.url() + "/metrics",
+                             {std::string("Authorization: Bearer ") + k_token});
+  REQUIRE(answer.status == 200);
+  return answer.body;
+}
+
+// The kernels the batch tests pull: 40 small ones.
+std::vector<TestKernel> batch_kernels(const fs::path& dir) {
+  std::vector<TestKernel> kernels;
+  for (int i = 0; i < 40; ++i) {
+    kernels.push_back(make_cheap_kernel(dir, i));
+  }
+  return kernels;
+}
+
+// CHECKs that every kernel is in `cache`, byte-exact.
+void check_pulled(const fs::path& cache, const std::vector<TestKernel>& kernels) {
+  CHECK(local_keys(cache).size() == kernels.size());
+  Store store = open_remote_store(cache, {});
+  for (const auto& kernel : kernels) {
+    auto got = store.get(kernel.key, cache.parent_path() / ("out-" + kernel.key.substr(0, 12)));
+    REQUIRE_MESSAGE(got.ok(), got.error().message());
+    REQUIRE(got->has_value());
+    CHECK(directory_contents(cache.parent_path() / ("out-" + kernel.key.substr(0, 12))) == kernel.contents());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("remote::pull from opcache serve fetches 40 entries in one batch request, with no GET per entry") {
+  TempDir temp;
+  const auto kernels = batch_kernels(temp / "src");
+  PushPullServer server(kernels);
+  auto pulled = opcache_cli(temp / "fresh", server.url(), server.token_file, {"--json", "pull"});
+  REQUIRE_MESSAGE(pulled.exit_code == 0, pulled.err);
+  CHECK(summary_of(pulled)["transferred"] == 40);
+  const std::string metrics = metrics_of(server);
+  CHECK(requests_of(metrics, "list", "GET") == 1);
+  CHECK(requests_of(metrics, "fetch", "POST") == 1);
+  CHECK(requests_of(metrics, "entry", "GET") == 0);
+  check_pulled(temp / "fresh", kernels);
+}
+
+TEST_CASE("remote::pull from a server without batch fetch falls back to one GET per entry") {
+  TempDir temp;
+  const auto kernels = batch_kernels(temp / "src");
+  PushPullServer server(kernels);
+  // An older server reads /v1/entries/fetch as an entry's path: 400 invalid_key.
+  FaultServer older([&](const FaultRequest& request) {
+    if (request.target == "/v1/entries/fetch") {
+      return FaultReply::status(400, R"({"error":"invalid_key","message":"not a cache key"})");
+    }
+    return forward_to(request, server.url());
+  });
+  auto pulled = opcache_cli(temp / "fresh", older.url(), server.token_file, {"--json", "pull"});
+  REQUIRE_MESSAGE(pulled.exit_code == 0, pulled.err);
+  CHECK(summary_of(pulled)["transferred"] == 40);
+  CHECK(older.count("POST") == 1);  // asked once
+  CHECK(requests_of(metrics_of(server), "entry", "GET") == 40);
+  check_pulled(temp / "fresh", kernels);
+}
+
+TEST_CASE("remote::pull keeps the verified bundles of a batch response cut short and fetches the rest one at a "
+          "time") {
+  TempDir temp;
+  const auto kernels = batch_kernels(temp / "src");
+  PushPullServer server(kernels);
+  FaultServer cutting([&](const FaultRequest& request) {
+    FaultReply reply = forward_to(request, server.url());
+    if (request.target == "/v1/entries/fetch") {
+      // Announce the whole stream, send the first 40 % of it, then close.
+      const std::string body = reply.raw.substr(reply.raw.find("\r\n\r\n") + 4);
+      return FaultReply::cut_short(body, body.size() * 2 / 5);
+    }
+    return reply;
+  });
+  auto pulled = opcache_cli(temp / "fresh", cutting.url() + "|retries=0", server.token_file, {"--json", "pull"});
+  REQUIRE_MESSAGE(pulled.exit_code == 0, pulled.err);
+  auto summary = summary_of(pulled);
+  CHECK(summary["transferred"] == 40);
+  CHECK(summary["failed"] == 0);
+  const long singles = requests_of(metrics_of(server), "entry", "GET");
+  CHECK(singles > 0);
+  CHECK(singles < 30);  // about 60 % of them: the batch's complete bundles were kept
+  CHECK(count_files(temp / "fresh" / "tmp") == 0);
+  check_pulled(temp / "fresh", kernels);
 }

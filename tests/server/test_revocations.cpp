@@ -68,11 +68,6 @@ struct RevocationServer {
   }
 };
 
-std::string error_code(const HttpResponse& response) {
-  auto parsed = json::parse(response.body, nullptr, false);
-  return parsed.is_object() && parsed.contains("error") ? parsed["error"].get<std::string>() : response.body;
-}
-
 }  // namespace
 
 TEST_CASE("server::revocations: a revoked key is 410 on GET, HEAD and PUT with its reason, listed since a time, "
@@ -90,7 +85,7 @@ TEST_CASE("server::revocations: a revoked key is 410 on GET, HEAD and PUT with i
   CHECK(server.revoke({kernel.key}, "wrong results", k_write_token).status == 403);
   CHECK(server.request("GET", entry, k_read_token).status == 200);
   CHECK(server.revoke({kernel.key}, "").status == 400);
-  CHECK(error_code(server.revoke({"not-a-key"}, "bad")) == "bad_request");
+  CHECK(server.revoke({"not-a-key"}, "bad").error_code() == "bad_request");
   CHECK(server.request("POST", "/v1/revocations", k_admin_token, "{\"keys\":[]}").status == 400);
 
   const auto revoked = server.revoke({kernel.key, std::string(64, 'e')}, "wrong results on 910B");
@@ -120,7 +115,7 @@ TEST_CASE("server::revocations: a revoked key is 410 on GET, HEAD and PUT with i
   // PUT is refused until unrevoked, and counted.
   const auto put = server.put(kernel);
   CHECK(put.status == 410);
-  CHECK(error_code(put) == "revoked");
+  CHECK(put.error_code() == "revoked");
   CHECK(put.body.find("opcache unrevoke " + kernel.key) != std::string::npos);
   CHECK(server.request("GET", "/metrics", k_read_token).body.find(
             "opcache_uploads_rejected_total{reason=\"revoked\"} 1") != std::string::npos);
@@ -216,16 +211,16 @@ TEST_CASE("server::revocations on a server with trusted keys need a signature by
 
   const auto unsigned_request = server.revoke(revoked_keys, reason);
   CHECK(unsigned_request.status == 403);
-  CHECK(error_code(unsigned_request) == "signature_required");
+  CHECK(unsigned_request.error_code() == "signature_required");
   const auto by_stranger = server.request("POST", "/v1/revocations", k_admin_token, signed_body(*stranger, now, reason));
   CHECK(by_stranger.status == 403);
-  CHECK(error_code(by_stranger) == "untrusted_signature");
+  CHECK(by_stranger.error_code() == "untrusted_signature");
   const auto forged = server.request("POST", "/v1/revocations", k_admin_token, signed_body(*trusted, now, "other"));
   CHECK(forged.status == 403);
-  CHECK(error_code(forged) == "bad_signature");
+  CHECK(forged.error_code() == "bad_signature");
   const auto stale = server.request("POST", "/v1/revocations", k_admin_token, signed_body(*trusted, now - 3600, reason));
   CHECK(stale.status == 403);
-  CHECK(error_code(stale) == "bad_signature");
+  CHECK(stale.error_code() == "bad_signature");
   CHECK(json::parse(server.request("GET", "/v1/revocations", k_read_token).body)["revocations"].empty());
 
   const auto accepted = server.request("POST", "/v1/revocations", k_admin_token, signed_body(*trusted, now, reason));

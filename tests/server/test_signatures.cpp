@@ -96,11 +96,6 @@ struct SigningServer {
   }
 };
 
-std::string error_code(const HttpResponse& response) {
-  auto parsed = json::parse(response.body, nullptr, false);
-  return parsed.is_object() && parsed.contains("error") ? parsed["error"].get<std::string>() : response.body;
-}
-
 // The body of POST /v1/entries/{key}/signatures for `signatures`.
 std::string signatures_body(const std::vector<opcache::Signature>& signatures) {
   json list = json::array();
@@ -126,7 +121,7 @@ TEST_CASE("server::--require-signature refuses unsigned, untrusted, replayed and
   auto refused = [&](const std::vector<std::string>& headers, const std::string& code) {
     auto response = server.put(kernel, headers);
     CHECK_MESSAGE(response.status == 403, response.body);
-    CHECK_MESSAGE(error_code(response) == code, response.body);
+    CHECK_MESSAGE(response.error_code() == code, response.body);
     CHECK(server.request("GET", server.entry_url(kernel.key)).status == 404);  // nothing stored
   };
   refused({}, "signature_required");
@@ -139,7 +134,7 @@ TEST_CASE("server::--require-signature refuses unsigned, untrusted, replayed and
 
   auto malformed = server.put(kernel, {"X-Opcache-Signature: not-a-signature"});
   CHECK(malformed.status == 400);
-  CHECK(error_code(malformed) == "malformed_signature");
+  CHECK(malformed.error_code() == "malformed_signature");
   CHECK(malformed.body.find("X-Opcache-Signature") != std::string::npos);
 
   // Signed by the trusted key (and by a stranger, in one comma-joined header).
@@ -172,7 +167,7 @@ TEST_CASE("server::without --require-signature an unsigned upload is stored, a b
   const auto other = opcache::test::make_cheap_kernel(temp / "o", 4);
   auto bad = server.put(kernel, {signature_header(sign(signer, other.key, other.bundle))});
   CHECK(bad.status == 403);
-  CHECK(error_code(bad) == "bad_signature");
+  CHECK(bad.error_code() == "bad_signature");
   CHECK(server.request("GET", server.entry_url(kernel.key)).status == 404);
   auto stored = server.put(kernel, {});
   CHECK_MESSAGE(stored.status == 201, stored.body);
@@ -207,7 +202,7 @@ TEST_CASE("server::POST /v1/entries/{key}/signatures adds a verifying signature 
   CHECK(absent.status == 404);
   auto bad = server.request("POST", url, signatures_body({sign(signer, kernel.key, other.bundle)}));
   CHECK(bad.status == 403);
-  CHECK(error_code(bad) == "bad_signature");
+  CHECK(bad.error_code() == "bad_signature");
   auto malformed = server.request("POST", url, R"({"signatures": [{"public_key": "x"}]})");
   CHECK(malformed.status == 400);
   CHECK(malformed.body.find("signatures[0]") != std::string::npos);
@@ -247,7 +242,7 @@ TEST_CASE("server::SIGHUP reloads --trusted-keys: a key added to the file is tru
   SigningServer server(&first, /*require=*/true);
   const auto kernel = make_cheap_kernel(temp / "k", 7);
   const auto header = signature_header(sign(second, kernel.key, kernel.bundle));
-  CHECK(error_code(server.put(kernel, {header})) == "untrusted_signature");
+  CHECK(server.put(kernel, {header}).error_code() == "untrusted_signature");
   server.trust_also(second);
   CHECK(eventually([&] { return server.put(kernel, {header}).status == 201; }));
   CHECK(server.process->log_text().find("reloaded 2 trusted keys") != std::string::npos);
@@ -262,7 +257,7 @@ TEST_CASE("server::serve --storage s3:// stores, serves and adds signatures (v1/
   SigningServer server(&trusted, /*require=*/true,
                        "s3://opcache-serve-signatures/p?endpoint=" + MotoServer::shared().endpoint());
   const auto kernel = make_cheap_kernel(temp / "k", 8);
-  CHECK(error_code(server.put(kernel, {})) == "signature_required");
+  CHECK(server.put(kernel, {}).error_code() == "signature_required");
   CHECK(server.request("GET", server.entry_url(kernel.key)).status == 404);
   const auto good = sign(trusted, kernel.key, kernel.bundle);
   auto stored = server.put(kernel, {signature_header(good)});
@@ -276,5 +271,5 @@ TEST_CASE("server::serve --storage s3:// stores, serves and adds signatures (v1/
         opcache::store::format_signature(added_signature));
   auto bad = server.request("POST", server.entry_url(kernel.key) + "/signatures",
                             signatures_body({sign(other, kernel.key, "another bundle")}));
-  CHECK(error_code(bad) == "bad_signature");
+  CHECK(bad.error_code() == "bad_signature");
 }

@@ -39,6 +39,16 @@ TestKernel bundle_kernel(const std::string& descriptor_json, std::vector<fs::pat
   return kernel;
 }
 
+// The descriptor of an elementwise op on one vector of `length` `dtype`s.
+nlohmann::json vector_descriptor(const std::string& op_type, int length, const std::string& dtype) {
+  const nlohmann::json tensor = {
+      {"shape", nlohmann::json::array({length})}, {"dtype", dtype}, {"format", "ND"}};
+  return {{"op_type", op_type},
+          {"inputs", nlohmann::json::array({tensor})},
+          {"outputs", nlohmann::json::array({tensor})},
+          {"attrs", nlohmann::json::object()}};
+}
+
 }  // namespace
 
 std::map<std::string, std::string> TestKernel::contents() const {
@@ -56,14 +66,26 @@ TestKernel make_test_kernel(const fs::path& dir, const std::string& op, int leng
 
 TestKernel make_cheap_kernel(const fs::path& dir, int index, std::int64_t build_ms) {
   const fs::path home = dir / ("cheap_" + std::to_string(index));
-  const nlohmann::json descriptor = {{"op_type", "add"},
-                                     {"inputs", {{{"shape", {index + 1}}, {"dtype", "float16"}, {"format", "ND"}}}},
-                                     {"outputs", {{{"shape", {index + 1}}, {"dtype", "float16"}, {"format", "ND"}}}},
-                                     {"attrs", nlohmann::json::object()}};
+  const nlohmann::json descriptor = vector_descriptor("add", index + 1, "float16");
   const std::string stem = "add_" + std::to_string(index);
   write_text(home / (stem + ".o"), "object code of kernel " + std::to_string(index) + std::string(200, 'x'));
   write_text(home / (stem + ".json"), nlohmann::json{{"kernelName", stem}, {"blockDim", 1}}.dump());
   return bundle_kernel(descriptor.dump(), {home / (stem + ".o"), home / (stem + ".json")}, build_ms);
+}
+
+TestKernel make_large_kernel(const fs::path& dir, int index, std::size_t bytes) {
+  const fs::path home = dir / ("large_" + std::to_string(index));
+  const nlohmann::json descriptor = vector_descriptor("large", index + 1, "float32");
+  std::string object(bytes, '\0');
+  std::uint64_t state = 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(index + 1);
+  for (char& byte : object) {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    byte = static_cast<char>(state & 0xff);
+  }
+  write_text(home / "large.o", object);
+  return bundle_kernel(descriptor.dump(), {home / "large.o"});
 }
 
 fs::path write_bundle_file(const fs::path& dir, const TestKernel& kernel) {

@@ -39,6 +39,10 @@ TestKernel make_test_kernel(const std::filesystem::path& dir, const std::string&
 /// manifest records `build_ms` (the bytes differ, the key does not).
 TestKernel make_cheap_kernel(const std::filesystem::path& dir, int index, std::int64_t build_ms = 0);
 
+/// A kernel whose object file is `bytes` pseudo-random (incompressible)
+/// bytes, for bundles of a given size. Different `index`es give different keys.
+TestKernel make_large_kernel(const std::filesystem::path& dir, int index, std::size_t bytes);
+
 /// Writes `kernel.bundle` to `dir/<key>.bundle` and returns the path.
 std::filesystem::path write_bundle_file(const std::filesystem::path& dir, const TestKernel& kernel);
 

@@ -11,6 +11,8 @@
 
 #include <curl/curl.h>
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -160,6 +162,13 @@ int ServerProcess::stop(std::chrono::milliseconds timeout) {
 std::string HttpResponse::header(const std::string& lowercase_name) const {
   auto it = headers.find(lowercase_name);
   return it == headers.end() ? std::string() : it->second;
+}
+
+std::string HttpResponse::error_code() const {
+  auto parsed = nlohmann::json::parse(body, nullptr, false);
+  return parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()
+             ? parsed["error"].get<std::string>()
+             : body;
 }
 
 namespace {

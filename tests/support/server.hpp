@@ -75,6 +75,8 @@ struct HttpResponse {
 
   /// The header's value, or "" when absent.
   std::string header(const std::string& lowercase_name) const;
+  /// The "error" code of a JSON error body, else the whole body (for messages).
+  std::string error_code() const;
 };
 
 /// An easy handle kept between requests, so connections are kept alive and
