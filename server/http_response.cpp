@@ -55,12 +55,10 @@ std::optional<std::string> read_small_bundle(const StoredBundle& bundle) {
 }
 
 OutgoingResponse bundle_file_message(ApiResponse response, bool close) {
-  auto message = std::make_shared<http::response<http::file_body>>(static_cast<http::status>(response.status), 11);
+  auto message = std::make_shared<http::response<BundleFileBody>>(static_cast<http::status>(response.status), 11);
   finish_headers(*message, response, close);
-  beast::file file;
-  file.native_handle(response.bundle->fd.release());
-  beast::error_code ec;
-  message->body().reset(std::move(file), ec);
+  message->body().fd = std::move(response.bundle->fd);
+  message->body().size = static_cast<std::uint64_t>(response.bundle->size);
   message->prepare_payload();
   return {message, response.status, static_cast<std::uint64_t>(response.bundle->size)};
 }

@@ -11,6 +11,7 @@
 #include <boost/beast/http.hpp>
 
 #include "server/api.hpp"
+#include "server/bundle_file_body.hpp"
 
 namespace opcache::server {
 
@@ -25,7 +26,7 @@ struct MemoryBundleMessage {
 /// One response ready to write. Each alternative owns all it sends.
 struct OutgoingResponse {
   std::variant<std::shared_ptr<http::response<http::string_body>>, std::shared_ptr<http::response<http::empty_body>>,
-               std::shared_ptr<http::response<http::file_body>>, std::shared_ptr<MemoryBundleMessage>>
+               std::shared_ptr<http::response<BundleFileBody>>, std::shared_ptr<MemoryBundleMessage>>
       message;
   int status = 200;
   std::uint64_t bytes_out = 0;  ///< body bytes, for the access log and the metrics (0 for HEAD)
