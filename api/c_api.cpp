@@ -330,34 +330,77 @@ opcache_status opcache_remove(opcache_store* store, const char* key) {
   });
 }
 
+namespace {
+
+opcache_source source_of(opcache::BuildSource source) {
+  return source == opcache::BuildSource::hit     ? OPCACHE_SOURCE_HIT
+         : source == opcache::BuildSource::built ? OPCACHE_SOURCE_BUILT
+                                                 : OPCACHE_SOURCE_BYPASSED;
+}
+
+// Store::get_or_build with a C build callback; `what` names the C function in messages.
+opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const char* descriptor_json,
+                                                     const char* scenario, const char* out_dir,
+                                                     opcache_build_fn build, void* user_data, const char* what) {
+  if (store == nullptr || descriptor_json == nullptr || scenario == nullptr || out_dir == nullptr || build == nullptr) {
+    return opcache::Error::usage(std::string(what) +
+                                 ": store, descriptor_json, scenario, out_dir and build must not be NULL");
+  }
+  auto parsed = opcache::parse_scenario(scenario);
+  if (!parsed) {
+    return parsed.error();
+  }
+  auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
+    int rc = build(work_dir.c_str(), user_data);
+    if (rc != 0) {
+      return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
+    }
+    return {};
+  };
+  return store->store.get_or_build(descriptor_json, *parsed, out_dir, callback);
+}
+
+}  // namespace
+
 opcache_status opcache_get_or_build(opcache_store* store, const char* descriptor_json, const char* scenario,
                                     const char* out_dir, opcache_build_fn build, void* user_data,
                                     opcache_source* source_out) {
   return guarded([&] {
-    if (store == nullptr || descriptor_json == nullptr || scenario == nullptr || out_dir == nullptr ||
-        build == nullptr) {
-      return fail_usage("opcache_get_or_build: store, descriptor_json, scenario, out_dir and build must not be NULL");
-    }
-    auto parsed = opcache::parse_scenario(scenario);
-    if (!parsed) {
-      return fail(parsed.error());
-    }
-    auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
-      int rc = build(work_dir.c_str(), user_data);
-      if (rc != 0) {
-        return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
-      }
-      return {};
-    };
-    auto result = store->store.get_or_build(descriptor_json, *parsed, out_dir, callback);
+    auto result = c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, "opcache_get_or_build");
     if (!result) {
       return fail(result.error());
     }
     if (source_out != nullptr) {
-      *source_out = result->source == opcache::BuildSource::hit     ? OPCACHE_SOURCE_HIT
-                    : result->source == opcache::BuildSource::built ? OPCACHE_SOURCE_BUILT
-                                                                    : OPCACHE_SOURCE_BYPASSED;
+      *source_out = source_of(result->source);
     }
+    return OPCACHE_OK;
+  });
+}
+
+opcache_status opcache_get_or_build_json(opcache_store* store, const char* descriptor_json, const char* scenario,
+                                         const char* out_dir, opcache_build_fn build, void* user_data,
+                                         char** result_json_out) {
+  return guarded([&] {
+    if (result_json_out == nullptr) {
+      return fail_usage("opcache_get_or_build_json: result_json_out must not be NULL");
+    }
+    *result_json_out = nullptr;
+    auto result =
+        c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, "opcache_get_or_build_json");
+    if (!result) {
+      return fail(result.error());
+    }
+    nlohmann::json files = nlohmann::json::array();
+    for (const auto& file : result->files) {
+      files.push_back(file.string());
+    }
+    static constexpr const char* k_source_names[] = {"hit", "built", "bypassed"};
+    nlohmann::json document = {{"key", result->key},
+                               {"source", k_source_names[source_of(result->source)]},
+                               {"files", std::move(files)},
+                               {"build_ms", result->build_ms},
+                               {"note", result->note}};
+    *result_json_out = copy_string(document.dump());
     return OPCACHE_OK;
   });
 }

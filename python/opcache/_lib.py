@@ -79,6 +79,8 @@ def _load() -> tuple[ctypes.CDLL, str]:
 def _declare(lib: ctypes.CDLL) -> None:
     c_store = ctypes.c_void_p  # opcache_store*
     status = ctypes.c_int  # opcache_status
+    # store, descriptor_json, scenario, out_dir, build, user_data
+    get_or_build_args = [c_store, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p, BUILD_FN, ctypes.c_void_p]
     table = {
         "opcache_version": ([], ctypes.c_char_p),
         "opcache_status_name": ([ctypes.c_int], ctypes.c_char_p),
@@ -106,18 +108,9 @@ def _declare(lib: ctypes.CDLL) -> None:
         "opcache_stats_json": ([c_store, ctypes.POINTER(ctypes.c_void_p)], status),
         "opcache_settings_schema_json": ([ctypes.POINTER(ctypes.c_void_p)], status),
         "opcache_string_free": ([ctypes.c_void_p], None),
-        "opcache_get_or_build": (
-            [
-                c_store,
-                ctypes.c_char_p,
-                ctypes.c_char_p,
-                ctypes.c_char_p,
-                BUILD_FN,
-                ctypes.c_void_p,
-                ctypes.POINTER(ctypes.c_int),  # opcache_source*
-            ],
-            status,
-        ),
+        "opcache_get_or_build": ([*get_or_build_args, ctypes.POINTER(ctypes.c_int)], status),  # opcache_source*
+        # char** result_json_out, freed with opcache_string_free
+        "opcache_get_or_build_json": ([*get_or_build_args, ctypes.POINTER(ctypes.c_void_p)], status),
     }
     for name, (argtypes, restype) in table.items():
         function = getattr(lib, name)

@@ -8,8 +8,6 @@ import dataclasses
 import functools
 import json
 import os
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -23,7 +21,6 @@ from .scenario import DescriptorLike, ScenarioLike, descriptor_text, scenario_te
 PathLike = Union[str, "os.PathLike[str]"]
 BuildFunction = Callable[[Path], Any]
 
-_SOURCES = {_lib.SOURCE_HIT: "hit", _lib.SOURCE_BUILT: "built", _lib.SOURCE_BYPASSED: "bypassed"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -293,13 +290,7 @@ class Store:
         CacheTimeoutError, UsageError, CacheIOError.
         """
         desc, scen = descriptor_text(descriptor), scenario_text(scenario)
-        key = self.key(desc, scen)
         out = Path(out_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        # The C ABI does not report which files it wrote, so it writes into a
-        # private staging directory next to out_dir; listing that directory gives
-        # exactly this kernel's files even while others write into out_dir.
-        staging = Path(tempfile.mkdtemp(prefix=".opcache-py-", dir=out))
         failure: list[BaseException] = []
         build_ms = [0]
 
@@ -315,34 +306,32 @@ class Store:
                 build_ms[0] = int((time.monotonic() - start) * 1000)
 
         c_callback = _lib.BUILD_FN(callback)  # referenced until the call returns
-        source = ctypes.c_int(-1)
+        text = ctypes.c_void_p()
         try:
+            # opcache_get_or_build_json writes the files into out_dir itself and
+            # names them (and the key): no staging directory, no key() call.
             with self._using() as handle:
-                code = lib.opcache_get_or_build(
-                    handle, desc, scen, os.fsencode(staging), c_callback, None, ctypes.byref(source)
+                code = lib.opcache_get_or_build_json(
+                    handle, desc, scen, os.fsencode(out), c_callback, None, ctypes.byref(text)
                 )
             if failure:
                 error = failure.pop()
                 if hasattr(error, "add_note"):
-                    error.add_note(f"opcache: the build of {key} failed; nothing was stored")
+                    error.add_note(f"opcache: the build of {self.key(desc, scen)} failed; nothing was stored")
                 try:
                     raise error
                 finally:
                     del error
             _check(code)
-            files = []
-            for entry in sorted(os.scandir(staging), key=lambda item: item.name):
-                if entry.is_file(follow_symlinks=False):
-                    target = out / entry.name
-                    os.replace(entry.path, target)
-                    files.append(target)
+            report = json.loads(ctypes.string_at(text.value).decode("utf-8"))
         finally:
-            shutil.rmtree(staging, ignore_errors=True)
+            if text.value:
+                lib.opcache_string_free(text)
             del c_callback
-        name = _SOURCES.get(source.value)
-        if name is None:
-            raise from_status(_lib.INTERNAL, f"opcache_get_or_build returned unknown source {source.value}")
-        return Result(key=key, source=name, files=files, out_dir=out, build_ms=0 if name == "hit" else build_ms[0])
+        name = report["source"]
+        files = sorted((Path(os.fsdecode(path)) for path in report["files"]), key=lambda path: path.name)
+        return Result(key=report["key"], source=name, files=files, out_dir=out,
+                      build_ms=0 if name == "hit" else build_ms[0])
 
     def cached(
         self,

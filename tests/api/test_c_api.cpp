@@ -2,6 +2,7 @@
 // driver or a ctypes binding would.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -9,6 +10,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "opcache/opcache.h"
 #include "opcache/opcache.hpp"
@@ -312,4 +315,49 @@ TEST_CASE("C API opcache_open_ex takes the settings table's keys, in their JSON 
         std::string::npos);
   // CANN's aging pair is not settable: only op_cache.ini and ASCEND_* set it.
   CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","max_op_cache_size":1})") == OPCACHE_USAGE);
+}
+
+TEST_CASE("C API opcache_get_or_build_json writes the files in place and names them, the key and the source") {
+  TempDir temp;
+  Handle handle(temp / "cache");
+  const std::string descriptor = R"({"op_type":"scale","inputs":[{"shape":[4],"dtype":"float16"}]})";
+  struct Builds {
+    int count = 0;
+  } builds;
+  auto build = [](const char* work_dir, void* user_data) -> int {
+    ++static_cast<Builds*>(user_data)->count;
+    opcache::test::write_text(fs::path(work_dir) / "scale.o", "object");
+    opcache::test::write_text(fs::path(work_dir) / "scale.json", "{}");
+    return 0;
+  };
+  const fs::path out = temp / "kernel_meta";
+  opcache::test::write_text(out / "other.o", "someone else's");  // not listed: not this kernel's
+  char key[OPCACHE_KEY_BUFFER];
+  REQUIRE(opcache_key(handle.store, descriptor.c_str(), k_scenario_spec, key) == OPCACHE_OK);
+  for (const char* expected : {"built", "hit"}) {
+    char* report = nullptr;
+    REQUIRE_MESSAGE(opcache_get_or_build_json(handle.store, descriptor.c_str(), k_scenario_spec, out.c_str(), build,
+                                              &builds, &report) == OPCACHE_OK,
+                    last_error());
+    REQUIRE(report != nullptr);
+    auto parsed = nlohmann::json::parse(report);
+    opcache_string_free(report);
+    CHECK(parsed["source"] == expected);
+    CHECK(parsed["key"] == key);
+    std::vector<std::string> files = parsed["files"];
+    std::sort(files.begin(), files.end());
+    CHECK(files == std::vector<std::string>{(out / "scale.json").string(), (out / "scale.o").string()});
+    CHECK(read_text(out / "scale.o") == "object");
+  }
+  CHECK(builds.count == 1);
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 3);  // no staging left behind
+  // A failing build: its status, and no report.
+  char* report = reinterpret_cast<char*>(0x1);
+  auto failing = [](const char*, void*) -> int { return 3; };
+  const std::string other = R"({"op_type":"scale","inputs":[{"shape":[8],"dtype":"float16"}]})";
+  CHECK(opcache_get_or_build_json(handle.store, other.c_str(), k_scenario_spec, out.c_str(), failing, nullptr,
+                                  &report) == OPCACHE_BUILD_FAILED);
+  CHECK(report == nullptr);
+  CHECK(opcache_get_or_build_json(handle.store, other.c_str(), k_scenario_spec, out.c_str(), failing, nullptr,
+                                  nullptr) == OPCACHE_USAGE);
 }
