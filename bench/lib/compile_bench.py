@@ -181,15 +181,18 @@ def xargs_compile(corpus, out):
     return [*corpus.compile_args, f"src/{{}}{corpus.src_ext}", "-o", f"{out}/{{}}{corpus.out_ext}"]
 
 
-def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario):
+def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario, fill_url=None, subdir="warm-start"):
     """Empty local cache, full team cache, all stems via xargs -P2: ccache with its remote on
-    nginx, opcache exec with layered lookup, opcache pull then exec; interleaved passes."""
-    work = fresh_dir(ctx.work / "warm-start")
+    nginx (`nginx_url`, WebDAV), opcache exec with layered lookup on `serve_url`, opcache pull then
+    exec; interleaved passes. The URLs may be delay proxies in front of the servers (the latency
+    scenario); ccache's remote is filled through `fill_url` (default `nginx_url`), a URL of the same
+    server. `subdir` is the work subdirectory."""
+    work = fresh_dir(ctx.work / subdir)
     stems_file = work / "stems.txt"
     stems_file.write_text("".join(s + "\n" for s in stems))
     keys_file = work / "keys.txt"
     keys_file.write_text("".join(ctx.keys[s] + "\n" for s in stems))
-    fill_ccache_remote(corpus, stems, nginx_url, work)
+    fill_ccache_remote(corpus, stems, fill_url or nginx_url, work)
     opc = ctx.opcache
     out = work / "out"
     ccache = Ccache(work / "ccache", remote=f"{nginx_url}/ccache/")

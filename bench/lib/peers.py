@@ -1,6 +1,7 @@
 """The servers and tools bench/run measures against, started on 127.0.0.1 at
 run-time ports: nginx (static files, optionally WebDAV for ccache's HTTP
-remote), `opcache serve`, ccache with a private directory and configuration,
+remote), `opcache serve`, the delay proxy that puts a round-trip time in front
+of either (delay_proxy.py), ccache with a private directory and configuration,
 and wrk. Every server is registered with harness.Cleanup and stopped on exit.
 """
 import json
@@ -8,6 +9,8 @@ import os
 import re
 import shutil
 import subprocess
+import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -105,6 +108,37 @@ class OpcacheServe:
 
     def rss_kib(self, field="VmRSS"):
         return rss_kib(self.process.pid, field)
+
+
+class DelayProxy:
+    """delay_proxy.py in its own process on 127.0.0.1 at a free port (read from --port-file) in
+    front of `upstream` (a URL or host:port): every byte each way delayed by rtt_ms / 2, the TCP
+    handshake's round trip emulated on new connections. Logs to <logdir>/proxy.log; stop()
+    returns the totals it logged when it stopped (connections, bytes each way)."""
+
+    def __init__(self, cleanup, upstream, rtt_ms, logdir: Path, handshake=True):
+        logdir.mkdir(parents=True, exist_ok=True)
+        target = urllib.parse.urlsplit(upstream if "//" in upstream else f"//{upstream}")
+        self.cleanup, self.rtt_ms = cleanup, rtt_ms
+        self.upstream = f"{target.hostname}:{target.port}"
+        self.log_path = logdir / "proxy.log"
+        port_file = logdir / "port"
+        port_file.unlink(missing_ok=True)
+        self.process = cleanup.start([sys.executable, LIB / "delay_proxy.py", "--upstream", self.upstream,
+                                      "--rtt-ms", rtt_ms, "--port-file", port_file, "--log", self.log_path,
+                                      *([] if handshake else ["--no-handshake"])], logdir / "stdout.log")
+        wait_until(lambda: self.process.poll() is not None or (port_file.exists() and port_file.read_text().strip()),
+                   20, "the delay proxy to write its port file")
+        if self.process.poll() is not None:
+            raise BenchError(f"delay proxy exited: {(logdir / 'stdout.log').read_text()[-800:]}")
+        self.port = int(port_file.read_text().split()[0].rsplit(":", 1)[1])
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def stop(self):
+        """Stops the proxy; returns its summary line's totals ({} when it logged none)."""
+        self.cleanup.stop(self.process)
+        lines = [line for line in self.log_path.read_text().splitlines() if " summary {" in line]
+        return json.loads(lines[-1].split(" summary ", 1)[1]) if lines else {}
 
 
 class Ccache:

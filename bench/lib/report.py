@@ -22,6 +22,13 @@ def _fmt(value, unit=""):
     return f"{text}{unit}"
 
 
+# The latency scenario's targets (issue 22) by round-trip time in ms: warm start at least this
+# many times faster than ccache + nginx WebDAV (both opcache methods); pull at most this many
+# times curl --parallel's time. Other RTTs are reported without a target.
+LATENCY_WARM_START_SPEEDUP = {5: 3, 50: 10}
+LATENCY_PULL_RATIO = {50: 2}
+
+
 def _row(figure, peer, opcache, ratio, target, met):
     return {"figure": figure, "peer": peer, "opcache": opcache, "ratio": ratio, "target": target,
             "met": None if ratio is None and met is None else met}
@@ -59,6 +66,8 @@ def figure_rows(r):
                          f"`curl --parallel` from nginx", _fmt(s["seconds"]["curl_parallel_nginx"], " s"),
                          _fmt(s["seconds"]["opcache_pull"], " s"), f"{s['ratio']:.2f}×", "≤ 1.2× curl",
                          s["ratio"] <= 1.2))
+    for point in (r.get("latency") or {}).get("points", []):
+        rows += _latency_rows(point)
     for cell in (r.get("server") or {}).get("cells", []):
         o, n = cell["opcache_serve"], cell["nginx"]
         what = f"GETs of {cell['bundles']} bundles, wrk, {cell['connections']} connections"
@@ -120,6 +129,30 @@ def figure_rows(r):
     return rows
 
 
+def _latency_rows(point):
+    """The rows of one RTT of the latency scenario: the warm start both ways, the pull of each set."""
+    rows = []
+    rtt = point["rtt_ms"]
+    s = point["warm_start"]
+    base = s["seconds"]["ccache_nginx"]
+    need = LATENCY_WARM_START_SPEEDUP.get(rtt)
+    for method, label in (("opcache_layered", "layered lookup in `exec`"),
+                          ("opcache_pull_exec", "`opcache pull` then `exec`")):
+        sp = s["speedup_vs_ccache"][method]
+        rows.append(_row(f"remote warm start at RTT {rtt} ms (delay proxy), {label}: {s['kernels']} kernels, "
+                         f"`xargs -P2`, vs ccache + nginx WebDAV", _fmt(base, " s"), _fmt(s["seconds"][method], " s"),
+                         sp and f"{sp:.2f}× faster", f"≥ {need}× faster" if need else "—",
+                         (sp is not None and sp >= need) if need else None))
+    limit = LATENCY_PULL_RATIO.get(rtt)
+    for size, p in point["pull"].items():
+        rows.append(_row(f"`opcache pull` of {p['bundles']} {size} bundles ({p['bytes'] / 1e6:.1f} MB) at RTT {rtt} ms "
+                         f"(delay proxy) vs `curl --parallel` from nginx", _fmt(p["seconds"]["curl_parallel_nginx"], " s"),
+                         _fmt(p["seconds"]["opcache_pull"], " s"), p["ratio"] and f"{p['ratio']:.2f}×",
+                         f"≤ {limit}× curl" if limit else "—",
+                         (p["ratio"] is not None and p["ratio"] <= limit) if limit else None))
+    return rows
+
+
 def _plot(gnuplot_script, svg: Path, work: Path):
     script = work / (svg.stem + ".gp")
     script.write_text(f"set terminal svg size 760,420 dynamic enhanced font 'sans,11' background rgb 'white'\n"
@@ -170,6 +203,24 @@ def charts(r, out_dir: Path, work: Path):
             "set ylabel 'seconds (median)'\nset style data histograms\nset style fill solid 0.8 border -1\n"
             "set boxwidth 0.6\nset yrange [0:*]\nunset key\n"
             f"plot '{work}/warm.dat' using 2:xtic(1)\n", out_dir / "warm-start.svg", work)
+    latency = r.get("latency")
+    if latency and latency.get("points"):
+        loopback = ws or latency.get("loopback_warm_start")
+        points = ([(0, loopback)] if loopback else []) + [(p["rtt_ms"], p["warm_start"]) for p in latency["points"]]
+        methods = ("ccache_nginx", "opcache_layered", "opcache_pull_exec")
+        (work / "latency.dat").write_text("# rtt_ms " + " ".join(methods) + "\n" + "".join(
+            f"{rtt} " + " ".join(f"{w['seconds'][m]:.4f}" for m in methods) + "\n" for rtt, w in points))
+        xtics = ", ".join(f"'{rtt}' {rtt}" for rtt, _ in points)
+        drawn["latency_warm_start"] = _plot(
+            f"set title 'Remote warm start against round-trip time: {points[-1][1]['kernels']} kernels, "
+            "empty local cache, xargs -P2'\n"
+            "set xlabel 'round-trip time to the servers, ms (delay proxy; 0 = loopback)'\n"
+            "set ylabel 'seconds (median), log scale'\nset logscale y\nset grid xtics ytics\n"
+            f"set xtics ({xtics})\nset offsets graph 0.04, graph 0.04, 0, 0\n"
+            f"plot '{work}/latency.dat' using 1:2 with linespoints lw 2 pt 7 title 'ccache + nginx WebDAV', "
+            "'' using 1:3 with linespoints lw 2 pt 5 title 'opcache exec, layered', "
+            "'' using 1:4 with linespoints lw 2 pt 9 title 'opcache pull + exec'\n",
+            out_dir / "latency-warm-start.svg", work)
     soak = (r.get("server") or {}).get("soak")
     if soak:
         (work / "rss.dat").write_text("".join(f"{t} {kib / 1024:.2f}\n" for t, kib in soak["rss_kib_samples"]))
@@ -205,6 +256,7 @@ def markdown(r, rows, drawn, report_dir: Path):
         titles = {"hit_latency": "Warm hit latency distribution (per-kernel medians, CDF)",
                   "requests": "Requests/s by bundle size and connections",
                   "warm_start": "Remote warm-start time by method",
+                  "latency_warm_start": "Remote warm-start time against round-trip time (delay proxy)",
                   "soak_rss": "opcache serve RSS during the memory soak"}
         for name, path in drawn.items():
             rel = path.relative_to(report_dir)
@@ -222,6 +274,31 @@ def _kv(obj):
         else:
             parts.append(f"{key.replace('_', ' ')} {_fmt(value) if isinstance(value, float) else value}")
     return ", ".join(parts)
+
+
+def _latency_details(lat):
+    if not lat:
+        return []
+    out = [f"**Latency** ({lat['proxy']}). Time to first byte on a fresh connection (curl, median of 5), "
+           "direct: " + ", ".join(f"{k} {v:.1f} ms" for k, v in lat["direct_ttfb_ms"].items()) + ".", ""]
+    if lat.get("loopback_warm_start"):
+        w = lat["loopback_warm_start"]
+        out += ["* loopback warm start (no proxy, for the chart): " +
+                "; ".join(f"{m} {_fmt(v, ' s')}" for m, v in w["seconds"].items()), ""]
+    for point in lat["points"]:
+        w = point["warm_start"]
+        out += [f"* **RTT {point['rtt_ms']} ms** — through the proxies: " +
+                ", ".join(f"{k} {v:.1f} ms" for k, v in point["probe_ttfb_ms"].items()) +
+                ". Warm start per pass (s): " + "; ".join(
+                    f"{m} {', '.join(f'{v:.3f}' for v in vals)}" for m, vals in w["all_seconds"].items()) +
+                f"; `opcache pull` alone {_fmt(w.get('pull_seconds'), ' s')} (median). Pull per pass (s): " +
+                "; ".join(f"{size}: " + ", ".join(f"{tool} {' '.join(f'{v:.3f}' for v in vals)}"
+                                                  for tool, vals in p["all_seconds"].items())
+                          for size, p in point["pull"].items()) +
+                ". Carried by the proxies: " + ", ".join(
+                    f"{name} {t.get('connections', 0):,} connections, {t.get('bytes_down', 0) / 1e6:.1f} MB down"
+                    for name, t in point["proxies"].items()) + f". Verified (last pass): {_kv(w['verified'])}."]
+    return out + [""]
 
 
 def details(r):
@@ -248,6 +325,7 @@ def details(r):
             f"{m} {', '.join(f'{v:.3f}' for v in vals)}" for m, vals in ws["all_seconds"].items()) +
             f". `opcache pull` alone: {_fmt(ws.get('pull_seconds'), ' s')} (median). "
             f"Verified (last pass): {_kv(ws['verified'])}.", ""]
+    out += _latency_details(r.get("latency"))
     server = r.get("server") or {}
     if server.get("cells"):
         sizes = server.get("bundle_bytes_mean", {})

@@ -44,10 +44,11 @@ def same_bytes(serve_url, nginx_url, key, work: Path):
         raise BenchError(f"opcache serve and nginx answer different bytes for {key}")
 
 
-def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8):
+def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pull"):
     """For each named key set: `opcache pull -j P` into an empty store vs `curl --parallel` of the
-    same bundles from nginx into files; interleaved passes, medians."""
-    work = ctx.work / "pull"
+    same bundles from nginx into files; interleaved passes, medians. The URLs may be delay proxies
+    in front of the servers (the latency scenario); `subdir` is the work subdirectory."""
+    work = ctx.work / subdir
     results = {}
     for name, keys in sets.items():
         (work / name).mkdir(parents=True, exist_ok=True)
