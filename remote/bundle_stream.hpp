@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "opcache/result.hpp"
 #include "store/signature.hpp"
@@ -49,6 +50,14 @@ struct StreamFrame {
   store::Signatures signatures;   ///< hit: as stored with the entry (unverified)
   std::string reason;             ///< revoked
   std::int64_t entries = 0;       ///< end: how many frames came before it
+
+  /// A frame of `status` about `key` (empty for the end frame), other members defaulted.
+  static StreamFrame about(Status status, std::string key = {}) {
+    StreamFrame frame;
+    frame.status = status;
+    frame.key = std::move(key);
+    return frame;
+  }
 };
 
 /// "hit", "miss", "revoked", "later", "too_large" or "end".

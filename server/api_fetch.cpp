@@ -82,27 +82,27 @@ class FetchStream {
 
   Status add(const std::string& key) {
     if (m_full) {
-      return frame({StreamFrame::Status::later, key});
+      return frame(StreamFrame::about(StreamFrame::Status::later, key));
     }
     OPCACHE_TRY_ASSIGN(auto found, m_storage.open(key));
     if (!found) {
       OPCACHE_TRY_ASSIGN(auto tombstone, m_storage.revocation(key));
       ++m_misses;
       if (tombstone) {
-        StreamFrame revoked{StreamFrame::Status::revoked, key};
+        StreamFrame revoked = StreamFrame::about(StreamFrame::Status::revoked, key);
         revoked.reason = tombstone->reason;
         return frame(revoked);
       }
-      return frame({StreamFrame::Status::miss, key});
+      return frame(StreamFrame::about(StreamFrame::Status::miss, key));
     }
     if (found->size > k_fetch_response_bytes) {
-      return frame({StreamFrame::Status::too_large, key});
+      return frame(StreamFrame::about(StreamFrame::Status::too_large, key));
     }
     if (m_bundle_bytes + found->size > k_fetch_response_bytes) {
       m_full = true;
-      return frame({StreamFrame::Status::later, key});
+      return frame(StreamFrame::about(StreamFrame::Status::later, key));
     }
-    StreamFrame hit{StreamFrame::Status::hit, key};
+    StreamFrame hit = StreamFrame::about(StreamFrame::Status::hit, key);
     hit.bytes = found->size;
     hit.digest = found->digest;
     hit.signatures = found->signatures;
@@ -115,7 +115,7 @@ class FetchStream {
 
   // The stream, closed with its end frame.
   std::string finish() {
-    StreamFrame end{StreamFrame::Status::end};
+    StreamFrame end = StreamFrame::about(StreamFrame::Status::end);
     end.entries = m_frames;
     m_out += remote::encode_frame(end);
     return std::move(m_out);

@@ -51,17 +51,17 @@ struct RecordingSink final : BundleStreamReader::Sink {
 };
 
 StreamFrame hit(const std::string& key, const std::string& bytes, store::Signatures signatures = {}) {
-  StreamFrame frame{StreamFrame::Status::hit, key};
+  StreamFrame frame = StreamFrame::about(StreamFrame::Status::hit, key);
   frame.bytes = static_cast<std::int64_t>(bytes.size());
   frame.digest = std::string(64, '0');
   frame.signatures = std::move(signatures);
   return frame;
 }
 
-StreamFrame simple(StreamFrame::Status status, const std::string& key) { return {status, key}; }
+StreamFrame simple(StreamFrame::Status status, const std::string& key) { return StreamFrame::about(status, key); }
 
 StreamFrame end_frame(std::int64_t entries) {
-  StreamFrame frame{StreamFrame::Status::end};
+  StreamFrame frame = StreamFrame::about(StreamFrame::Status::end);
   frame.entries = entries;
   return frame;
 }
