@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 
+#include "remote/client_revocation.hpp"
 #include "remote/remote_store.hpp"
 #include "base/file_io.hpp"
 #include "base/sha256.hpp"
@@ -26,7 +26,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr std::size_t k_revocation_page = 10000;
 
 class FileRemote final : public RemoteStore {
  public:
@@ -127,12 +126,9 @@ class FileRemote final : public RemoteStore {
   }
 
   Result<std::optional<RevocationPage>> revocations(std::int64_t since_s) override {
-    RevocationPage page;
-    page.now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch()).count();
-    OPCACHE_TRY_ASSIGN(page.tombstones,
-                       as_remote_result(tombstones().list(since_s * 1000, k_revocation_page, &page.truncated)));
-    return std::optional<RevocationPage>(std::move(page));
+    return list_revocations(since_s, [&](std::int64_t since_ms, std::size_t limit, bool* truncated) {
+      return as_remote_result(tombstones().list(since_ms, limit, truncated));
+    });
   }
 
   Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
@@ -140,16 +136,14 @@ class FileRemote final : public RemoteStore {
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
-    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch()).count();
-    std::vector<bool> deleted;
-    for (const auto& key : keys) {
-      OPCACHE_TRY(as_remote_error(tombstones().add(store::Tombstone{key, reason, now_ms})));
-      const bool had = ::unlink(path_of(key).c_str()) == 0;
-      ::unlink(signatures_path_of(key).c_str());
-      deleted.push_back(had);
-    }
-    return deleted;
+    return revoke_each(
+        keys, reason,
+        [&](const store::Tombstone& tombstone) { return as_remote_error(tombstones().add(tombstone)); },
+        [&](const std::string& key) -> Result<bool> {
+          const bool had = ::unlink(path_of(key).c_str()) == 0;
+          ::unlink(signatures_path_of(key).c_str());
+          return had;
+        });
   }
 
   Result<bool> unrevoke(const std::string& key) override {

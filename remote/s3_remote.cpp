@@ -1,8 +1,8 @@
 // The s3:// remote: straight to an S3-compatible bucket through the bucket
 // layer the server's S3 storage uses too (remote/s3/bucket.hpp), so both see
 // the same entries.
-#include <chrono>
 
+#include "remote/client_revocation.hpp"
 #include "remote/remote_store.hpp"
 #include "remote/s3/bucket.hpp"
 #include "store/bundle_reader.hpp"
@@ -15,7 +15,6 @@ namespace opcache::remote {
 namespace {
 
 constexpr std::int64_t k_max_bundle_bytes = 2ll << 30;
-constexpr std::size_t k_revocation_page = 10000;
 
 class S3Remote final : public RemoteStore {
  public:
@@ -40,12 +39,9 @@ class S3Remote final : public RemoteStore {
   }
 
   Result<std::optional<RevocationPage>> revocations(std::int64_t since_s) override {
-    RevocationPage page;
-    page.now_s = std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch()).count();
-    OPCACHE_TRY_ASSIGN(page.tombstones, m_bucket.list_tombstones(since_s * 1000, k_revocation_page, &page.truncated,
-                                                                 std::filesystem::temp_directory_path()));
-    return std::optional<RevocationPage>(std::move(page));
+    return list_revocations(since_s, [&](std::int64_t since_ms, std::size_t limit, bool* truncated) {
+      return m_bucket.list_tombstones(since_ms, limit, truncated, std::filesystem::temp_directory_path());
+    });
   }
 
   Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
@@ -53,15 +49,12 @@ class S3Remote final : public RemoteStore {
     if (m_options.read_only) {
       return Error::usage("remote " + name() + " is read-only");
     }
-    const std::int64_t now_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch()).count();
-    std::vector<bool> deleted;
-    for (const auto& key : keys) {
-      OPCACHE_TRY(m_bucket.put_tombstone(store::Tombstone{key, reason, now_ms}, std::filesystem::temp_directory_path()));
-      OPCACHE_TRY_ASSIGN(bool had, m_bucket.remove_entry(key));
-      deleted.push_back(had);
-    }
-    return deleted;
+    return revoke_each(
+        keys, reason,
+        [&](const store::Tombstone& tombstone) {
+          return m_bucket.put_tombstone(tombstone, std::filesystem::temp_directory_path());
+        },
+        [&](const std::string& key) { return m_bucket.remove_entry(key); });
   }
 
   Result<bool> unrevoke(const std::string& key) override {
