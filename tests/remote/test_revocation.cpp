@@ -155,18 +155,8 @@ TEST_CASE("remote::revocation: a file:// remote keeps tombstones in its layout a
   const std::string url = "file://" + (temp / "shared").string();
   const auto kernel = make_cheap_kernel(temp.path(), 14);
   auto writer = open_remote_store(temp / "writer", {url + "|upload"});
-  put_kernel(writer, kernel);
-  Store::TransferOptions push;
-  REQUIRE(writer.push(push).ok());
   auto reader = open_remote_store(temp / "reader", {url});
-  REQUIRE(reader.get(kernel.key, temp / "out").value().has_value());
-
-  Store::RevokeOptions revoke;
-  revoke.keys = {kernel.key};
-  revoke.reason = "bad on 310P";
-  auto revoked = writer.revoke(revoke);
-  REQUIRE_MESSAGE(revoked.ok(), (revoked.ok() ? "" : revoked.error().message()));
-  CHECK(*revoked == std::vector<bool>{true});
+  publish_then_revoke(writer, reader, kernel, temp / "out", "bad on 310P");
   const auto tombstone = temp / "shared" / "v1" / "revocations" / (kernel.key + ".json");
   REQUIRE(fs::exists(tombstone));
   CHECK(json::parse(read_text(tombstone))["reason"] == "bad on 310P");
@@ -183,15 +173,9 @@ TEST_CASE("remote::revocation: a file:// remote keeps tombstones in its layout a
   CHECK(breaker_files(temp / "reader") == 0);
 
   // An upload of the key is refused until it is unrevoked.
-  put_kernel(writer, kernel);
-  auto refused = writer.push(push);
-  CHECK((!refused.ok() || refused->failed == 1));
-  CHECK_FALSE(fs::exists(temp / "shared" / "v1" / "bundles" / kernel.key.substr(0, 2) / kernel.key));
-  auto unrevoked = writer.unrevoke(revoke);
-  REQUIRE(unrevoked.ok());
-  CHECK(*unrevoked == std::vector<bool>{true});
-  REQUIRE(writer.push(push).ok());
-  CHECK(fs::exists(temp / "shared" / "v1" / "bundles" / kernel.key.substr(0, 2) / kernel.key));
+  check_refused_until_unrevoked(writer, kernel, [&] {
+    return fs::exists(temp / "shared" / "v1" / "bundles" / kernel.key.substr(0, 2) / kernel.key);
+  });
 }
 
 TEST_CASE("remote::revocation: a local tombstone refuses remote hits and pulls until unrevoke --local") {

@@ -54,18 +54,8 @@ TEST_CASE("remote::revocation: an s3:// remote keeps tombstones in the bucket an
   }
   const auto kernel = make_cheap_kernel(temp.path(), 21);
   auto writer = open_remote_store(temp / "writer", {url + "|upload"});
-  put_kernel(writer, kernel);
-  Store::TransferOptions push;
-  REQUIRE(writer.push(push).ok());
   auto reader = open_remote_store(temp / "reader", {url});
-  REQUIRE(reader.get(kernel.key, temp / "out").value().has_value());
-
-  Store::RevokeOptions revoke;
-  revoke.keys = {kernel.key};
-  revoke.reason = "wrong tiling on 910B";
-  auto revoked = writer.revoke(revoke);
-  REQUIRE_MESSAGE(revoked.ok(), (revoked.ok() ? "" : revoked.error().message()));
-  CHECK(*revoked == std::vector<bool>{true});
+  publish_then_revoke(writer, reader, kernel, temp / "out", "wrong tiling on 910B");
   CHECK_FALSE(holds(writer, kernel.key));
 
   // The reader's copy goes at its next pull, and a fresh machine misses.
@@ -78,15 +68,10 @@ TEST_CASE("remote::revocation: an s3:// remote keeps tombstones in the bucket an
   CHECK_FALSE(miss->has_value());
 
   // An upload of the key is refused until it is unrevoked.
-  put_kernel(writer, kernel);
-  auto refused = writer.push(push);
-  CHECK((!refused.ok() || refused->failed == 1));
-  CHECK_FALSE(fresh.get(kernel.key, temp / "out3").value().has_value());
-  auto unrevoked = writer.unrevoke(revoke);
-  REQUIRE(unrevoked.ok());
-  CHECK(*unrevoked == std::vector<bool>{true});
-  REQUIRE(writer.push(push).ok());
-  CHECK(fresh.get(kernel.key, temp / "out4").value().has_value());
+  int checks = 0;
+  check_refused_until_unrevoked(writer, kernel, [&] {
+    return fresh.get(kernel.key, temp / ("out-check" + std::to_string(++checks))).value().has_value();
+  });
 }
 
 TEST_CASE("server::revocations on S3 storage: 410 for the revoked key on this replica and on a second one") {

@@ -88,6 +88,33 @@ TestKernel make_large_kernel(const fs::path& dir, int index, std::size_t bytes) 
   return bundle_kernel(descriptor.dump(), {home / "large.o"});
 }
 
+void publish_then_revoke(Store& writer, Store& reader, const TestKernel& kernel, const fs::path& out,
+                         const std::string& reason) {
+  put_kernel(writer, kernel);
+  REQUIRE(writer.push(Store::TransferOptions{}).ok());
+  REQUIRE(reader.get(kernel.key, out).value().has_value());
+  Store::RevokeOptions revoke;
+  revoke.keys = {kernel.key};
+  revoke.reason = reason;
+  auto revoked = writer.revoke(revoke);
+  REQUIRE_MESSAGE(revoked.ok(), (revoked.ok() ? "" : revoked.error().message()));
+  CHECK(*revoked == std::vector<bool>{true});
+}
+
+void check_refused_until_unrevoked(Store& writer, const TestKernel& kernel, const std::function<bool()>& on_remote) {
+  put_kernel(writer, kernel);
+  auto refused = writer.push(Store::TransferOptions{});
+  CHECK((!refused.ok() || refused->failed == 1));
+  CHECK_FALSE(on_remote());
+  Store::RevokeOptions revoke;
+  revoke.keys = {kernel.key};
+  auto unrevoked = writer.unrevoke(revoke);
+  REQUIRE(unrevoked.ok());
+  CHECK(*unrevoked == std::vector<bool>{true});
+  REQUIRE(writer.push(Store::TransferOptions{}).ok());
+  CHECK(on_remote());
+}
+
 fs::path write_bundle_file(const fs::path& dir, const TestKernel& kernel) {
   const fs::path path = dir / (kernel.key + ".bundle");
   write_text(path, kernel.bundle);

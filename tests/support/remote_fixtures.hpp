@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -73,6 +74,17 @@ Store open_remote_store(const std::filesystem::path& dir, const std::vector<std:
 /// Puts `kernel` into `store` in the test scenario; returns the key.
 std::string put_kernel(Store& store, const TestKernel& kernel);
 
+
+/// Puts `kernel` into `writer` and pushes it to `writer`'s remote, gets it
+/// from the same remote through `reader` into `out`, then revokes it through
+/// `writer` with `reason`; REQUIREs every step, and that the remote held the
+/// entry it revoked.
+void publish_then_revoke(Store& writer, Store& reader, const TestKernel& kernel, const std::filesystem::path& out,
+                         const std::string& reason);
+
+/// With `kernel` revoked on `writer`'s remote: a push of it is refused and
+/// leaves `on_remote()` false; after unrevoke, a push puts it there.
+void check_refused_until_unrevoked(Store& writer, const TestKernel& kernel, const std::function<bool()>& on_remote);
 
 /// Regular files anywhere under `dir` (0 when it does not exist).
 std::size_t count_files(const std::filesystem::path& dir);
