@@ -15,6 +15,7 @@
 #include "base/program_search.hpp"
 #include "opcache/scenario.hpp"
 #include "store/scenario.hpp"
+#include "tests/support/expect_usage.hpp"
 
 namespace {
 
@@ -25,6 +26,7 @@ using opcache::Phase;
 using opcache::Result;
 using opcache::Scenario;
 using opcache::base::EnvLookup;
+using opcache::test::expect_usage;
 
 EnvLookup env_of(std::map<std::string, std::string> variables) {
   return [variables = std::move(variables)](const char* name) -> std::optional<std::string> {
@@ -47,17 +49,6 @@ Result<Scenario> spec(const std::string& text, const EnvLookup& env = env_of({})
 
 Result<Scenario> from_json(const std::string& text, const EnvLookup& env = env_of({})) {
   return opcache::store::scenario_from_json(json::parse(text), "scenario.json", env);
-}
-
-template <typename R>
-void expect_usage(const R& result, const std::vector<std::string>& needles) {
-  REQUIRE_FALSE(result.ok());
-  INFO("message: " << result.error().message());
-  CHECK(result.error().code() == ErrorCode::usage);
-  for (const auto& needle : needles) {
-    CHECK_MESSAGE(result.error().message().find(needle) != std::string::npos,
-                  "expected \"" << needle << "\" in the message");
-  }
 }
 
 Scenario expected_multi_train() {

@@ -17,8 +17,11 @@
 #include "store/scenario.hpp"
 #include "store/scenario_detect.hpp"
 #include "tests/support/cann_tree.hpp"
+#include "tests/support/expect_usage.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
+
+using opcache::test::expect_usage;
 
 namespace {
 
@@ -90,17 +93,6 @@ struct Machine {
     return *key;
   }
 };
-
-template <typename R>
-void expect_usage(const R& result, const std::vector<std::string>& needles) {
-  REQUIRE_FALSE(result.ok());
-  INFO("message: " << result.error().message());
-  CHECK(result.error().code() == ErrorCode::usage);
-  for (const auto& needle : needles) {
-    CHECK_MESSAGE(result.error().message().find(needle) != std::string::npos,
-                  "expected \"" << needle << "\" in the message");
-  }
-}
 
 }  // namespace
 
