@@ -29,6 +29,10 @@ packages=(
   clang-14
   # the dashboard's browser test (tests/ui/): headless Chromium
   chromium
+  # the package tests (tests/package/): the wheel built offline (python3-build,
+  # setuptools, venv), the .deb (dpkg-dev: dpkg-shlibdeps for CPack) and its
+  # systemd unit checked with systemd-analyze (systemd)
+  python3-build python3-setuptools python3-wheel python3-venv python3-pip dpkg-dev systemd
 )
 if [ "${1:-}" = "--bench" ]; then
   # baselines bench/run measures against in the same run, and gnuplot for its charts
