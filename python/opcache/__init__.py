@@ -12,9 +12,11 @@ A compile cache for accelerator operator kernels. For a Python op compiler
         print(result.source, result.files)   # "hit" | "built" | "bypassed"
 
 Only the standard library is used. The shared library is found through
-OPCACHE_LIBRARY, else <repo>/build/libopcache.so, else
-ctypes.util.find_library("opcache"); importing raises ImportError listing what
-was tried when none loads. See python/README.md.
+OPCACHE_LIBRARY, else inside the package (opcache/_native/libopcache.so.0, as
+a wheel carries it), else <repo>/build/libopcache.so (a checkout), else the
+system's libopcache.so.0 (by soname, then ctypes.util.find_library); importing
+raises ImportError listing what was tried when none loads. The public API is
+typed (PEP 561: py.typed). See python/README.md.
 """
 
 from ._lib import lib as _clib, library_path

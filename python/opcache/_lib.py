@@ -3,9 +3,13 @@
 Lookup order for the shared library:
 
 1. ``OPCACHE_LIBRARY``: an explicit path. When set, nothing else is tried.
-2. The build tree next to this package: ``<repo>/build/libopcache.so``
-   (this file lives in ``<repo>/python/opcache/``).
-3. ``ctypes.util.find_library("opcache")`` (an installed library).
+2. Inside the package: ``opcache/_native/libopcache.so.0``, where a wheel
+   built by scripts/build-wheel.sh carries it.
+3. The build tree next to this package: ``<repo>/build/libopcache.so``, when
+   this file lives in ``<repo>/python/opcache/`` of a checkout.
+4. The system: ``libopcache.so.0`` by soname through the dynamic linker (the
+   Debian package's /usr/lib/<multiarch>/libopcache.so.0, LD_LIBRARY_PATH),
+   then ``ctypes.util.find_library("opcache")``.
 
 Only the standard library is used (ctypes); nothing is downloaded.
 """
@@ -16,6 +20,7 @@ import ctypes
 import ctypes.util
 import os
 from pathlib import Path
+from typing import Iterator, Optional
 
 # Size of a buffer holding a key and its NUL (OPCACHE_KEY_BUFFER).
 KEY_BUFFER = 65
@@ -40,39 +45,58 @@ SOURCE_BYPASSED = 2
 # typedef int (*opcache_build_fn)(const char* work_dir, void* user_data);
 BUILD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
+# The library's SONAME: the name a wheel carries it under (opcache/_native/)
+# and the name the dynamic linker knows an installed one by
+# (/usr/lib/<multiarch>/libopcache.so.0 from the Debian package).
+SONAME = "libopcache.so.0"
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
-_BUILD_TREE_LIBRARY = _PACKAGE_DIR.parent.parent / "build" / "libopcache.so"
+_PACKAGED_LIBRARY = _PACKAGE_DIR / "_native" / SONAME
+_SOURCE_TREE = _PACKAGE_DIR.parent.parent
+_BUILD_TREE_LIBRARY = _SOURCE_TREE / "build" / "libopcache.so"
 
 
-def _candidates() -> list[tuple[str, str]]:
-    """(how it was found, what to pass to CDLL), in lookup order."""
+def _in_source_tree() -> bool:
+    """True when this package is <repo>/python/opcache of an opcache checkout
+    (not installed), so that <repo>/build is worth a look."""
+    return (_SOURCE_TREE / "include" / "opcache" / "opcache.h").is_file()
+
+
+def _candidates() -> Iterator[tuple[str, Optional[str]]]:
+    """(where it was looked for, what to pass to ctypes.CDLL or None when
+    nothing was found there), in lookup order. Lazy: find_library, which runs
+    ldconfig, is asked only when everything before it failed."""
     explicit = os.environ.get("OPCACHE_LIBRARY")
     if explicit:
-        return [("OPCACHE_LIBRARY", explicit)]
-    found = [("build tree", str(_BUILD_TREE_LIBRARY))]
-    name = ctypes.util.find_library("opcache")
-    if name:
-        found.append(("ctypes.util.find_library('opcache')", name))
-    return found
+        yield "OPCACHE_LIBRARY", explicit
+        return
+    yield "inside the package", str(_PACKAGED_LIBRARY)
+    if _in_source_tree():
+        yield "build tree", str(_BUILD_TREE_LIBRARY)
+    yield "system, by soname", SONAME
+    yield "system, ctypes.util.find_library('opcache')", ctypes.util.find_library("opcache")
 
 
 def _load() -> tuple[ctypes.CDLL, str]:
-    tried = []
-    for origin, path in _candidates():
-        if origin == "build tree" and not os.path.exists(path):
-            tried.append(f"{path} ({origin}): does not exist")
-            continue
-        try:
-            return ctypes.CDLL(path), path
-        except OSError as error:
-            tried.append(f"{path} ({origin}): {error}")
-    if not os.environ.get("OPCACHE_LIBRARY") and len(tried) == 1:
-        tried.append("ctypes.util.find_library('opcache'): not found")
+    """The first candidate that loads, and what was passed to CDLL for it;
+    ImportError listing every candidate and why it failed when none loads."""
+    tried: list[str] = []
+    for origin, name in _candidates():
+        if name is None:
+            tried.append(f"{origin}: not found")
+        elif os.sep in name and not os.path.exists(name):
+            tried.append(f"{name} ({origin}): does not exist")
+        else:
+            try:
+                return ctypes.CDLL(name), name
+            except OSError as error:
+                tried.append(f"{name} ({origin}): {error}")
     raise ImportError(
         "opcache: cannot load the shared library libopcache.so; tried:\n  "
         + "\n  ".join(tried)
-        + "\nBuild it (cmake --build build --target opcache_shared) or set "
-        "OPCACHE_LIBRARY to the path of libopcache.so."
+        + "\nInstall the opcache wheel or Debian package, build the library "
+        "(cmake --build build --target opcache_shared), or set OPCACHE_LIBRARY "
+        "to the path of libopcache.so."
     )
 
 
@@ -128,4 +152,5 @@ def last_error() -> str:
 
 
 def status_name(code: int) -> str:
+    """The name of an opcache_status value ("usage", "corrupt", ...)."""
     return lib.opcache_status_name(code).decode("ascii", "replace")

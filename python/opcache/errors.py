@@ -16,7 +16,7 @@ class OpcacheError(Exception):
     status = "internal"
     code = _lib.INTERNAL
 
-    def __init__(self, message: str, *, code: int | None = None, status: str | None = None):
+    def __init__(self, message: str, *, code: int | None = None, status: str | None = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code

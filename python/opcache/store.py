@@ -168,7 +168,8 @@ class Store:
         except Exception:
             pass
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[dict[str, Any]], "Store"], tuple[dict[str, Any]]]:
+        """Pickles as its options: unpickling reopens the store (see _reopen)."""
         return (_reopen, (self._options,))
 
     def __repr__(self) -> str:
