@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from . import _lib
 
 
@@ -16,7 +18,7 @@ class OpcacheError(Exception):
     status = "internal"
     code = _lib.INTERNAL
 
-    def __init__(self, message: str, *, code: int | None = None, status: str | None = None) -> None:
+    def __init__(self, message: str, *, code: Optional[int] = None, status: Optional[str] = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -104,7 +106,7 @@ _BY_CODE = {
 }
 
 
-def from_status(code: int, message: str | None = None) -> OpcacheError:
+def from_status(code: int, message: Optional[str] = None) -> OpcacheError:
     """The exception for a non-OK status; message defaults to opcache_last_error()."""
     if message is None:
         message = _lib.last_error() or f"opcache failed with status {_lib.status_name(code)}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import Any, Mapping, Union
+from typing import Any, Mapping, Optional, Union
 
 from .errors import UsageError
 
@@ -22,10 +22,10 @@ class Scenario:
     value raises UsageError naming the field.
     """
 
-    phase: str | None = None
-    toolchain: str | None = None
-    soc: str | None = None
-    device_mode: str | None = None
+    phase: Optional[str] = None
+    toolchain: Optional[str] = None
+    soc: Optional[str] = None
+    device_mode: Optional[str] = None
     extra: dict[str, str] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:

@@ -397,7 +397,8 @@ class GetOrBuildTest(TempDirTestCase):
         self.assertEqual(str(error), "tiling failed for shape [16, 32]")
         frames = [frame.name for frame in traceback.extract_tb(error.__traceback__)]
         self.assertIn("build", frames)  # the original traceback is kept
-        self.assertTrue(any("nothing was stored" in note for note in getattr(error, "__notes__", [])))
+        if sys.version_info >= (3, 11):  # exception notes (PEP 678); the package supports 3.9
+            self.assertTrue(any("nothing was stored" in note for note in getattr(error, "__notes__", [])))
         key = store.key(descriptor(), SCENARIO)
         self.assertFalse(store.has(key))
         self.assertEqual(list(out.iterdir()), [])

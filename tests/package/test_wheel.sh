@@ -51,6 +51,24 @@ version=$(sed -n 's/^project(opcache VERSION \([0-9][0-9.]*\).*/\1/p' "$source_d
 [[ -n "$version" ]] || fail "no project(opcache VERSION ...) in $source_dir/CMakeLists.txt"
 platform=$("$python" -c 'import sysconfig; print(sysconfig.get_platform().replace("-", "_").replace(".", "_"))')
 
+# $1: the expected exit status, $2: text its stderr must hold, the rest: the
+# build-wheel.sh arguments.
+expect_refusal() {
+  local status=0 want=$1 text=$2
+  shift 2
+  "$source_dir/scripts/build-wheel.sh" "$@" >"$tmp/refusal.log" 2>&1 || status=$?
+  [[ $status -eq $want ]] || fail_with_log "build-wheel.sh $* exited $status, expected $want" "$tmp/refusal.log"
+  grep -qF "$text" "$tmp/refusal.log" || fail_with_log "build-wheel.sh $* does not say '$text'" "$tmp/refusal.log"
+}
+step "build-wheel.sh refuses a build directory without the library or the version"
+mkdir -p "$tmp/no-library" "$tmp/no-version"
+expect_refusal 2 "$tmp/no-library/libopcache.so.0 not found; build the opcache_shared target first" \
+  "$tmp/no-library" "$tmp/refused"
+ln -s "$build_dir/libopcache.so.0" "$tmp/no-version/libopcache.so.0"
+expect_refusal 2 "no CMAKE_PROJECT_VERSION in $tmp/no-version/CMakeCache.txt" "$tmp/no-version" "$tmp/refused"
+expect_refusal 2 "usage: " "$build_dir"
+[[ ! -e "$tmp/refused" ]] || fail "a refused build-wheel.sh created its OUT_DIR"
+
 step "scripts/build-wheel.sh $build_dir $tmp/dist"
 "$source_dir/scripts/build-wheel.sh" "$build_dir" "$tmp/dist" >"$tmp/build-wheel.log" 2>&1 ||
   fail_with_log "scripts/build-wheel.sh" "$tmp/build-wheel.log"
