@@ -42,8 +42,9 @@ fail_with_log() {
   fail "$1 (log above)"
 }
 
+# python/ without bytecode caches (an import elsewhere may write those).
 python_tree_listing() {
-  (cd "$source_dir/python" && find . -print | LC_ALL=C sort)
+  (cd "$source_dir/python" && find . -name __pycache__ -prune -o -print | LC_ALL=C sort)
 }
 python_tree_listing >"$tmp/python-before.txt"
 
