@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <vector>
 
 #include "base/try.hpp"
 
@@ -128,6 +130,57 @@ Status SafeDirectory::link_or_copy_from(const SafeDirectory& source, const std::
     int error = errno;
     ::unlinkat(m_fd.get(), temp.c_str(), 0);
     return errno_error("cannot rename into place", m_display / name, error);
+  }
+  return {};
+}
+
+Result<bool> SafeDirectory::rename_if_absent(const std::string& name, const SafeDirectory& target,
+                                             const std::string& new_name) const {
+  if (!is_single_name(name) || !is_single_name(new_name)) {
+    return Error::usage("\"" + name + "\" or \"" + new_name + "\" is not a single file name");
+  }
+  if (::renameat2(m_fd.get(), name.c_str(), target.fd(), new_name.c_str(), RENAME_NOREPLACE) == 0) {
+    return true;
+  }
+  if (errno == EEXIST) {
+    return false;
+  }
+  const int error = errno;
+  const auto from = (m_display / name).string();
+  const auto to = target.display_path() / new_name;
+  if (error == EINVAL) {
+    return Error::io("cannot rename " + from + " to " + to.string() +
+                     " without replacing what may be there: its file system does not support RENAME_NOREPLACE"
+                     " (NFS, some FUSE file systems); choose a directory on a local file system");
+  }
+  return errno_error("cannot rename " + from + " to", to, error);
+}
+
+Status SafeDirectory::remove_tree(const std::string& name) const {
+  if (!is_single_name(name)) {
+    return Error::usage("\"" + name + "\" is not a single file name");
+  }
+  // unlinkat refuses a directory with EISDIR; a symlink to one is unlinked itself.
+  if (::unlinkat(m_fd.get(), name.c_str(), 0) == 0 || errno == ENOENT) {
+    return {};
+  }
+  if (errno != EISDIR) {
+    return errno_error("cannot remove", m_display / name, errno);
+  }
+  OPCACHE_TRY_ASSIGN(SafeDirectory directory, child(name, /*create=*/false));
+  std::error_code ec;
+  std::vector<std::string> names;
+  for (const auto& item : std::filesystem::directory_iterator(directory.fd_path(), ec)) {
+    names.push_back(item.path().filename().string());
+  }
+  if (ec) {
+    return errno_error("cannot list", directory.display_path(), ec.value());
+  }
+  for (const auto& entry : names) {
+    OPCACHE_TRY(directory.remove_tree(entry));
+  }
+  if (::unlinkat(m_fd.get(), name.c_str(), AT_REMOVEDIR) != 0 && errno != ENOENT) {
+    return errno_error("cannot remove directory", m_display / name, errno);
   }
   return {};
 }

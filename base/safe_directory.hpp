@@ -49,6 +49,22 @@ class SafeDirectory {
   /// system cannot link. A symlink at `name` is replaced, never followed.
   Status link_or_copy_from(const SafeDirectory& source, const std::string& source_name, const std::string& name) const;
 
+  /// Renames `name` here to `new_name` in `target` (the same file system)
+  /// unless something — a file, a directory, a symlink — is at `new_name`
+  /// already: then nothing changes and the result is false. Neither name is
+  /// followed if it is a symlink; a directory moves with its contents, so
+  /// readers see all of it at once or nothing. `io` error for other failures,
+  /// including a file system that cannot rename without replacing
+  /// (RENAME_NOREPLACE: NFS, some FUSE file systems).
+  Result<bool> rename_if_absent(const std::string& name, const SafeDirectory& target, const std::string& new_name) const;
+
+  /// Removes `name` here and, when it is a directory, everything below it,
+  /// following no symlink (a symlink is removed, never its target). Absent
+  /// is not an error. For directories this process made, such as staging
+  /// directories: another process writing into the tree meanwhile can make
+  /// it fail with an `io` error.
+  Status remove_tree(const std::string& name) const;
+
   int fd() const noexcept { return m_fd.get(); }
 
  private:

@@ -135,6 +135,9 @@ int run_export(const Context& context, const ExportArgs& args) {
                         {"skipped", skipped_json(report->skipped)}});
     return k_exit_ok;
   }
+  for (const auto& directory : report->directories) {
+    context.print_text("wrote    " + directory);
+  }
   for (const auto& item : report->skipped) {
     context.print_text("skipped  " + item.path + "  " + item.reason);
   }
@@ -168,14 +171,17 @@ std::vector<Command> register_layout_commands(CLI::App& app, Context& context) {
   export_command->footer(
       "MindSpore: DIR/rank_<i>/kernel_meta/ for i < --ranks (or rank $RANK_ID; DIR defaults to\n"
       "$MS_COMPILER_CACHE_PATH, else .), original file names, decompressed once and hard-linked into the\n"
-      "other ranks. CANN: DIR/kernel_cache/<soc>/te_*.{o,json}. Files are replaced atomically; nothing is\n"
-      "written outside DIR and no symlink inside it is followed.\n\n"
+      "other ranks. CANN: DIR/kernel_cache/<soc>/te_*.{o,json}; these files are replaced atomically.\n"
+      "torchair: each static-kernel package as a new DIR/aclnn_static_shape_kernel_outputs/\n"
+      "<timestamp>_<pid>_outputs/ with <pid>/*.json (the statistics) and static_kernel_*.run, renamed into\n"
+      "place complete under a name not yet taken; nothing there is overwritten. Nothing is written outside\n"
+      "DIR and no symlink inside it is followed; the report lists the directories written.\n\n"
       "Example:\n  opcache export ./ --layout mindspore --ranks 8 --scenario device=multi,phase=train,"
       "toolchain=8.0.RC2,soc=Ascend910B1");
   export_command->add_option("dir", export_args->dir, "Directory to write into");
-  export_command->add_option("--layout", export_args->layout, "mindspore or cann")
+  export_command->add_option("--layout", export_args->layout, "mindspore, cann or torchair")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mindspore", "cann"}));
+      ->check(CLI::IsMember({"mindspore", "cann", "torchair"}));
   export_command->add_option("--ranks", export_args->ranks, "MindSpore: write rank_0 .. rank_<N-1>")
       ->check(CLI::Range(1, 65536));
   export_command->add_option("--scenario,-s", export_args->scenario, "Only entries of this scenario");

@@ -43,7 +43,7 @@ struct ExportOptions {
 };
 
 struct ExportReport {
-  std::vector<std::string> directories;  ///< kernel directories written
+  std::vector<std::string> directories;  ///< kernel directories written (torchair: one per entry)
   std::int64_t entries = 0;              ///< entries exported
   std::int64_t files_written = 0;        ///< files decompressed
   std::int64_t files_linked = 0;         ///< files hard-linked (or copied) into further ranks
@@ -59,8 +59,17 @@ Result<ExportOptions> mindspore_destination(const std::optional<std::filesystem:
 /// Writes the entries matching `options.filter` in the vendor layout:
 /// MindSpore `<dir>/rank_<i>/kernel_meta/<original names>` (decompressed once,
 /// then hard-linked into the other ranks), or CANN
-/// `<dir>/kernel_cache/<soc>/te_*.{o,json}` (.json last). Every file is
-/// replaced atomically; no symlink inside `dir` is followed.
+/// `<dir>/kernel_cache/<soc>/te_*.{o,json}` (.json last), every file replaced
+/// atomically; or torchair, each package (*.json statistics + one .run) as a
+/// new `<dir>/aclnn_static_shape_kernel_outputs/<timestamp>_<pid>_outputs/`
+/// holding `<pid>/*.json` and the .run: the entry's creation time (UTC,
+/// YYYYMMDDhhmmss) and a number from this process's pid up that makes the name
+/// unused. It is filled under a hidden name and renamed into place complete,
+/// never onto an existing name, so nothing is overwritten and a failed entry
+/// leaves nothing. No symlink inside `dir` is followed. Entries that do not
+/// fit the layout, or vanish or fail verification meanwhile, are skipped
+/// with the reason; errors of `dir` itself (a symlink planted in it, no
+/// permission) fail the export.
 Result<ExportReport> export_entries(Store& store, const ExportOptions& options);
 
 }  // namespace opcache::layouts

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <ctime>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -930,9 +932,316 @@ TEST_CASE("layouts::import_directory takes one entry per torchair outputs direct
   // The _debug copy (every operator of the model) is not part of the entry.
   CHECK(names_in(got).count("Cast_float16_ND_1_2048_0.json") == 0);
 
-  // torchair is import-only.
-  auto export_torchair = cli.run({"export", (temp / "x").string(), "--layout", "torchair"});
-  CHECK(export_torchair.exit_code == 2);
+}
+
+// ===========================================================================
+// torchair export
+
+namespace {
+
+const char* const k_torchair_outputs = "aclnn_static_shape_kernel_outputs";
+
+// The members of `key` as `get` writes them (into `dir`): name -> bytes.
+std::map<std::string, std::string> member_bytes(Store& store, const std::string& key, const fs::path& dir) {
+  auto hit = store.get(key, dir);
+  REQUIRE_MESSAGE(hit.ok(), (hit.ok() ? "" : hit.error().message()));
+  REQUIRE(hit->has_value());
+  std::map<std::string, std::string> bytes;
+  for (const auto& file : (*hit)->files) {
+    bytes[file.filename().string()] = read_text(file);
+  }
+  return bytes;
+}
+
+// "<14 digits>_<digits>_outputs": the <pid> part, or -1 when the name is not of that form.
+long torchair_outputs_pid(const std::string& name) {
+  const std::string suffix = "_outputs";
+  if (name.size() < 14 + 1 + 1 + suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 ||
+      name[14] != '_') {
+    return -1;
+  }
+  const std::string timestamp = name.substr(0, 14);
+  const std::string pid = name.substr(15, name.size() - 15 - suffix.size());
+  auto digits = [](const std::string& text) {
+    return !text.empty() && std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); });
+  };
+  return digits(timestamp) && digits(pid) ? std::stol(pid) : -1;
+}
+
+// Checks one exported outputs directory: <pid>/ with exactly the statistics
+// of `source` (not its _debug copy) and its .run beside it, byte for byte.
+void check_torchair_export(const fs::path& dir, const TorchairOutputs& source) {
+  CAPTURE(dir);
+  const long pid = torchair_outputs_pid(dir.filename().string());
+  REQUIRE(pid > 0);
+  const std::string pid_text = std::to_string(pid);
+  CHECK(names_in(dir) == std::set<std::string>{pid_text, source.run.filename().string()});
+  CHECK(names_in(dir / pid_text) == names_of(source.stats));
+  for (const auto& file : source.stats) {
+    CHECK_MESSAGE(read_text(dir / pid_text / file.filename()) == read_text(file), file.filename());
+  }
+  CHECK(read_text(dir / source.run.filename()) == read_text(source.run));
+}
+
+// The UTC "YYYYMMDDhhmmss" of a Unix time in ms (what torchair's names start with).
+std::string utc_timestamp(std::int64_t unix_ms) {
+  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
+  std::tm parts{};
+  ::gmtime_r(&seconds, &parts);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y%m%d%H%M%S", &parts);
+  return text;
+}
+
+opcache::layouts::ExportReport export_torchair_ok(Store& store, const fs::path& dir) {
+  ExportOptions options;
+  options.layout = Layout::torchair;
+  options.dir = dir;
+  auto report = opcache::layouts::export_entries(store, options);
+  REQUIRE_MESSAGE(report.ok(), (report.ok() ? "" : report.error().message()));
+  return std::move(report).value();
+}
+
+// What is in `dir`, one snapshot per child: a directory's whole tree, or a
+// file's or symlink's own state (a symlink is not followed).
+std::map<std::string, Snapshot> snapshot_children(const fs::path& dir) {
+  std::map<std::string, Snapshot> children;
+  for (const auto& name : names_in(dir)) {
+    const fs::path path = dir / name;
+    children[name] = fs::is_directory(fs::symlink_status(path)) ? snapshot_tree(path) : Snapshot{{".", state_of(path)}};
+  }
+  return children;
+}
+
+// The first child of `dir` in `before` that is gone or differs in any way
+// (a file added, changed or removed below it), or "": new children may have appeared.
+std::string changed_child(const std::map<std::string, Snapshot>& before, const fs::path& dir) {
+  const auto after = snapshot_children(dir);
+  for (const auto& [name, snapshot] : before) {
+    auto found = after.find(name);
+    if (found == after.end()) {
+      return name + " disappeared";
+    }
+    if (auto difference = snapshot_difference(snapshot, found->second); !difference.empty()) {
+      return name + ": " + difference;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("layouts::export_entries writes torchair packages back as outputs directories that import to the same keys and bytes") {
+  TempDir temp;
+  const fs::path build = temp / "static_kernels";
+  const auto stats = opcache::test::sample_torchair_stats();
+  const TorchairOutputs first = opcache::test::write_torchair_outputs(build, "20250301093000", 4242, "20250301093512", stats);
+  auto longer = stats;
+  longer[0].content["inputs"][0]["shape"] = {1, 4096};
+  const TorchairOutputs other = opcache::test::write_torchair_outputs(build, "20250302080000", 6161, "20250302080301", longer);
+  REQUIRE(fs::is_directory(first.debug_dir));  // import drops it: the round trip is by content
+
+  Cli cli(temp / "cache");
+  json imported = cli.run_json({"import", build.string(), "--scenario", k_test_scenario});
+  REQUIRE(imported["imported"].size() == 2);
+  std::map<std::string, const TorchairOutputs*> source_of;  // key -> the tree it came from
+  for (const auto& item : imported["imported"]) {
+    source_of[item["key"]] = item["origin"].get<std::string>().find(first.dir.filename().string()) != std::string::npos
+                                 ? &first
+                                 : &other;
+  }
+  REQUIRE(source_of.size() == 2);
+
+  const fs::path out = temp / "out";
+  json report = cli.run_json({"export", out.string(), "--layout", "torchair"});
+  INFO("report: ", report.dump(1));
+  CHECK(report["layout"] == "torchair");
+  CHECK(report["entries"] == 2);
+  CHECK(report["files_written"] == 2 * (stats.size() + 1));
+  CHECK(report["files_linked"] == 0);
+  CHECK(report["skipped"].empty());
+  REQUIRE(report["directories"].size() == 2);
+  CHECK(names_in(out) == std::set<std::string>{k_torchair_outputs});
+  CHECK(names_in(out / k_torchair_outputs).size() == 2);
+  std::set<std::string> reported;
+  for (const auto& directory : report["directories"]) {
+    reported.insert(fs::path(directory.get<std::string>()).filename().string());
+    CHECK(fs::path(directory.get<std::string>()).parent_path() == out / k_torchair_outputs);
+  }
+  CHECK(reported == names_in(out / k_torchair_outputs));
+  CHECK(temp_files_below(out).empty());
+
+  // A fresh store takes the export in: the same keys, the same member bytes.
+  Store original = open_store(temp / "cache");
+  Store fresh = open_store(temp / "fresh_cache");
+  const ImportReport again = import_ok(fresh, out);
+  CHECK(again.layout == Layout::torchair);
+  CHECK_MESSAGE(again.skipped.empty(), describe(again.skipped));
+  REQUIRE(again.imported.size() == 2);
+  for (const auto& item : again.imported) {
+    CAPTURE(item.origin);
+    REQUIRE(source_of.count(item.key) == 1);
+    const auto bytes = member_bytes(fresh, item.key, temp / "got_fresh" / item.key);
+    CHECK(bytes == member_bytes(original, item.key, temp / "got_original" / item.key));
+    CHECK(bytes.size() == stats.size() + 1);
+    // On disk: <pid>/ holds the statistics (no _debug copy), the .run sits beside it.
+    check_torchair_export(out / item.origin, *source_of[item.key]);
+  }
+
+  // The text report names every directory it wrote.
+  const fs::path out_text = temp / "out_text";
+  auto text = cli.run({"export", out_text.string(), "--layout", "torchair"});
+  CHECK(text.exit_code == 0);
+  for (const auto& name : names_in(out_text / k_torchair_outputs)) {
+    CHECK(contains(text.out, "wrote    " + (out_text / k_torchair_outputs / name).string() + "\n"));
+  }
+  CHECK(contains(text.out, "exported 2 entries into 2 directories (8 files written, 0 linked)"));
+
+  // --help says what it writes; a DIR is needed.
+  auto help = cli.run({"export", "--help"});
+  CHECK(help.exit_code == 0);
+  CHECK(contains(help.out, "mindspore, cann or torchair"));
+  CHECK(contains(help.out, "<timestamp>_<pid>_outputs/ with <pid>/*.json"));
+  auto no_dir = cli.run({"export", "--layout", "torchair"});
+  CHECK(no_dir.exit_code == 2);
+  CHECK(contains(no_dir.err, "export --layout torchair needs a DIR"));
+}
+
+TEST_CASE("layouts::export_entries gives every torchair package a directory name of its own and never writes into one that exists") {
+  TempDir temp;
+  const TorchairOutputs source = opcache::test::write_torchair_outputs(
+      temp / "torchair", "20250301093000", 4242, "20250301093512", opcache::test::sample_torchair_stats());
+  Store store = open_store(temp / "cache");
+  const ImportReport imported = import_ok(store, temp / "torchair");
+  REQUIRE(imported.imported.size() == 1);
+  const std::string key = imported.imported[0].key;
+  auto entry = store.lookup(key);
+  REQUIRE(entry.ok());
+  REQUIRE(entry->has_value());
+
+  // The first name tried: the entry's creation time and this process's pid.
+  const std::string first_name =
+      utc_timestamp((*entry)->created_ms) + "_" + std::to_string(::getpid()) + "_outputs";
+  const auto probe = export_torchair_ok(store, temp / "probe");
+  REQUIRE(probe.directories.size() == 1);
+  CHECK(probe.directories[0] == (temp / "probe" / k_torchair_outputs / first_name).string());
+  check_torchair_export(temp / "probe" / k_torchair_outputs / first_name, source);
+
+  SUBCASE("two exports into the same DIR, from this process and from two CLI processes") {
+    const fs::path out = temp / "out";
+    const fs::path outputs = out / k_torchair_outputs;
+    const auto one = export_torchair_ok(store, out);
+    const auto after_one = snapshot_children(outputs);
+    const auto two = export_torchair_ok(store, out);  // the same first name: it steps past it
+    REQUIRE(one.directories.size() == 1);
+    REQUIRE(two.directories.size() == 1);
+    CHECK(one.directories[0] != two.directories[0]);
+    CHECK(changed_child(after_one, outputs) == "");
+    Cli cli(temp / "cache");
+    const auto after_two = snapshot_children(outputs);
+    cli.run_json({"export", out.string(), "--layout", "torchair"});
+    cli.run_json({"export", out.string(), "--layout", "torchair"});
+    CHECK(changed_child(after_two, outputs) == "");
+    const auto names = names_in(outputs);
+    CHECK(names.size() == 4);
+    for (const auto& name : names) {
+      check_torchair_export(out / k_torchair_outputs / name, source);
+    }
+    CHECK(temp_files_below(out).empty());
+    // All four import as the same kernel.
+    Store fresh = open_store(temp / "fresh_cache");
+    const ImportReport again = import_ok(fresh, out);
+    CHECK(again.imported.size() == 1);
+    CHECK(again.duplicates.size() == 3);
+    REQUIRE(!again.imported.empty());
+    CHECK(again.imported[0].key == key);
+  }
+
+  SUBCASE("taken names: a directory with files, a file and a symlink are left exactly as they are") {
+    const fs::path out = temp / "out";
+    const fs::path outputs = out / k_torchair_outputs;
+    const long pid = ::getpid();
+    auto name_with = [&](long number) {
+      return utc_timestamp((*entry)->created_ms) + "_" + std::to_string(number) + "_outputs";
+    };
+    // <pid>: someone's directory, holding a statistics file of the same name with other bytes.
+    const std::string member = source.stats[0].filename().string();
+    write_text(outputs / name_with(pid) / std::to_string(pid) / member, "{\"someone\":\"else\"}");
+    // <pid + 1>: a file.
+    write_text(outputs / name_with(pid + 1), "a file");
+    // <pid + 2>: a symlink to a directory outside, and <pid + 3> one to a name outside that does not exist.
+    const fs::path outside = temp / "outside";
+    write_text(outside / "keep.txt", "precious");
+    fs::create_directory_symlink(outside, outputs / name_with(pid + 2));
+    fs::create_symlink(temp / "outside_new", outputs / name_with(pid + 3));
+    age_tree(out);
+    age_tree(outside);
+    const auto before = snapshot_children(outputs);
+    REQUIRE(before.size() == 4);
+    const Snapshot outside_before = snapshot_tree(outside);
+
+    const auto report = export_torchair_ok(store, out);
+    REQUIRE(report.directories.size() == 1);
+    CHECK(report.directories[0] == (outputs / name_with(pid + 4)).string());
+    check_torchair_export(outputs / name_with(pid + 4), source);
+    CHECK(changed_child(before, outputs) == "");
+    CHECK(snapshot_difference(outside_before, snapshot_tree(outside)) == "");
+    CHECK(!fs::exists(temp / "outside_new"));
+    CHECK(names_in(outputs).size() == 5);
+    CHECK(temp_files_below(out).empty());
+  }
+
+  SUBCASE("DIR/aclnn_static_shape_kernel_outputs -> outside is refused") {
+    const fs::path outside = temp / "outside";
+    write_text(outside / "keep.txt", "precious");
+    const Snapshot outside_before = snapshot_tree(outside);
+    const fs::path out = temp / "out";
+    fs::create_directories(out);
+    fs::create_directory_symlink(outside, out / k_torchair_outputs);
+    ExportOptions options;
+    options.layout = Layout::torchair;
+    options.dir = out;
+    auto report = opcache::layouts::export_entries(store, options);
+    REQUIRE(!report.ok());
+    CHECK(report.error().code() == opcache::ErrorCode::usage);
+    CHECK(contains(report.error().message(), (out / k_torchair_outputs).string() + " is a symlink"));
+    Cli cli(temp / "cache");
+    auto result = cli.run({"export", out.string(), "--layout", "torchair"});
+    CHECK(result.exit_code == 2);
+    CHECK(contains(result.err, (out / k_torchair_outputs).string() + " is a symlink; refusing to follow it"));
+    CHECK(snapshot_difference(outside_before, snapshot_tree(outside)) == "");
+  }
+}
+
+TEST_CASE("layouts::export_entries skips a torchair entry that fails verification and leaves nothing of it") {
+  TempDir temp;
+  opcache::test::write_torchair_outputs(temp / "torchair", "20250301093000", 4242, "20250301093512",
+                                        opcache::test::sample_torchair_stats());
+  Store store = open_store(temp / "cache");
+  const ImportReport imported = import_ok(store, temp / "torchair");
+  REQUIRE(imported.imported.size() == 1);
+  const std::string key = imported.imported[0].key;
+  auto entry = store.lookup(key);
+  REQUIRE(entry.ok());
+  REQUIRE(entry->has_value());
+  // The bundle's last bytes flipped: the members before them may already be written when it is found out.
+  const fs::path object = temp / "cache" / "objects" / (*entry)->digest.substr(0, 2) / (*entry)->digest;
+  std::string bytes = read_text(object);
+  REQUIRE(bytes.size() > 16);
+  for (std::size_t i = bytes.size() - 8; i < bytes.size(); ++i) {
+    bytes[i] = static_cast<char>(bytes[i] ^ 0x5a);
+  }
+  rewrite(object, bytes);
+
+  const fs::path out = temp / "out";
+  const auto report = export_torchair_ok(store, out);
+  CHECK(report.entries == 0);
+  CHECK(report.directories.empty());
+  REQUIRE(report.skipped.size() == 1);
+  CHECK(report.skipped[0].path == key);
+  CHECK(contains(report.skipped[0].reason, "disappeared or failed verification while exporting"));
+  CHECK(names_in(out) == std::set<std::string>{k_torchair_outputs});
+  CHECK(names_in(out / k_torchair_outputs).empty());
 }
 
 // ===========================================================================
@@ -1248,6 +1557,24 @@ TEST_CASE("layouts::export_entries filters by scenario and op type and skips ent
     }
     auto text = cli.run({"export", out.string(), "--ranks", "2"});
     CHECK(contains(text.out, "skipped  " + cann_key + "  not a MindSpore .o/.json/.info triple"));
+  }
+  SUBCASE("--layout torchair exports only the torchair entry and says why not the others") {
+    const fs::path out = temp / "out_torchair";
+    json report = cli.run_json({"export", out.string(), "--layout", "torchair"});
+    CHECK(report["entries"] == 1);
+    CHECK(report["files_written"] == 4);
+    REQUIRE(report["directories"].size() == 1);
+    REQUIRE(report["skipped"].size() == 8);
+    for (const auto& skipped_key : {train.keys[0], train.keys[4], cann_key}) {
+      const auto reasons = json_reasons_for(report["skipped"], skipped_key);
+      REQUIRE(reasons.size() == 1);
+      CHECK(contains(reasons[0], "not a torchair package of *.json statistics and one .run"));
+    }
+    CHECK(json_reasons_for(report["skipped"], torchair_key).empty());
+    CHECK(names_in(out / "aclnn_static_shape_kernel_outputs").size() == 1);
+    auto text = cli.run({"export", temp.path().string() + "/out_torchair_text", "--layout", "torchair"});
+    CHECK(contains(text.out, "skipped  " + cann_key + "  not a torchair package of *.json statistics and one .run (" +
+                                 cann.kernels[0].op_type + ")"));
   }
   SUBCASE("--layout cann exports only the CANN pair") {
     const fs::path out = temp / "out_cann";
