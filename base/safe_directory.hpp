@@ -56,7 +56,8 @@ class SafeDirectory {
   /// readers see all of it at once or nothing. `io` error for other failures,
   /// including a file system that cannot rename without replacing
   /// (RENAME_NOREPLACE: NFS, some FUSE file systems).
-  Result<bool> rename_if_absent(const std::string& name, const SafeDirectory& target, const std::string& new_name) const;
+  Result<bool> rename_if_absent(const std::string& name, const SafeDirectory& target,
+                                const std::string& new_name) const;
 
   /// Removes `name` here and, when it is a directory, everything below it,
   /// following no symlink (a symlink is removed, never its target). Absent

@@ -209,7 +209,7 @@ Result<std::string> place_staged(TorchairTarget& target, const std::string& stag
 // Writes one entry; a skip reason when it is not a torchair package or
 // vanished (or failed verification) meanwhile, with nothing left behind.
 Result<std::optional<std::string>> export_torchair_entry(Store& store, const Entry& entry, TorchairTarget& target,
-                                                          ExportReport& report) {
+                                                         ExportReport& report) {
   const std::string not_a_package = "not a torchair package of *.json statistics and one .run (" + entry.op_type + ")";
   OPCACHE_TRY_ASSIGN(auto names, member_paths(store, entry.key));
   if (names && !torchair_package(*names)) {
@@ -234,7 +234,8 @@ Result<std::optional<std::string>> export_torchair_entry(Store& store, const Ent
   if (!moved) {
     return Error::io("cannot move " + package_name + " up in " + staging.display_path().string());
   }
-  OPCACHE_TRY_ASSIGN(auto name, place_staged(target, staging_name, staging, torchair_timestamp(entry.created_ms), number));
+  OPCACHE_TRY_ASSIGN(auto name,
+                     place_staged(target, staging_name, staging, torchair_timestamp(entry.created_ms), number));
   guard.dismiss();
   report.directories.push_back((target.outputs.display_path() / name).string());
   ++report.entries;

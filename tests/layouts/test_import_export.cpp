@@ -11,7 +11,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <ctime>
+#include <chrono>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -956,8 +957,8 @@ std::map<std::string, std::string> member_bytes(Store& store, const std::string&
 // "<14 digits>_<digits>_outputs": the <pid> part, or -1 when the name is not of that form.
 long torchair_outputs_pid(const std::string& name) {
   const std::string suffix = "_outputs";
-  if (name.size() < 14 + 1 + 1 + suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 ||
-      name[14] != '_') {
+  if (name.size() < 14 + 1 + 1 + suffix.size() ||
+      name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0 || name[14] != '_') {
     return -1;
   }
   const std::string timestamp = name.substr(0, 14);
@@ -983,14 +984,41 @@ void check_torchair_export(const fs::path& dir, const TorchairOutputs& source) {
   CHECK(read_text(dir / source.run.filename()) == read_text(source.run));
 }
 
-// The UTC "YYYYMMDDhhmmss" of a Unix time in ms (what torchair's names start with).
+// The UTC "YYYYMMDDhhmmss" of a Unix time in ms (what torchair's names start
+// with), from the C++20 calendar rather than the C library the export uses.
 std::string utc_timestamp(std::int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm parts{};
-  ::gmtime_r(&seconds, &parts);
+  using namespace std::chrono;
+  const sys_seconds moment{seconds(unix_ms / 1000)};
+  const auto day = floor<days>(moment);
+  const year_month_day date(day);
+  const hh_mm_ss clock(moment - day);
   char text[32];
-  std::strftime(text, sizeof text, "%Y%m%d%H%M%S", &parts);
+  std::snprintf(text, sizeof text, "%04d%02u%02u%02d%02d%02d", static_cast<int>(date.year()),
+                static_cast<unsigned>(date.month()), static_cast<unsigned>(date.day()),
+                static_cast<int>(clock.hours().count()), static_cast<int>(clock.minutes().count()),
+                static_cast<int>(clock.seconds().count()));
   return text;
+}
+
+// One torchair package (seed 003's shape) imported into `store`, and its index entry.
+struct StoredTorchair {
+  TorchairOutputs source;
+  std::string key;
+  opcache::Entry entry;
+};
+
+StoredTorchair store_torchair_package(Store& store, const fs::path& build) {
+  StoredTorchair stored;
+  stored.source = opcache::test::write_torchair_outputs(build, "20250301093000", 4242, "20250301093512",
+                                                        opcache::test::sample_torchair_stats());
+  const ImportReport imported = import_ok(store, build);
+  REQUIRE(imported.imported.size() == 1);
+  stored.key = imported.imported[0].key;
+  auto entry = store.lookup(stored.key);
+  REQUIRE(entry.ok());
+  REQUIRE(entry->has_value());
+  stored.entry = **entry;
+  return stored;
 }
 
 opcache::layouts::ExportReport export_torchair_ok(Store& store, const fs::path& dir) {
@@ -1035,10 +1063,12 @@ TEST_CASE("layouts::export_entries writes torchair packages back as outputs dire
   TempDir temp;
   const fs::path build = temp / "static_kernels";
   const auto stats = opcache::test::sample_torchair_stats();
-  const TorchairOutputs first = opcache::test::write_torchair_outputs(build, "20250301093000", 4242, "20250301093512", stats);
+  const TorchairOutputs first =
+      opcache::test::write_torchair_outputs(build, "20250301093000", 4242, "20250301093512", stats);
   auto longer = stats;
   longer[0].content["inputs"][0]["shape"] = {1, 4096};
-  const TorchairOutputs other = opcache::test::write_torchair_outputs(build, "20250302080000", 6161, "20250302080301", longer);
+  const TorchairOutputs other =
+      opcache::test::write_torchair_outputs(build, "20250302080000", 6161, "20250302080301", longer);
   REQUIRE(fs::is_directory(first.debug_dir));  // import drops it: the round trip is by content
 
   Cli cli(temp / "cache");
@@ -1109,19 +1139,12 @@ TEST_CASE("layouts::export_entries writes torchair packages back as outputs dire
 
 TEST_CASE("layouts::export_entries gives every torchair package a directory name of its own and never writes into one that exists") {
   TempDir temp;
-  const TorchairOutputs source = opcache::test::write_torchair_outputs(
-      temp / "torchair", "20250301093000", 4242, "20250301093512", opcache::test::sample_torchair_stats());
   Store store = open_store(temp / "cache");
-  const ImportReport imported = import_ok(store, temp / "torchair");
-  REQUIRE(imported.imported.size() == 1);
-  const std::string key = imported.imported[0].key;
-  auto entry = store.lookup(key);
-  REQUIRE(entry.ok());
-  REQUIRE(entry->has_value());
+  const StoredTorchair stored = store_torchair_package(store, temp / "torchair");
+  const TorchairOutputs& source = stored.source;
 
   // The first name tried: the entry's creation time and this process's pid.
-  const std::string first_name =
-      utc_timestamp((*entry)->created_ms) + "_" + std::to_string(::getpid()) + "_outputs";
+  const std::string first_name = utc_timestamp(stored.entry.created_ms) + "_" + std::to_string(::getpid()) + "_outputs";
   const auto probe = export_torchair_ok(store, temp / "probe");
   REQUIRE(probe.directories.size() == 1);
   CHECK(probe.directories[0] == (temp / "probe" / k_torchair_outputs / first_name).string());
@@ -1154,7 +1177,7 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
     CHECK(again.imported.size() == 1);
     CHECK(again.duplicates.size() == 3);
     REQUIRE(!again.imported.empty());
-    CHECK(again.imported[0].key == key);
+    CHECK(again.imported[0].key == stored.key);
   }
 
   SUBCASE("taken names: a directory with files, a file and a symlink are left exactly as they are") {
@@ -1162,7 +1185,7 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
     const fs::path outputs = out / k_torchair_outputs;
     const long pid = ::getpid();
     auto name_with = [&](long number) {
-      return utc_timestamp((*entry)->created_ms) + "_" + std::to_string(number) + "_outputs";
+      return utc_timestamp(stored.entry.created_ms) + "_" + std::to_string(number) + "_outputs";
     };
     // <pid>: someone's directory, holding a statistics file of the same name with other bytes.
     const std::string member = source.stats[0].filename().string();
@@ -1215,17 +1238,11 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
 
 TEST_CASE("layouts::export_entries skips a torchair entry that fails verification and leaves nothing of it") {
   TempDir temp;
-  opcache::test::write_torchair_outputs(temp / "torchair", "20250301093000", 4242, "20250301093512",
-                                        opcache::test::sample_torchair_stats());
   Store store = open_store(temp / "cache");
-  const ImportReport imported = import_ok(store, temp / "torchair");
-  REQUIRE(imported.imported.size() == 1);
-  const std::string key = imported.imported[0].key;
-  auto entry = store.lookup(key);
-  REQUIRE(entry.ok());
-  REQUIRE(entry->has_value());
+  const StoredTorchair stored = store_torchair_package(store, temp / "torchair");
   // The bundle's last bytes flipped: the members before them may already be written when it is found out.
-  const fs::path object = temp / "cache" / "objects" / (*entry)->digest.substr(0, 2) / (*entry)->digest;
+  const std::string& digest = stored.entry.digest;
+  const fs::path object = temp / "cache" / "objects" / digest.substr(0, 2) / digest;
   std::string bytes = read_text(object);
   REQUIRE(bytes.size() > 16);
   for (std::size_t i = bytes.size() - 8; i < bytes.size(); ++i) {
@@ -1238,7 +1255,7 @@ TEST_CASE("layouts::export_entries skips a torchair entry that fails verificatio
   CHECK(report.entries == 0);
   CHECK(report.directories.empty());
   REQUIRE(report.skipped.size() == 1);
-  CHECK(report.skipped[0].path == key);
+  CHECK(report.skipped[0].path == stored.key);
   CHECK(contains(report.skipped[0].reason, "disappeared or failed verification while exporting"));
   CHECK(names_in(out) == std::set<std::string>{k_torchair_outputs});
   CHECK(names_in(out / k_torchair_outputs).empty());
