@@ -1,17 +1,32 @@
 #!/usr/bin/env bash
-# Installs a built opcache into a fresh prefix and uses it the way a user
-# would: (a) a C program through pkg-config and <opcache/opcache.h>,
-# (b) a CMake project through find_package(opcache) and the C++ API.
+# Uses an installed opcache the way a user would: (a) a C program through
+# pkg-config and <opcache/opcache.h>, (b) a CMake project through
+# find_package(opcache) and the C++ API; and checks the installed files.
 #
 # Usage: test_install.sh BUILD_DIR TESTS_INSTALL_DIR
+#          installs BUILD_DIR into a fresh prefix (cmake --install), then checks it;
+#        test_install.sh --prefix PREFIX TESTS_INSTALL_DIR
+#          checks an existing installation, e.g. the usr/ of an extracted .deb
+#          (tests/package/test_deb.sh).
 # Exits non-zero if any step fails; says which one.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
+usage() {
   echo "usage: $0 BUILD_DIR TESTS_INSTALL_DIR" >&2
+  echo "       $0 --prefix PREFIX TESTS_INSTALL_DIR" >&2
   exit 2
+}
+build_dir=""
+given_prefix=""
+if [[ $# -eq 3 && "$1" == --prefix ]]; then
+  given_prefix=$(cd "$2" && pwd)
+  shift 2
+elif [[ $# -eq 2 ]]; then
+  build_dir=$(cd "$1" && pwd)
+  shift
+else
+  usage
 fi
-build_dir=$(cd "$1" && pwd)
 
 # A sanitizer build (cmake/Sanitizers.cmake) runs this test with the ASan
 # runtime in LD_PRELOAD, for the consumers: they are not instrumented but load
@@ -19,7 +34,7 @@ build_dir=$(cd "$1" && pwd)
 # it: GNU make itself trips ASan's string checks.
 consumer_preload=${LD_PRELOAD:-}
 unset LD_PRELOAD
-source_dir=$(cd "$2" && pwd)
+source_dir=$(cd "$1" && pwd)
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-install-test-XXXXXX")
 cleanup() {
@@ -31,7 +46,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-prefix="$tmp/prefix"
 failures=0
 step() { echo "== test_install: $*"; }
 failed() {
@@ -39,12 +53,18 @@ failed() {
   failures=$((failures + 1))
 }
 
-step "cmake --install $build_dir --prefix $prefix"
-cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" 2>&1 || {
-  cat "$tmp/install.log" >&2
-  echo "test_install: FAILED: cmake --install" >&2
-  exit 1
-}
+if [[ -n "$given_prefix" ]]; then
+  prefix=$given_prefix
+  step "checking the installation in $prefix"
+else
+  prefix="$tmp/prefix"
+  step "cmake --install $build_dir --prefix $prefix"
+  cmake --install "$build_dir" --prefix "$prefix" >"$tmp/install.log" 2>&1 || {
+    cat "$tmp/install.log" >&2
+    echo "test_install: FAILED: cmake --install" >&2
+    exit 1
+  }
+fi
 
 # The library directory the install used (lib, lib64, lib/<multiarch>).
 pc_file=$(find "$prefix" -path '*/pkgconfig/opcache.pc' -print -quit)
