@@ -36,15 +36,9 @@ consumer_preload=${LD_PRELOAD:-}
 unset LD_PRELOAD
 source_dir=$(cd "$1" && pwd)
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-install-test-XXXXXX")
-cleanup() {
-  if [[ -n "${OPCACHE_KEEP_TEST_DIRS:-}" ]]; then
-    echo "test_install: keeping $tmp"
-  else
-    rm -rf "$tmp"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=tests/package/scratch_dir.sh
+source "$(dirname "$0")/../package/scratch_dir.sh"
+scratch_dir test_install
 
 failures=0
 step() { echo "== test_install: $*"; }

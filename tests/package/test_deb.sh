@@ -30,15 +30,9 @@ deb=$(realpath "$1")
 version=$2
 source_dir=$(cd "$3" && pwd)
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-deb-test-XXXXXX")
-cleanup() {
-  if [[ -n "${OPCACHE_KEEP_TEST_DIRS:-}" ]]; then
-    echo "test_deb: keeping $tmp"
-  else
-    rm -rf "$tmp"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=tests/package/scratch_dir.sh
+source "$(dirname "$0")/scratch_dir.sh"
+scratch_dir test_deb
 
 failures=0
 step() { echo "== test_deb: $*"; }
@@ -144,6 +138,13 @@ if out=$("$root/usr/bin/opcache" version 2>&1); then
 else
   failed "the extracted opcache version exited non-zero: $out"
 fi
+# serve.ini's keys, set or shown commented out, are keys of [serve] (the
+# ones set are also read by package.deb_install's run of the service).
+step "serve.ini's keys against opcache serve --help"
+"$root/usr/bin/opcache" serve --help >"$tmp/serve-help"
+while read -r key; do
+  grep -qF "[serve] $key;" "$tmp/serve-help" || failed "serve.ini names '$key', which is no [serve] key of opcache serve"
+done < <(sed -n 's/^#\{0,1\} *\([a-z_]*\) *= .*/\1/p' "$root/etc/opcache/serve.ini")
 for binary in "$root/usr/bin/opcache" "$usr_libdir/libopcache.so.$version"; do
   if file -L "$binary" | grep -q 'not stripped'; then
     failed "$(basename "$binary") is not stripped"

@@ -204,15 +204,9 @@ for tool in unshare setpriv curl ip findmnt; do
 done
 unshare --mount --propagation private true 2>/dev/null || skip "unshare --mount is not permitted here"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-deb-install-test-XXXXXX")
-cleanup() {
-  if [[ -n "${OPCACHE_KEEP_TEST_DIRS:-}" ]]; then
-    echo "test_deb_install: keeping $tmp"
-  else
-    rm -rf "$tmp"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=tests/package/scratch_dir.sh
+source "$(dirname "$0")/scratch_dir.sh"
+scratch_dir test_deb_install
 # The scratch directory must stay visible once /etc, /usr and /var are covered.
 case "$(realpath "$tmp")/" in
   /etc/* | /usr/* | /var/* | /lib/* | /bin/* | /sbin/* | /lib64/*)

@@ -1,0 +1,21 @@
+# shellcheck shell=bash
+# Sourced by the package and install test scripts (tests/package/test_deb*.sh,
+# tests/install/test_install.sh): one scratch directory per run.
+#
+# scratch_dir LABEL: creates ${TMPDIR:-/tmp}/opcache-LABEL-XXXXXX, puts its
+# path in $tmp, and removes it when the script exits, unless
+# OPCACHE_KEEP_TEST_DIRS is set (then prints "LABEL: keeping DIR").
+# Replaces the script's EXIT trap.
+scratch_dir() {
+  scratch_label=$1
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-$scratch_label-XXXXXX")
+  trap scratch_dir_cleanup EXIT
+}
+
+scratch_dir_cleanup() {
+  if [[ -n "${OPCACHE_KEEP_TEST_DIRS:-}" ]]; then
+    echo "$scratch_label: keeping $tmp"
+  else
+    rm -rf "$tmp"
+  fi
+}
