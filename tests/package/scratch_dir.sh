@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Sourced by the package and install test scripts (tests/package/test_deb*.sh,
+# Sourced by the package and install test scripts (tests/package/test_*.sh,
 # tests/install/test_install.sh): one scratch directory per run.
 #
 # scratch_dir LABEL: creates ${TMPDIR:-/tmp}/opcache-LABEL-XXXXXX, puts its

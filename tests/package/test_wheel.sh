@@ -21,15 +21,9 @@ build_dir=$(cd "$2" && pwd)
 here=$(cd "$(dirname "$0")" && pwd)
 python=/usr/bin/python3
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/opcache-wheel-test-XXXXXX")
-cleanup() {
-  if [[ -n "${OPCACHE_KEEP_TEST_DIRS:-}" ]]; then
-    echo "test_wheel: keeping $tmp"
-  else
-    rm -rf "$tmp"
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=tests/package/scratch_dir.sh
+source "$here/scratch_dir.sh"
+scratch_dir test_wheel
 
 step() { echo "== test_wheel: $*"; }
 fail() {
