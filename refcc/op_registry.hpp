@@ -65,6 +65,9 @@ Status expect_inputs(const OpDescriptor& op, std::size_t min, std::size_t max, c
 /// `usage` error unless every input from `first` on has the dtype of input 0.
 Status expect_same_dtype(const OpDescriptor& op, std::size_t first = 1);
 
+/// The floating-point dtypes refcc generates code for.
+inline constexpr std::initializer_list<DType> k_float_dtypes = {DType::float32, DType::float16};
+
 /// `usage` error unless input `index` has one of `allowed` dtypes.
 Status expect_dtype(const OpDescriptor& op, std::size_t index, std::initializer_list<DType> allowed);
 

@@ -11,7 +11,6 @@ namespace opcache::refcc {
 namespace {
 
 constexpr std::initializer_list<DType> k_all_dtypes = {DType::float32, DType::float16, DType::int32};
-constexpr std::initializer_list<DType> k_float_dtypes = {DType::float32, DType::float16};
 
 // ---------------------------------------------------------------------------
 // Binary: Add, Sub, Mul, Div, Maximum, Minimum.

@@ -11,7 +11,6 @@ namespace opcache::refcc {
 
 namespace {
 
-constexpr std::initializer_list<DType> k_float_dtypes = {DType::float32, DType::float16};
 
 // ---------------------------------------------------------------------------
 // LayerNorm: x, gamma, beta -> y [, mean, variance]. Rows are the dimensions

@@ -41,6 +41,9 @@ CHECK_FLAGS = ["-fsyntax-only", "-Wthread-safety", "-Werror=thread-safety"]
 # The header that brings the annotated lock types.
 ANNOTATED_HEADER = "base/mutex.hpp"
 QUOTED_INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+# A unity build's batch file (-DCMAKE_UNITY_BUILD=ON, the default) and its lines.
+UNITY_BATCH = re.compile(r"/Unity/unity_[0-9]+_cxx\.cxx$")
+ABSOLUTE_INCLUDE = re.compile(r'^#include "(/[^"]+)"$', re.MULTILINE)
 
 
 def includes_annotated_header(path, source_dir, seen=None):
@@ -63,20 +66,34 @@ def includes_annotated_header(path, source_dir, seen=None):
     return False
 
 
+def compiled_sources(entry):
+    """(source path, compiler arguments) for each source one compile_commands
+    entry compiles: itself, or each file of a unity batch (CMake's
+    CMakeFiles/<target>.dir/Unity/unity_<n>_cxx.cxx, a list of #include
+    "<absolute path>" lines), with the batch's flags."""
+    path = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
+    arguments = entry.get("arguments") or shlex.split(entry["command"])
+    if not UNITY_BATCH.search(path):
+        return [(path, arguments)]
+    with open(path, encoding="utf-8") as file:
+        members = ABSOLUTE_INCLUDE.findall(file.read())
+    return [(os.path.realpath(member), [member if argument == entry["file"] else argument for argument in arguments])
+            for member in members]
+
+
 def product_commands(build_dir, source_dir):
     """One clang command per product source: {source path: argument list}."""
     with open(os.path.join(build_dir, "compile_commands.json"), encoding="utf-8") as file:
         entries = json.load(file)
     commands = {}
     for entry in entries:
-        path = os.path.realpath(os.path.join(entry["directory"], entry["file"]))
-        relative = os.path.relpath(path, source_dir)
-        if relative.startswith("..") or relative.split(os.sep)[0] in SKIPPED_FOLDERS:
-            continue
-        if not path.endswith(".cpp") or path in commands or not includes_annotated_header(path, source_dir):
-            continue
-        arguments = entry.get("arguments") or shlex.split(entry["command"])
-        commands[path] = (entry["directory"], clang_arguments(arguments[1:]))
+        for path, arguments in compiled_sources(entry):
+            relative = os.path.relpath(path, source_dir)
+            if relative.startswith("..") or relative.split(os.sep)[0] in SKIPPED_FOLDERS:
+                continue
+            if not path.endswith(".cpp") or path in commands or not includes_annotated_header(path, source_dir):
+                continue
+            commands[path] = (entry["directory"], clang_arguments(arguments[1:]))
     return commands
 
 
@@ -120,6 +137,10 @@ def main():
         return 2
 
     commands = product_commands(options.build_dir, source_dir)
+    if not commands:
+        print(f"check_thread_safety: no product source in {options.build_dir}/compile_commands.json "
+              f"includes {ANNOTATED_HEADER}", file=sys.stderr)
+        return 2
     if options.files:
         wanted = {os.path.realpath(os.path.join(source_dir, path)) for path in options.files}
         commands = {path: command for path, command in commands.items() if path in wanted}

@@ -106,6 +106,7 @@ if [[ -n "$focused" && -z "$sanitize" ]]; then
   exit 2
 fi
 
+"$repo/scripts/install-deps.sh" --test
 if [[ -z "$sanitize" ]]; then
   "$repo/scripts/build.sh"
   cd "$repo/build"
@@ -120,7 +121,6 @@ case "$sanitize" in
   *) echo "test.sh: --sanitize $sanitize: expected address,undefined or thread (see --help)" >&2; exit 2 ;;
 esac
 
-"$repo/scripts/install-deps.sh"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   export CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true  # as scripts/build.sh
