@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # Installs dependencies (scripts/install-deps.sh) and builds into build/:
 # everything (library, CLI build/opcache, refcc, tests, benchmarks), or only
-# the CMake targets given as arguments (scripts/demo.sh builds opcache_cli,
-# opcache_shared and refcc: what the demo runs, not the test suite).
+# the CMake targets given as arguments (scripts/demo.sh runs
+# `build.sh --product-only opcache_cli opcache_shared refcc`: what the demo
+# runs, without configuring the test suite).
+#   scripts/build.sh [--product-only] [TARGET...]
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
+# --product-only (scripts/demo.sh): the test suite and the benchmarks are not
+# configured, so their packages (doctest, valijson…) need not be installed.
+suite=ON
+if [[ "${1:-}" == --product-only ]]; then
+  suite=OFF
+  shift
+fi
 "$repo/scripts/install-deps.sh"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
@@ -15,7 +24,8 @@ if command -v ccache >/dev/null 2>&1; then
 fi
 # OPCACHE_WERROR=1 (developers): warnings in product code are errors (CMakeLists.txt).
 cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-Release}" \
-  -DOPCACHE_WERROR="$([[ "${OPCACHE_WERROR:-0}" == 1 ]] && echo ON || echo OFF)" "${launcher[@]}" >/dev/null
+  -DOPCACHE_WERROR="$([[ "${OPCACHE_WERROR:-0}" == 1 ]] && echo ON || echo OFF)" \
+  -DOPCACHE_BUILD_TESTS=$suite -DOPCACHE_BUILD_BENCH=$suite "${launcher[@]}" >/dev/null
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done
 cmake --build "$repo/build" -j"${OPCACHE_JOBS:-2}" "${targets[@]}"

@@ -10,5 +10,5 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # Only what the demo runs: the CLI, the library and refcc (the test suite is
 # built by scripts/test.sh).
-"$repo/scripts/build.sh" opcache_cli opcache_shared refcc
+"$repo/scripts/build.sh" --product-only opcache_cli opcache_shared refcc
 exec python3 "$repo/scripts/refcc_demo.py" --build "$repo/build" "$@"
