@@ -15,17 +15,13 @@ if [[ "${1:-}" == --product-only ]]; then
   shift
 fi
 "$repo/scripts/install-deps.sh"
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  # Paths relative to the checkout, so that another clone of the same sources
-  # (CI's clean clone) reuses what this machine compiled before.
-  export CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
+# shellcheck source=scripts/lib/configure_args.sh
+source "$repo/scripts/lib/configure_args.sh"
+configure_args "$repo/build" "$repo"
 # OPCACHE_WERROR=1 (developers): warnings in product code are errors (CMakeLists.txt).
 cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-Release}" \
   -DOPCACHE_WERROR="$([[ "${OPCACHE_WERROR:-0}" == 1 ]] && echo ON || echo OFF)" \
-  -DOPCACHE_BUILD_TESTS=$suite -DOPCACHE_BUILD_BENCH=$suite "${launcher[@]}" >/dev/null
+  -DOPCACHE_BUILD_TESTS=$suite -DOPCACHE_BUILD_BENCH=$suite "${configure_args[@]}" >/dev/null
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done
 cmake --build "$repo/build" -j"${OPCACHE_JOBS:-2}" "${targets[@]}"

@@ -24,7 +24,8 @@ set -euo pipefail
 
 packages=(
   # toolchain (ccache: rebuilds, and CI's clean clone, reuse what was compiled before)
-  cmake g++ gcc make pkg-config ccache
+  # (ninja: compiles the files of several targets at once; scripts/lib/configure_args.sh)
+  cmake ninja-build g++ gcc make pkg-config ccache
   # libraries the code links
   libcurl4-openssl-dev libssl-dev libzstd-dev libsqlite3-dev
   nlohmann-json3-dev libcli11-dev libinih-dev libboost-dev

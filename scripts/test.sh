@@ -121,14 +121,12 @@ case "$sanitize" in
   *) echo "test.sh: --sanitize $sanitize: expected address,undefined or thread (see --help)" >&2; exit 2 ;;
 esac
 
-launcher=()
-if command -v ccache >/dev/null 2>&1; then
-  export CCACHE_BASEDIR="$repo" CCACHE_NOHASHDIR=true  # as scripts/build.sh
-  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-fi
+# shellcheck source=scripts/lib/configure_args.sh
+source "$repo/scripts/lib/configure_args.sh"
+configure_args "$build_dir" "$repo"
 cmake -S "$repo" -B "$build_dir" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-RelWithDebInfo}" \
   -DOPCACHE_SANITIZE="$sanitize" -DOPCACHE_BUILD_BENCH=OFF -DOPCACHE_WERROR=ON \
-  -DOPCACHE_TEST_FOLDERS="$focused" "${launcher[@]}" >/dev/null
+  -DOPCACHE_TEST_FOLDERS="$focused" "${configure_args[@]}" >/dev/null
 if [[ "$sanitize" == thread ]]; then
   targets=(--target opcache_tests)  # and, as its dependencies, the CLI and refcc
 else
