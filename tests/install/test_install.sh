@@ -40,12 +40,6 @@ source_dir=$(cd "$1" && pwd)
 source "$(dirname "$0")/../package/scratch_dir.sh"
 scratch_dir test_install
 
-failures=0
-step() { echo "== test_install: $*"; }
-failed() {
-  echo "test_install: FAILED: $*" >&2
-  failures=$((failures + 1))
-}
 
 if [[ -n "$given_prefix" ]]; then
   prefix=$given_prefix

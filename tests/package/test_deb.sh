@@ -34,12 +34,6 @@ source_dir=$(cd "$3" && pwd)
 source "$(dirname "$0")/scratch_dir.sh"
 scratch_dir test_deb
 
-failures=0
-step() { echo "== test_deb: $*"; }
-failed() {
-  echo "test_deb: FAILED: $*" >&2
-  failures=$((failures + 1))
-}
 # $1: a comma-separated Debian relationship field; $2: a package name.
 # True if the field names the package (any version constraint).
 field_names() {
@@ -150,7 +144,8 @@ for binary in "$root/usr/bin/opcache" "$usr_libdir/libopcache.so.$version"; do
     failed "$(basename "$binary") is not stripped"
   fi
 done
-if objdump -h "$usr_libdir/libopcache.a" | grep -q '\.debug_info'; then
+sections=$(objdump -h "$usr_libdir/libopcache.a")  # captured: `objdump | grep -q` under pipefail (SIGPIPE)
+if grep -q '\.debug_info' <<<"$sections"; then
   failed "libopcache.a still has debug information"
 fi
 

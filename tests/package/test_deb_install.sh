@@ -87,7 +87,11 @@ inside() {
   [[ "$(stat -c '%U' /var/lib/opcache)" == opcache ]] || failed "/var/lib/opcache is not owned by opcache"
   [[ "$(readlink /etc/systemd/system/multi-user.target.wants/opcache-serve.service)" == \
     /lib/systemd/system/opcache-serve.service ]] || failed "postinst did not enable opcache-serve.service"
-  /sbin/ldconfig -p | grep -q 'libopcache\.so\.0 ' || failed "the ldconfig cache does not know libopcache.so.0"
+  # Captured first: with pipefail, `ldconfig -p | grep -q` fails when grep
+  # exits before ldconfig has written its (long) list (SIGPIPE).
+  local cache
+  cache=$(/sbin/ldconfig -p)
+  grep -q 'libopcache\.so\.0 ' <<<"$cache" || failed "the ldconfig cache does not know libopcache.so.0"
   local out
   out=$(opcache version 2>&1) || failed "opcache version: $out"
   [[ "$out" == "opcache $version "* ]] || failed "opcache version printed '$out'"
@@ -161,7 +165,8 @@ inside() {
   [[ -f /etc/opcache/serve.ini && -f /etc/opcache/tokens ]] || failed "--remove removed the configuration"
   [[ -d /var/lib/opcache/store ]] || failed "--remove removed the state"
   [[ "$(readlink /etc/systemd/system/opcache-serve.service)" == /dev/null ]] || failed "--remove did not mask the unit"
-  if /sbin/ldconfig -p | grep -q 'libopcache\.so\.0 '; then failed "the ldconfig cache still lists libopcache.so.0"; fi
+  cache=$(/sbin/ldconfig -p)
+  if grep -q 'libopcache\.so\.0 ' <<<"$cache"; then failed "the ldconfig cache still lists libopcache.so.0"; fi
   if [[ -d /usr/lib/python3/dist-packages/opcache ]]; then
     failed "/usr/lib/python3/dist-packages/opcache is left after --remove: $(find /usr/lib/python3/dist-packages/opcache)"
   fi
