@@ -1,8 +1,9 @@
 #include "cli/remote_stats.hpp"
 
 #include <cstdio>
-#include <ctime>
 #include <functional>
+
+#include "base/utc_time.hpp"
 
 namespace opcache::cli {
 
@@ -47,14 +48,7 @@ std::string hits_text(const json& counts) {
 }
 
 // "2026-11-24 07:00 UTC" of Unix milliseconds.
-std::string utc_time(std::int64_t ms) {
-  const std::time_t seconds = static_cast<std::time_t>(ms / 1000);
-  std::tm parts{};
-  gmtime_r(&seconds, &parts);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%d %H:%M UTC", &parts);
-  return buffer;
-}
+std::string utc_time(std::int64_t ms) { return base::utc_text(ms, "%Y-%m-%d %H:%M UTC"); }
 
 std::string window_text(const json& summary) {
   const auto window = summary.value("window", std::string());

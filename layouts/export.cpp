@@ -1,7 +1,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <ctime>
 #include <map>
 #include <set>
 
@@ -9,6 +8,7 @@
 #include "base/safe_directory.hpp"
 #include "base/value_parse.hpp"
 #include "base/try.hpp"
+#include "base/utc_time.hpp"
 #include "layouts/transfer.hpp"
 
 namespace opcache::layouts {
@@ -147,14 +147,7 @@ Result<ExportReport> export_cann(Store& store, const ExportOptions& options) {
 constexpr int k_torchair_name_attempts = 1000;
 
 // "YYYYMMDDhhmmss" in UTC, as torchair stamps its outputs directories.
-std::string torchair_timestamp(std::int64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm parts{};
-  ::gmtime_r(&seconds, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y%m%d%H%M%S", &parts);
-  return text;
-}
+std::string torchair_timestamp(std::int64_t unix_ms) { return base::utc_text(unix_ms, "%Y%m%d%H%M%S"); }
 
 // Removes a staging directory and its contents when the scope ends, unless
 // it was renamed into place (dismiss()): an entry that fails leaves nothing.

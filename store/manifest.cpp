@@ -10,6 +10,7 @@
 #include "store/scenario.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
+#include "base/utc_time.hpp"
 #include "base/utf8.hpp"
 
 namespace opcache::store {
@@ -313,12 +314,7 @@ Result<Manifest> manifest_from_json(const json& value, const BundleLimits& limit
 }
 
 std::string rfc3339_now() {
-  std::time_t now = std::time(nullptr);
-  std::tm utc{};
-  gmtime_r(&now, &utc);
-  char buffer[32];
-  std::strftime(buffer, sizeof buffer, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return buffer;
+  return base::utc_text(static_cast<std::int64_t>(std::time(nullptr)) * 1000, "%Y-%m-%dT%H:%M:%SZ");
 }
 
 }  // namespace opcache::store
