@@ -13,6 +13,7 @@
 #include "remote/s3/body.hpp"
 #include "remote/s3/sigv4.hpp"
 #include "remote/s3/text.hpp"
+#include "remote/s3/url.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
@@ -25,7 +26,6 @@ namespace fs = std::filesystem;
 
 constexpr const char* k_what = "S3";
 constexpr std::string_view k_metadata_header_prefix = "x-amz-meta-";
-constexpr std::size_t k_max_key_bytes = 1024;
 constexpr std::size_t k_max_metadata_bytes = 2048;
 constexpr std::int64_t k_max_single_put_bytes = std::int64_t{5} << 30;
 constexpr std::size_t k_max_error_body_bytes = 64 * 1024;
@@ -147,8 +147,8 @@ std::string name_problem(std::string_view name) {
   if (name.empty()) {
     return "is empty";
   }
-  if (name.size() > k_max_key_bytes) {
-    return "is longer than " + std::to_string(k_max_key_bytes) + " bytes";
+  if (name.size() > k_max_s3_key_bytes) {
+    return "is longer than " + std::to_string(k_max_s3_key_bytes) + " bytes";
   }
   if (!base::is_valid_utf8(name)) {
     return "is not valid UTF-8";

@@ -19,7 +19,6 @@ namespace opcache::remote {
 namespace {
 
 constexpr std::string_view k_scheme = "s3://";
-constexpr std::size_t k_max_key_bytes = 1024;
 
 Error url_error(std::string_view url, const std::string& what) {
   return Error::usage("S3 URL " + single_quoted(url) + ": " + what);
@@ -91,8 +90,8 @@ Result<std::string> parse_prefix(std::string_view url, std::string_view raw) {
     }
     rest.remove_prefix(slash + 1);
   }
-  if (prefix.size() > k_max_key_bytes / 2) {
-    return url_error(url, "the prefix is longer than " + std::to_string(k_max_key_bytes / 2) + " bytes");
+  if (prefix.size() > k_max_s3_key_bytes / 2) {
+    return url_error(url, "the prefix is longer than " + std::to_string(k_max_s3_key_bytes / 2) + " bytes");
   }
   return prefix;
 }

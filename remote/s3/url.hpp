@@ -9,6 +9,9 @@
 
 namespace opcache::remote {
 
+/// The longest object key S3 accepts, in bytes (a prefix may use half of it).
+inline constexpr std::size_t k_max_s3_key_bytes = 1024;
+
 /// Where objects live: an endpoint, a bucket and a key prefix inside it.
 struct S3Location {
   std::string endpoint;  ///< "scheme://host[:port]", no trailing slash
