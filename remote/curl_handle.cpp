@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 
+#include "base/text.hpp"
 #include "base/try.hpp"
 #include "remote/curl_library.hpp"
 
@@ -21,17 +22,6 @@ std::string lowercase(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
   return out;
-}
-
-std::string_view trim(std::string_view text) {
-  const auto is_space = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
-  while (!text.empty() && is_space(text.front())) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && is_space(text.back())) {
-    text.remove_suffix(1);
-  }
-  return text;
 }
 
 bool is_secret_parameter(std::string_view name) {
@@ -187,7 +177,7 @@ void ResponseHeaders::add_line(std::string_view line) {
   if (colon == std::string_view::npos) {
     return;  // the blank line ending the headers, or an obsolete folded line
   }
-  m_headers.emplace_back(lowercase(trim(line.substr(0, colon))), std::string(trim(line.substr(colon + 1))));
+  m_headers.emplace_back(lowercase(base::trim_space(line.substr(0, colon))), std::string(base::trim_space(line.substr(colon + 1))));
 }
 
 std::string redact_url(std::string_view url) {
@@ -219,7 +209,7 @@ Error transfer_error(std::string_view what, std::string_view method, std::string
   std::string message = request_prefix(what, method, url) + ": " + curl_easy_strerror(code);
   if (!error_buffer.empty()) {
     message += " (";
-    message += trim(error_buffer);
+    message += base::trim_space(error_buffer);
     message += ')';
   }
   return code == CURLE_OPERATION_TIMEDOUT ? Error::timeout(std::move(message)) : Error::remote(std::move(message));

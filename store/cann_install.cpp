@@ -3,6 +3,7 @@
 #include <system_error>
 
 #include "base/file_io.hpp"
+#include "base/text.hpp"
 
 namespace opcache::store {
 
@@ -11,15 +12,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::uintmax_t k_max_version_file = 64 * 1024;
-
-std::string_view trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t\r");
-  if (first == std::string_view::npos) {
-    return {};
-  }
-  const auto last = text.find_last_not_of(" \t\r");
-  return text.substr(first, last - first + 1);
-}
 
 // Where a root was looked for, for the message when none is usable.
 std::string describe_variable(const base::EnvLookup& env, const char* name) {
@@ -64,10 +56,10 @@ Result<std::optional<std::string>> read_version_info(const fs::path& file) {
     const std::string_view line = rest.substr(0, end);
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
     const auto equals = line.find('=');
-    if (equals == std::string_view::npos || trim(line.substr(0, equals)) != "Version") {
+    if (equals == std::string_view::npos || base::trim_space(line.substr(0, equals)) != "Version") {
       continue;
     }
-    const auto value = trim(line.substr(equals + 1));
+    const auto value = base::trim_space(line.substr(equals + 1));
     if (!value.empty()) {
       return std::optional<std::string>(std::string(value));
     }

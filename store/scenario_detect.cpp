@@ -10,6 +10,7 @@
 #include "base/file_io.hpp"
 #include "base/program_search.hpp"
 #include "base/subprocess.hpp"
+#include "base/text.hpp"
 #include "base/try.hpp"
 #include "store/cache_root.hpp"
 
@@ -19,32 +20,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string_view trim(std::string_view text) {
-  const auto first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) {
-    return {};
-  }
-  const auto last = text.find_last_not_of(" \t\r\n");
-  return text.substr(first, last - first + 1);
-}
-
-std::vector<std::string_view> split(std::string_view text, char separator) {
-  std::vector<std::string_view> parts;
-  std::size_t start = 0;
-  while (true) {
-    const auto end = text.find(separator, start);
-    parts.push_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) {
-      return parts;
-    }
-    start = end + 1;
-  }
-}
-
 std::vector<std::string_view> words(std::string_view text) {
   std::vector<std::string_view> result;
-  for (auto part : split(text, ' ')) {
-    part = trim(part);
+  for (auto part : base::split_on(text, ' ')) {
+    part = base::trim_space(part);
     if (!part.empty()) {
       result.push_back(part);
     }
@@ -81,7 +60,7 @@ bool is_chip_name(std::string_view name) {
 }
 
 std::string first_line(std::string_view text) {
-  text = trim(text);
+  text = base::trim_space(text);
   return std::string(text.substr(0, text.find('\n')));
 }
 
@@ -106,7 +85,7 @@ fs::path resolved(const fs::path& program) {
 std::optional<std::string> major_minor(std::string_view text) {
   const std::string line = first_line(text);  // words() views into it: it must outlive the loop
   for (auto word : words(line)) {
-    const auto parts = split(word, '.');
+    const auto parts = base::split_on(word, '.');
     if (parts.size() >= 2 && all_digits(parts[0]) && all_digits(parts[1])) {
       return std::string(parts[0]) + "." + std::string(parts[1]);
     }
@@ -203,15 +182,15 @@ DetectContext default_detect_context() {
 Result<std::string> parse_npu_smi_info(std::string_view output) {
   std::set<std::string> chips;
   std::vector<std::string> npus;
-  for (auto line : split(output, '\n')) {
-    line = trim(line);
+  for (auto line : base::split_on(output, '\n')) {
+    line = base::trim_space(line);
     if (line.empty() || line.front() != '|') {
       continue;
     }
     if (line.find("Process id") != std::string_view::npos || line.find("Process name") != std::string_view::npos) {
       break;  // the process table below the cards reuses the first column for NPU and chip ids
     }
-    const auto cells = split(line.substr(1), '|');
+    const auto cells = base::split_on(line.substr(1), '|');
     const auto first = words(cells.front());
     if (first.size() < 2 || !all_digits(first[0]) || !is_chip_name(first[1])) {
       continue;
@@ -261,7 +240,7 @@ Result<std::string> detect_soc(const DetectContext& context, std::vector<Scenari
   };
   // Cards change only across a reboot: the boot id is part of the entry's name.
   auto boot_id = base::read_small_file(context.boot_id_file, 128);
-  const std::string boot = boot_id ? std::string(trim(*boot_id)) : std::string();
+  const std::string boot = boot_id ? std::string(base::trim_space(*boot_id)) : std::string();
   auto soc = boot.empty() ? compute(*program)
                           : context.cache.digest(resolved(*program), "npu-smi info soc, boot " + boot, compute);
   if (!soc) {

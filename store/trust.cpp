@@ -5,6 +5,7 @@
 
 #include "base/base64.hpp"
 #include "base/file_io.hpp"
+#include "base/text.hpp"
 #include "base/try.hpp"
 
 namespace opcache::store {
@@ -13,16 +14,6 @@ namespace {
 
 constexpr std::size_t k_signer_prefix_characters = 12;
 constexpr std::size_t k_max_name_characters = 128;
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) {
-    text.remove_prefix(1);
-  }
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) {
-    text.remove_suffix(1);
-  }
-  return text;
-}
 
 }  // namespace
 
@@ -43,12 +34,12 @@ Result<TrustedKey> parse_line(std::string_view line, const std::string& where) {
   if (colon == std::string_view::npos) {
     return Error::usage(where + ": expected NAME:BASE64 (a line printed by `opcache trust keygen`)");
   }
-  const auto name = trim(line.substr(0, colon));
+  const auto name = base::trim_space(line.substr(0, colon));
   if (!valid_signer_name(name)) {
     return Error::usage(where + ": the name \"" + std::string(name.substr(0, k_max_name_characters)) +
                         "\" must be 1-128 of A-Z a-z 0-9 . _ @ + -");
   }
-  auto public_key = base::base64_decode(trim(line.substr(colon + 1)));
+  auto public_key = base::base64_decode(base::trim_space(line.substr(colon + 1)));
   if (!public_key || public_key->size() != base::k_ed25519_public_key_bytes) {
     return Error::usage(where + ": the key of \"" + std::string(name) +
                         "\" is not the base64 of a 32-byte Ed25519 public key");
@@ -85,7 +76,7 @@ Result<TrustedKeys> TrustedKeys::parse(std::string_view text, const std::string&
   while (!text.empty()) {
     ++line_number;
     const auto end = text.find('\n');
-    const auto line = trim(text.substr(0, end));
+    const auto line = base::trim_space(text.substr(0, end));
     text = end == std::string_view::npos ? std::string_view() : text.substr(end + 1);
     if (line.empty() || line.front() == '#') {
       continue;

@@ -1,25 +1,9 @@
 #include "store/volatile_fields.hpp"
 
+#include "base/text.hpp"
 #include "base/try.hpp"
 
 namespace opcache::store {
-
-namespace {
-
-std::vector<std::string> split(std::string_view text, char separator) {
-  std::vector<std::string> parts;
-  std::size_t start = 0;
-  for (;;) {
-    std::size_t end = text.find(separator, start);
-    parts.emplace_back(text.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
-    if (end == std::string_view::npos) {
-      return parts;
-    }
-    start = end + 1;
-  }
-}
-
-}  // namespace
 
 const std::vector<std::string>& VolatileFieldFilter::default_patterns() {
   static const std::vector<std::string> k_defaults = {
@@ -38,7 +22,10 @@ const std::vector<std::string>& VolatileFieldFilter::default_patterns() {
 Result<VolatileFieldFilter> VolatileFieldFilter::compile(const std::vector<std::string>& patterns) {
   VolatileFieldFilter filter;
   for (const auto& pattern : patterns) {
-    auto segments = split(pattern, '.');
+    std::vector<std::string> segments;
+    for (auto segment : base::split_on(pattern, '.')) {
+      segments.emplace_back(segment);
+    }
     for (const auto& segment : segments) {
       if (segment.empty()) {
         return Error::usage("volatile field pattern \"" + pattern +
@@ -67,8 +54,8 @@ Result<VolatileFieldFilter> VolatileFieldFilter::from_setting(const std::optiona
     patterns = default_patterns();
     list.remove_prefix(1);
   }
-  for (auto& pattern : split(list, ',')) {
-    patterns.push_back(std::move(pattern));
+  for (auto pattern : base::split_on(list, ',')) {
+    patterns.emplace_back(pattern);
   }
   return compile(patterns);
 }
