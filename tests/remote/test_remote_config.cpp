@@ -9,20 +9,15 @@
 
 #include "base/file_io.hpp"
 #include "remote/remote_config.hpp"
+#include "tests/support/env_lookup.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace opcache::remote;
+using opcache::test::env_of;
 using opcache::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-opcache::base::EnvLookup env_of(std::map<std::string, std::string> values) {
-  return [values = std::move(values)](const char* name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-}
 
 fs::path write(const fs::path& path, const std::string& text) {
   REQUIRE(opcache::base::write_file_atomic(path, text).ok());

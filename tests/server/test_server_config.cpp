@@ -11,11 +11,13 @@
 
 #include "opcache_test_paths.hpp"
 #include "server/server_config.hpp"
+#include "tests/support/env_lookup.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace {
 
 using opcache::server::ServerConfig;
+using opcache::test::env_of;
 using opcache::test::TempDir;
 
 // Loads "[serve]\n<line>" into a default config; the error message, or "" on success.
@@ -54,13 +56,6 @@ const ServeSetting& row_named(const std::string& key) {
   }
   FAIL("no serve setting " << key);
   throw std::logic_error("unreachable");
-}
-
-opcache::base::EnvLookup env_of(std::map<std::string, std::string> values) {
-  return [values = std::move(values)](const char* name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
 }
 
 }  // namespace

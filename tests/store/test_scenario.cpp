@@ -15,6 +15,7 @@
 #include "base/program_search.hpp"
 #include "opcache/scenario.hpp"
 #include "store/scenario.hpp"
+#include "tests/support/env_lookup.hpp"
 #include "tests/support/expect_usage.hpp"
 
 namespace {
@@ -26,14 +27,8 @@ using opcache::Phase;
 using opcache::Result;
 using opcache::Scenario;
 using opcache::base::EnvLookup;
+using opcache::test::env_of;
 using opcache::test::expect_usage;
-
-EnvLookup env_of(std::map<std::string, std::string> variables) {
-  return [variables = std::move(variables)](const char* name) -> std::optional<std::string> {
-    auto it = variables.find(name);
-    return it == variables.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-}
 
 // An environment that fails the test if it is consulted.
 EnvLookup untouchable_env() {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "store/settings.hpp"
+#include "tests/support/env_lookup.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
@@ -21,6 +22,7 @@ using opcache::store::CacheMode;
 using opcache::store::resolve_settings;
 using opcache::store::SettingOverrides;
 using opcache::store::Settings;
+using opcache::test::env_of;
 using opcache::test::TempDir;
 using opcache::test::write_text;
 namespace fs = std::filesystem;
@@ -28,17 +30,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Env = std::map<std::string, std::string>;
-
-// An environment holding exactly `values`.
-EnvLookup env_of(Env values) {
-  return [values = std::move(values)](const char* name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    if (it == values.end()) {
-      return std::nullopt;
-    }
-    return it->second;
-  };
-}
 
 // The cache directory of a case: <temp>/cache, created.
 struct Fixture {

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "remote/s3/credentials.hpp"
+#include "tests/support/env_lookup.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace opcache;
@@ -18,13 +19,6 @@ namespace fs = std::filesystem;
 namespace {
 
 using Env = std::map<std::string, std::string>;
-
-opcache::base::EnvLookup env_of(Env values) {
-  return [values = std::move(values)](const char* name) -> std::optional<std::string> {
-    auto it = values.find(name);
-    return it == values.end() ? std::nullopt : std::optional<std::string>(it->second);
-  };
-}
 
 }  // namespace
 
