@@ -21,9 +21,11 @@
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using opcache::test::contains;
 using opcache::test::k_test_scenario;
 using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
@@ -37,10 +39,6 @@ namespace {
 
 constexpr const char* k_absent_key = "0000000000000000000000000000000000000000000000000000000000000000";
 constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 bool is_key(const std::string& text) {
   return text.size() == 64 &&

@@ -16,12 +16,16 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using opcache::test::contains;
+using opcache::test::hermetic;
 using opcache::test::k_test_scenario;
 using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
@@ -34,26 +38,6 @@ using opcache::test::write_text;
 namespace {
 
 constexpr const char* k_missing_key = "1111111111111111111111111111111111111111111111111111111111111111";
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
-// The environment variables that could change a setting, removed unless the
-// case sets them.
-ProcessOptions hermetic(const std::map<std::string, std::string>& env = {}) {
-  ProcessOptions options;
-  for (const char* name :
-       {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_MODE", "OPCACHE_MIN_IDLE", "ASCEND_MAX_OP_CACHE_SIZE",
-        "ASCEND_REMAIN_CACHE_SIZE_RATIO", "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS",
-        "OPCACHE_WAIT_TIMEOUT", "RANK_SIZE", "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"}) {
-    if (env.count(name) == 0) {
-      options.unset_env.push_back(name);
-    }
-  }
-  options.env = env;
-  return options;
-}
 
 class AgingCli {
  public:

@@ -15,6 +15,7 @@
 #include "tests/support/kernels.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -24,10 +25,6 @@ namespace {
 
 constexpr const char* k_rc2 = "device=single,phase=train,toolchain=8.0.RC2,soc=Ascend910B1";
 constexpr const char* k_rc3 = "device=single,phase=train,toolchain=8.0.RC3,soc=Ascend910B1";
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // The differences of the first of `nearest` that is in `where`.
 json differences_in(const json& document, const std::string& where) {

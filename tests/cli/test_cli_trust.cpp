@@ -18,19 +18,17 @@
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using opcache::test::CliRunner;
+using opcache::test::contains;
 using opcache::test::hermetic;
 using opcache::test::make_kernel;
 using opcache::test::TempDir;
 
 namespace {
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // `opcache trust keygen NAME --out DIR/NAME.pem`: the printed NAME:BASE64 line.
 std::string keygen(const CliRunner& cli, const std::string& name) {

@@ -13,16 +13,16 @@
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using opcache::test::CannTree;
 using opcache::test::CliRunner;
+using opcache::test::contains;
 using opcache::test::hermetic;
 using opcache::test::TempDir;
-
-bool contains(const std::string& text, const std::string& needle) { return text.find(needle) != std::string::npos; }
 
 // A machine with a CANN install, a tuning bank, npu-smi and python3 stand-ins.
 struct Machine {

@@ -9,16 +9,14 @@
 
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 namespace {
 
+using opcache::test::contains;
 using opcache::test::hermetic;
 using opcache::test::ProcessResult;
 using opcache::test::TempDir;
-
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
 // `opcache [--config FILE] serve --storage DIR --tokens <missing> <args>`:
 // the tokens file is missing on purpose, so a run whose settings pass the

@@ -7,9 +7,10 @@
 #include <string>
 #include <vector>
 
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/process.hpp"
 
-using opcache::test::ProcessOptions;
+using opcache::test::hermetic;
 using opcache::test::run_cli;
 
 namespace {
@@ -17,12 +18,6 @@ namespace {
 const std::vector<std::string> k_commands = {"key",  "put",   "get",   "has",    "ls",     "rm",   "stats",
                                              "verify", "gc",  "pin",   "unpin",  "clear",  "exec", "import",
                                              "export", "push", "pull", "serve",  "scenario", "config", "version", "revoke", "unrevoke"};
-
-ProcessOptions hermetic() {
-  ProcessOptions options;
-  options.unset_env = opcache::test::hermetic_variables();
-  return options;
-}
 
 }  // namespace
 

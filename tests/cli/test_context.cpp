@@ -10,22 +10,17 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using opcache::test::hermetic;
 using opcache::test::TempDir;
 
 namespace {
-
-opcache::test::ProcessOptions hermetic() {
-  opcache::test::ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR", "OPCACHE_CONFIG", "OPCACHE_REMOTE", "OPCACHE_VOLATILE_FIELDS", "RANK_SIZE",
-                       "LOCAL_WORLD_SIZE", "XDG_CACHE_HOME"};
-  return options;
-}
 
 // `opcache --json args...` with its JSON output; requires exit 0.
 json run_json(std::vector<std::string> args) {

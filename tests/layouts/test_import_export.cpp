@@ -25,9 +25,11 @@
 #include "layouts/layout.hpp"
 #include "layouts/transfer.hpp"
 #include "opcache/opcache.hpp"
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 #include "tests/support/vendor_trees.hpp"
 
 namespace fs = std::filesystem;
@@ -41,6 +43,8 @@ using opcache::layouts::Layout;
 using opcache::layouts::Skipped;
 using opcache::test::CannCache;
 using opcache::test::CannKernel;
+using opcache::test::contains;
+using opcache::test::hermetic;
 using opcache::test::k_test_scenario;
 using opcache::test::MindSporeKernel;
 using opcache::test::MindSporeOp;
@@ -56,10 +60,6 @@ using opcache::test::write_text;
 namespace {
 
 constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // ---------------------------------------------------------------------------
 // Snapshots: every entry of a tree with its kind, bytes (or link target), mode
@@ -253,14 +253,6 @@ std::string origin_of(const MindSporeKernel& kernel) {
 
 // ---------------------------------------------------------------------------
 // The CLI, bound to one cache directory.
-
-ProcessOptions hermetic(std::map<std::string, std::string> env = {}) {
-  ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR",       "RANK_SIZE", "LOCAL_WORLD_SIZE", "OPCACHE_VOLATILE_FIELDS",
-                       "XDG_CACHE_HOME",    "RANK_ID",   "MS_COMPILER_CACHE_PATH", "OPCACHE_CONFIG"};
-  options.env = std::move(env);
-  return options;
-}
 
 class Cli {
  public:

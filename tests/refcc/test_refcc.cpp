@@ -19,12 +19,15 @@
 #include <nlohmann/json.hpp>
 
 #include "base/sha256.hpp"
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 #include "opcache_test_paths.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using opcache::test::contains;
 using opcache::test::ProcessOptions;
 using opcache::test::ProcessResult;
 using opcache::test::read_text;
@@ -46,34 +49,18 @@ std::string refcc_path() {
 #endif
 }
 
-// Keeps refcc away from the user's environment (cache dir, settings, ranks, compiler).
-ProcessOptions hermetic(std::map<std::string, std::string> env = {}) {
-  ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR",
-                       "OPCACHE_CONFIG",
-                       "OPCACHE_MODE",
-                       "OPCACHE_OP_DEBUG_LEVEL",
-                       "OPCACHE_OP_DEBUG_LIST",
-                       "OPCACHE_VOLATILE_FIELDS",
-                       "OPCACHE_MIN_IDLE",
-                       "OPCACHE_WAIT_TIMEOUT",
-                       "XDG_CACHE_HOME",
-                       "RANK_SIZE",
-                       "LOCAL_WORLD_SIZE",
-                       "DEVICE_ID",
-                       "CC"};
-  options.env = std::move(env);
+// Keeps refcc away from the user's environment: what keeps the CLI away
+// (opcache::test::hermetic), and the device and compiler refcc reads.
+ProcessOptions refcc_hermetic(std::map<std::string, std::string> env = {}) {
+  ProcessOptions options = opcache::test::hermetic(std::move(env));
+  options.unset_env.insert(options.unset_env.end(), {"DEVICE_ID", "CC"});
   return options;
 }
 
-ProcessResult refcc(const std::vector<std::string>& args, const ProcessOptions& options = hermetic()) {
+ProcessResult refcc(const std::vector<std::string>& args, const ProcessOptions& options = refcc_hermetic()) {
   std::vector<std::string> argv{refcc_path()};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process(argv, options);
-}
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
 }
 
 std::int64_t count(const Shape& shape) {
@@ -567,7 +554,7 @@ struct Compiled {
 };
 
 Compiled compile(const TempDir& dir, const json& descriptor, const std::string& out,
-                 std::vector<std::string> extra = {}, const ProcessOptions& options = hermetic()) {
+                 std::vector<std::string> extra = {}, const ProcessOptions& options = refcc_hermetic()) {
   const fs::path desc = dir / ("desc-" + std::to_string(std::hash<std::string>{}(descriptor.dump())) + ".json");
   write_text(desc, descriptor.dump());
   std::vector<std::string> args = {"compile", desc.string(), "--out", (dir / out).string(), "--json"};
@@ -628,7 +615,7 @@ TEST_CASE("refcc: equivalent descriptors share a key, different shapes and --no-
 TEST_CASE("refcc: device ids change the stem but share one cache entry and object") {
   TempDir dir;
   auto rank0 = compile(dir, matmul_descriptor(8), "rank_0", {"--device-id", "0"});
-  auto rank5 = compile(dir, matmul_descriptor(8), "rank_5", {}, hermetic({{"DEVICE_ID", "5"}}));
+  auto rank5 = compile(dir, matmul_descriptor(8), "rank_5", {}, refcc_hermetic({{"DEVICE_ID", "5"}}));
   CHECK(rank0.result["source"] == "built");
   CHECK(rank5.result["source"] == "hit");
   CHECK(rank0.result["key"] == rank5.result["key"]);
@@ -800,7 +787,7 @@ TEST_CASE("refcc: a compiler failure exits 7 and shows the compiler's error outp
   write_text(dir / "desc.json", matmul_descriptor(2).dump());
   auto run = refcc({"compile", (dir / "desc.json").string(), "--out", (dir / "km").string(), "--cache-dir",
                     (dir / "cache").string()},
-                   hermetic({{"CC", fake_cc.string()}}));
+                   refcc_hermetic({{"CC", fake_cc.string()}}));
   CHECK(run.exit_code == 7);
   CHECK(contains(run.err, "the kernel does not compile"));
   CHECK(contains(run.err, "MatMul"));
@@ -809,7 +796,7 @@ TEST_CASE("refcc: a compiler failure exits 7 and shows the compiler's error outp
   auto good = compile(dir, matmul_descriptor(2), "km2");
   CHECK(good.result["source"] == "built");
   // Another compiler is another toolchain, hence another key.
-  auto fake = refcc({"describe", (dir / "desc.json").string()}, hermetic({{"CC", fake_cc.string()}}));
+  auto fake = refcc({"describe", (dir / "desc.json").string()}, refcc_hermetic({{"CC", fake_cc.string()}}));
   REQUIRE(fake.exit_code == 0);
   const json described = json::parse(fake.out);
   CHECK(contains(described["scenario"]["toolchain"].get<std::string>(), "fake-cc 1.0"));

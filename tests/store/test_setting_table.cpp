@@ -15,6 +15,7 @@
 #include "opcache/opcache.h"
 #include "opcache/opcache.hpp"
 #include "store/setting_table.hpp"
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -22,6 +23,7 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using opcache::SettingDescriptor;
 using opcache::SettingType;
+using opcache::test::hermetic;
 using opcache::test::TempDir;
 
 namespace {
@@ -71,21 +73,6 @@ json json_value(const SettingDescriptor& row, const std::string& text) {
     default:
       return text;
   }
-}
-
-opcache::test::ProcessOptions hermetic() {
-  opcache::test::ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR",
-                       "OPCACHE_CONFIG",
-                       "OPCACHE_MODE",
-                       "OPCACHE_MIN_IDLE",
-                       "OPCACHE_OP_DEBUG_LEVEL",
-                       "OPCACHE_OP_DEBUG_LIST",
-                       "OPCACHE_VOLATILE_FIELDS",
-                       "OPCACHE_WAIT_TIMEOUT",
-                       "OPCACHE_REMOTE",
-                       "XDG_CACHE_HOME"};
-  return options;
 }
 
 }  // namespace

@@ -10,7 +10,9 @@ ProcessOptions hermetic(std::map<std::string, std::string> env) {
                        "RANK_SIZE",            "LOCAL_WORLD_SIZE",       "RANK_ID",              "XDG_CACHE_HOME",
                        "OPCACHE_VOLATILE_FIELDS", "OPCACHE_MODE",        "OPCACHE_MIN_IDLE",     "OPCACHE_OP_DEBUG_LEVEL",
                        "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT",  "MS_COMPILER_CACHE_PATH", "OPCACHE_SIGNING_KEY",
-                       "OPCACHE_TRUSTED_KEYS", "OPCACHE_REQUIRE_SIGNATURE"};
+                       "OPCACHE_TRUSTED_KEYS", "OPCACHE_REQUIRE_SIGNATURE",
+                       // CANN's aging limits, which the settings table also reads
+                       "ASCEND_MAX_OP_CACHE_SIZE", "ASCEND_REMAIN_CACHE_SIZE_RATIO"};
   const auto& common = hermetic_variables();  // also the server's OPCACHE_SERVE_* variables
   options.unset_env.insert(options.unset_env.end(), common.begin(), common.end());
   options.env = std::move(env);

@@ -16,7 +16,8 @@
 namespace opcache::test {
 
 /// Options that keep the CLI away from the user's environment (no cache dir,
-/// config file, remotes, mode, signing or trust settings, rank variables);
+/// config file, remotes, mode, signing or trust settings, rank variables,
+/// CANN aging limits, nor any other variable of the settings tables);
 /// `env` is then added.
 ProcessOptions hermetic(std::map<std::string, std::string> env = {});
 
