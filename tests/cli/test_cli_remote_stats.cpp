@@ -13,24 +13,19 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.hpp"
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/fault_server.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
+#include "tests/support/tokens.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
 using namespace opcache::test;
 
 namespace {
-
-constexpr const char* k_reader = "stats-reader-4f1c2a";
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
 
 // `opcache serve --tokens` with one read token (reader.token), on a storage
 // that may be filled (storage()) before start().
@@ -43,8 +38,8 @@ struct StatsServer {
   CliRunner storage() const { return CliRunner(dir.path(), dir / "storage"); }
 
   void start() {
-    write_text(reader_token, std::string(k_reader) + "\n");
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_reader) + " reader read\n");
+    write_text(reader_token, std::string(k_read_token) + "\n");
+    write_text(dir / "tokens", token_line(k_read_token, "reader", "read"));
     process = std::make_unique<ServerProcess>(dir / "storage",
                                               std::vector<std::string>{"--tokens", (dir / "tokens").string()});
   }
@@ -52,7 +47,7 @@ struct StatsServer {
 
   /// GET `path` with the read token, parsed; REQUIREs 200.
   json get(const std::string& path) const {
-    auto response = http_request("GET", url() + path, {std::string("Authorization: Bearer ") + k_reader});
+    auto response = http_request("GET", url() + path, {std::string("Authorization: Bearer ") + k_read_token});
     INFO(response.body);
     REQUIRE(response.status == 200);
     return json::parse(response.body);

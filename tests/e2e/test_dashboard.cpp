@@ -18,7 +18,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.hpp"
 #include "opcache_test_paths.hpp"
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
@@ -27,6 +26,7 @@
 #include "tests/support/single_flight.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -34,9 +34,6 @@ using namespace opcache::test;
 
 namespace {
 
-constexpr const char* k_read_token = "dashboard-read-7f3a91";
-constexpr const char* k_write_token = "dashboard-write-2c58e0";
-constexpr const char* k_admin_token = "dashboard-admin-b4d617";
 constexpr const char* k_most_missed = "Conv2D";
 constexpr const char* k_rc1_scenario = "device=single,phase=train,toolchain=8.0.RC1,soc=Ascend910B1";
 
@@ -73,9 +70,9 @@ struct Team {
   std::unique_ptr<ServerProcess> server;
 
   Team() {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_read_token) + " reader read\n" +
-                                   opcache::base::sha256_hex(k_write_token) + " ci write\n" +
-                                   opcache::base::sha256_hex(k_admin_token) + " boss admin\n");
+    write_text(dir / "tokens", token_line(k_read_token, "reader", "read") +
+                                   token_line(k_write_token, "ci", "write") +
+                                   token_line(k_admin_token, "boss", "admin"));
     write_text(dir / "read.token", k_read_token);
     write_text(dir / "write.token", k_write_token);
     write_text(dir / "admin.token", k_admin_token);

@@ -13,12 +13,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.hpp"
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/single_flight.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -26,8 +26,6 @@ using namespace opcache::test;
 
 namespace {
 
-constexpr const char* k_admin_token = "e2e-revoke-admin-0b5c";
-constexpr const char* k_team_token = "e2e-revoke-team-d17e";
 constexpr int k_machines = 4;
 
 // A build that appends "<machine> <pid>" to the counter ($0) and writes
@@ -43,9 +41,9 @@ struct Team {
   fs::path counter = dir / "builds.log";
 
   Team() {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_admin_token) + " admin admin\n" +
-                                   opcache::base::sha256_hex(k_team_token) + " team read,write\n");
-    write_text(dir / "team.token", k_team_token);
+    write_text(dir / "tokens", token_line(k_admin_token, "admin", "admin") +
+                                   token_line(k_write_token, "team", "read,write"));
+    write_text(dir / "team.token", k_write_token);
     write_text(dir / "admin.token", k_admin_token);
     server = std::make_unique<ServerProcess>(storage, std::vector<std::string>{"--tokens", (dir / "tokens").string()});
     write_text(desc, descriptor_for("RevokedOp", 7));
@@ -129,7 +127,7 @@ TEST_CASE("e2e::revocation: a kernel revoked on the server leaves all 4 machines
   CHECK(parsed(revoked)["revoked"] == json::array({{{"key", key}, {"deleted", true}}}));
   CHECK(fs::exists(team.storage / "revocations" / (key + ".json")));
   auto gone = http_request("GET", team.server->base_url() + "/v1/entries/" + key,
-                           {std::string("Authorization: Bearer ") + k_team_token});
+                           {std::string("Authorization: Bearer ") + k_write_token});
   CHECK(gone.status == 410);
 
   // Machines 0 and 1: the next contact is a compile. The revocation list
@@ -160,7 +158,7 @@ TEST_CASE("e2e::revocation: a kernel revoked on the server leaves all 4 machines
   // A second replica over the same storage agrees, and refuses the upload too.
   ServerProcess replica(team.storage, {"--tokens", (team.dir / "tokens").string()});
   auto from_replica = http_request("GET", replica.base_url() + "/v1/entries/" + key,
-                                   {std::string("Authorization: Bearer ") + k_team_token});
+                                   {std::string("Authorization: Bearer ") + k_write_token});
   CHECK(from_replica.status == 410);
   CHECK(json::parse(from_replica.body)["reason"] == "wrong results on Ascend910B1");
   auto push = run_cli({"--cache-dir", team.cache(0).string(), "--remote", replica.base_url(), "--token-file",
@@ -169,7 +167,7 @@ TEST_CASE("e2e::revocation: a kernel revoked on the server leaves all 4 machines
   CHECK(push.exit_code != 0);
   CHECK(push.err.find("revoked") != std::string::npos);
   CHECK(http_request("HEAD", replica.base_url() + "/v1/entries/" + key,
-                     {std::string("Authorization: Bearer ") + k_team_token})
+                     {std::string("Authorization: Bearer ") + k_write_token})
             .status == 410);
 
   // Unrevoked, the kernel may be shared again.
@@ -177,6 +175,6 @@ TEST_CASE("e2e::revocation: a kernel revoked on the server leaves all 4 machines
   CHECK_MESSAGE(unrevoked.exit_code == 0, unrevoked.err);
   REQUIRE(team.cli(0, {"push"}).exit_code == 0);
   CHECK(http_request("HEAD", replica.base_url() + "/v1/entries/" + key,
-                     {std::string("Authorization: Bearer ") + k_team_token})
+                     {std::string("Authorization: Bearer ") + k_write_token})
             .status == 200);
 }

@@ -24,13 +24,13 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.hpp"
 #include "tests/support/children.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/single_flight.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -38,8 +38,6 @@ using namespace opcache::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr const char* k_token = "team-flight-token-41b7";
 
 // A build that takes `seconds`: appends "<kernel> <pid>" to the counter
 // ($0), sleeps, then writes kernel.o naming its builder into the out dir ($2).
@@ -51,7 +49,7 @@ std::string build_script(double seconds, const std::string& hold_kernel_0_for = 
   std::ostringstream script;
   script << "printf '%s %s\\n' \"$1\" \"$$\" >> \"$0\"; ";
   if (!hold_kernel_0_for.empty()) {
-    script << "if [ \"$1\" = 0 ]; then i=0; while [ $i -lt 1200 ] && ! curl -sf -H 'Authorization: Bearer " << k_token
+    script << "if [ \"$1\" = 0 ]; then i=0; while [ $i -lt 1200 ] && ! curl -sf -H 'Authorization: Bearer " << k_write_token
            << "' " << hold_kernel_0_for
            << "/metrics | grep -q '^opcache_entry_waits [1-9]'; do sleep 0.1; i=$((i+1)); done; fi; ";
   }
@@ -68,8 +66,8 @@ struct Team {
   std::vector<fs::path> descs;
 
   explicit Team(int kernels, std::vector<std::string> server_args = {}) {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_token) + " team read,write\n");
-    write_text(dir / "token", k_token);
+    write_text(dir / "tokens", token_line(k_write_token, "team", "read,write"));
+    write_text(dir / "token", k_write_token);
     server_args.insert(server_args.begin(), {"--tokens", (dir / "tokens").string()});
     server = std::make_unique<ServerProcess>(dir / "storage", server_args);
     for (int i = 0; i < kernels; ++i) {
@@ -215,7 +213,7 @@ TEST_CASE("e2e::team single flight: 16 processes on 4 machines build each of 30 
   CHECK(text.out.find("team single flight") != std::string::npos);
   CHECK(text.out.find(std::to_string(counter_of(team.stats(0), "team_builds")) + " built here") != std::string::npos);  // with 16 processes starting at 16 places, some waited for another machine
   const auto status = json::parse(http_request("GET", team.server->base_url() + "/v1/status",
-                                               {std::string("Authorization: Bearer ") + k_token})
+                                               {std::string("Authorization: Bearer ") + k_write_token})
                                       .body);
   CHECK(status["leases"]["granted"] == 30);
   CHECK(status["leases"]["active"] == 0);
@@ -233,7 +231,7 @@ TEST_CASE("e2e::team single flight: a lease holder killed mid-build is taken ove
   wait_until(
       [&] {
         auto status = json::parse(http_request("GET", team.server->base_url() + "/v1/status",
-                                               {std::string("Authorization: Bearer ") + k_token})
+                                               {std::string("Authorization: Bearer ") + k_write_token})
                                       .body);
         return status["leases"]["waiting"] == 1 || status["leases"]["refused"].get<int>() >= 1;
       },

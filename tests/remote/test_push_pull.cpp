@@ -27,6 +27,7 @@
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 extern char** environ;
 
@@ -37,8 +38,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* k_token = "push-pull-token-31c6";
-
 // `opcache serve` with one write token, seeded before it starts.
 struct PushPullServer {
   TempDir dir;
@@ -47,8 +46,8 @@ struct PushPullServer {
   std::unique_ptr<ServerProcess> process;
 
   explicit PushPullServer(const std::vector<TestKernel>& seeded = {}) {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_token) + " ci write\n");
-    write_text(token_file, std::string(k_token) + "\n");
+    write_text(dir / "tokens", token_line(k_write_token, "ci", "write"));
+    write_text(token_file, std::string(k_write_token) + "\n");
     if (!seeded.empty()) {
       Store store = open_remote_store(storage, {});
       for (const auto& kernel : seeded) {
@@ -457,7 +456,7 @@ long requests_of(const std::string& metrics, const std::string& route, const std
 
 std::string metrics_of(const PushPullServer& server) {
   auto answer = http_request("GET", server.url() + "/metrics",
-                             {std::string("Authorization: Bearer ") + k_token});
+                             {std::string("Authorization: Bearer ") + k_write_token});
   REQUIRE(answer.status == 200);
   return answer.body;
 }

@@ -17,6 +17,7 @@
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 using opcache::ErrorCode;
@@ -25,9 +26,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-constexpr const char* k_reader = "reader-token-5d1e0c";
-constexpr const char* k_writer = "writer-token-9a7b22";
 
 // `opcache serve --tokens` (a reader and a writer) on a storage directory
 // that may be seeded with entries before it starts; the client token files.
@@ -39,10 +37,10 @@ struct TeamServer {
   std::unique_ptr<ServerProcess> process;
 
   TeamServer() {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_reader) + " reader read\n" +
-                                   opcache::base::sha256_hex(k_writer) + " writer write\n");
-    write_text(reader_token, std::string(k_reader) + "\n");
-    write_text(writer_token, std::string(k_writer) + "\n");
+    write_text(dir / "tokens", token_line(k_read_token, "reader", "read") +
+                                   token_line(k_write_token, "writer", "write"));
+    write_text(reader_token, std::string(k_read_token) + "\n");
+    write_text(writer_token, std::string(k_write_token) + "\n");
   }
 
   /// Stores kernels in the server's storage (before start()).
@@ -60,13 +58,13 @@ struct TeamServer {
 
   /// The status of HEAD /v1/entries/<key> with the reader token.
   long head(const std::string& key) const {
-    return http_request("HEAD", url() + "/v1/entries/" + key, {std::string("Authorization: Bearer ") + k_reader})
+    return http_request("HEAD", url() + "/v1/entries/" + key, {std::string("Authorization: Bearer ") + k_read_token})
         .status;
   }
   /// The bundle bytes the server holds for `key` ("" when absent).
   std::string bundle(const std::string& key) const {
     auto response =
-        http_request("GET", url() + "/v1/entries/" + key, {std::string("Authorization: Bearer ") + k_reader});
+        http_request("GET", url() + "/v1/entries/" + key, {std::string("Authorization: Bearer ") + k_read_token});
     return response.status == 200 ? response.body : std::string();
   }
 };
@@ -219,7 +217,7 @@ TEST_CASE("remote::http: tokens come from --token-file or OPCACHE_TOKEN: 401 and
         run_cli({"--json", "-C", cache, "--config", (temp / "opcache.conf").string(), "config"}, hermetic_cli());
     REQUIRE(config.exit_code == 0);
     CHECK(config.out.find(server.url()) != std::string::npos);
-    CHECK(config.out.find(k_reader) == std::string::npos);
+    CHECK(config.out.find(k_read_token) == std::string::npos);
   }
   SUBCASE("an unknown token: 401, never printed") {
     write_text(temp / "wrong.token", "guessed-token-0000\n");
@@ -238,7 +236,7 @@ TEST_CASE("remote::http: tokens come from --token-file or OPCACHE_TOKEN: 401 and
         std::find(via_env_options.unset_env.begin(), via_env_options.unset_env.end(), "OPCACHE_TOKEN"));
     via_env_options.unset_env.erase(
         std::find(via_env_options.unset_env.begin(), via_env_options.unset_env.end(), "OPCACHE_REMOTE"));
-    via_env_options.env["OPCACHE_TOKEN"] = k_reader;
+    via_env_options.env["OPCACHE_TOKEN"] = k_read_token;
     via_env_options.env["OPCACHE_REMOTE"] = server.url() + "|timeout=5000";
     const std::string other_cache = (temp / "other").string();
     auto via_env = run_cli({"--json", "-C", other_cache, "pull", seeded.key}, via_env_options);
@@ -259,8 +257,8 @@ TEST_CASE("remote::http: tokens come from --token-file or OPCACHE_TOKEN: 401 and
     const std::string reason = summary["failures"][0]["reason"];
     CHECK_MESSAGE(reason.find("HTTP 403") != std::string::npos, reason);
     CHECK(reason.find("scope") != std::string::npos);
-    CHECK(pushed.out.find(k_reader) == std::string::npos);
-    CHECK(pushed.err.find(k_reader) == std::string::npos);
+    CHECK(pushed.out.find(k_read_token) == std::string::npos);
+    CHECK(pushed.err.find(k_read_token) == std::string::npos);
     CHECK(server.head(local_only.key) == 404);
 
     auto pushed_ok = cli({"--json", "--token-file", server.writer_token.string(), "push"});

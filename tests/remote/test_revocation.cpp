@@ -13,11 +13,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.hpp"
 #include "remote/circuit_breaker.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache;
 using namespace opcache::test;
@@ -26,9 +26,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* k_admin_token = "client-revoke-admin-3e9d";
-constexpr const char* k_team_token = "client-revoke-team-8a01";
-
 // A server with an admin token and a read/write token, the latter in a file
 // for the client stores.
 struct Team {
@@ -36,9 +33,8 @@ struct Team {
   std::unique_ptr<ServerProcess> server;
 
   Team() {
-    write_text(dir / "tokens", base::sha256_hex(k_admin_token) + " admin admin\n" + base::sha256_hex(k_team_token) +
-                                   " team read,write\n");
-    write_text(dir / "team.token", k_team_token);
+    write_text(dir / "tokens", token_line(k_admin_token, "admin", "admin") + token_line(k_write_token, "team", "read,write"));
+    write_text(dir / "team.token", k_write_token);
     write_text(dir / "admin.token", k_admin_token);
     server = std::make_unique<ServerProcess>(dir / "storage", std::vector<std::string>{"--tokens", (dir / "tokens").string()});
   }
@@ -61,7 +57,7 @@ struct Team {
 
   void upload(const TestKernel& kernel) const {
     auto put = http_request("PUT", server->base_url() + "/v1/entries/" + kernel.key,
-                            {std::string("Authorization: Bearer ") + k_team_token}, kernel.bundle);
+                            {std::string("Authorization: Bearer ") + k_write_token}, kernel.bundle);
     REQUIRE(put.status == 201);
   }
 

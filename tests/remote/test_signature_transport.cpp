@@ -14,7 +14,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/environment.hpp"
-#include "base/sha256.hpp"
 #include "remote/s3/client.hpp"
 #include "remote/s3/credentials.hpp"
 #include "remote/s3/url.hpp"
@@ -24,14 +23,13 @@
 #include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-constexpr const char* k_token = "signature-transport-token-8e2a";
 
 // A remote URL and the token file its clients need ("" for none).
 struct RemoteUnderTest {
@@ -125,8 +123,8 @@ void check_signatures_travel(const RemoteUnderTest& remote) {
 
 TEST_CASE("remote::signatures travel through an http remote: push, pull, refusal, layered miss, add-signatures") {
   TempDir dir;
-  write_text(dir / "tokens", opcache::base::sha256_hex(k_token) + " ci read,write\n");
-  write_text(dir / "client.token", std::string(k_token) + "\n");
+  write_text(dir / "tokens", token_line(k_write_token, "ci", "read,write"));
+  write_text(dir / "client.token", std::string(k_write_token) + "\n");
   ServerProcess server(dir / "storage", {"--tokens", (dir / "tokens").string()});
   check_signatures_travel({server.base_url(), dir / "client.token"});
 }
@@ -163,8 +161,8 @@ TEST_CASE("remote::push to a server with --require-signature: the signed entry i
   auto keygen = run_cli({"trust", "keygen", "ci", "--out", (dir / "ci.pem").string()}, hermetic_cli());
   REQUIRE_MESSAGE(keygen.exit_code == 0, keygen.err);
   write_text(dir / "trusted", keygen.out);
-  write_text(dir / "tokens", opcache::base::sha256_hex(k_token) + " ci read,write\n");
-  write_text(dir / "client.token", std::string(k_token) + "\n");
+  write_text(dir / "tokens", token_line(k_write_token, "ci", "read,write"));
+  write_text(dir / "client.token", std::string(k_write_token) + "\n");
   ServerProcess server(dir / "storage", {"--tokens", (dir / "tokens").string(), "--trusted-keys",
                                          (dir / "trusted").string(), "--require-signature"});
   const RemoteUnderTest remote{server.base_url(), dir / "client.token"};
@@ -189,10 +187,10 @@ TEST_CASE("remote::push to a server with --require-signature: the signed entry i
   CHECK(summary["failed"] == 0);
   CHECK(summary["failures"].dump().find("signature_required") != std::string::npos);
   auto query = http_request("GET", server.base_url() + "/v1/entries/" + unsigned_kernel.key,
-                            {"Authorization: Bearer " + std::string(k_token)});
+                            {"Authorization: Bearer " + std::string(k_write_token)});
   CHECK(query.status == 404);
   auto served = http_request("GET", server.base_url() + "/v1/entries/" + signed_kernel.key,
-                             {"Authorization: Bearer " + std::string(k_token)});
+                             {"Authorization: Bearer " + std::string(k_write_token)});
   CHECK(served.status == 200);
   CHECK_FALSE(served.header("x-opcache-signature").empty());
 }

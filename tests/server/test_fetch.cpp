@@ -21,6 +21,7 @@
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 using json = nlohmann::json;
@@ -28,16 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* k_admin_token = "fetch-admin-token-5d1e";
-constexpr const char* k_read_token = "fetch-read-token-0a9c";
-
 struct FetchServer {
   TempDir dir;
   std::unique_ptr<ServerProcess> process;
 
   FetchServer() {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_admin_token) + " admin admin\n" +
-                                   opcache::base::sha256_hex(k_read_token) + " dev read\n");
+    write_text(dir / "tokens", token_line(k_admin_token, "admin", "admin") +
+                                   token_line(k_read_token, "dev", "read"));
     process = std::make_unique<ServerProcess>(dir / "storage",
                                               std::vector<std::string>{"--tokens", (dir / "tokens").string()});
   }

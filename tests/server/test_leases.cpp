@@ -16,11 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "base/sha256.hpp"
 #include "tests/support/api_schema.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 using json = nlohmann::json;
@@ -28,17 +28,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr const char* k_write_token = "lease-write-token-77aa";
-constexpr const char* k_read_token = "lease-read-token-19c0";
-
 // A server with a write token and a read token on `storage` (default: its own directory).
 struct LeaseServer {
   TempDir dir;
   std::unique_ptr<ServerProcess> process;
 
   explicit LeaseServer(std::vector<std::string> extra = {}, const std::filesystem::path& storage = {}) {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_write_token) + " builder read,write\n" +
-                                   opcache::base::sha256_hex(k_read_token) + " reader read\n");
+    write_text(dir / "tokens", token_line(k_write_token, "builder", "read,write") +
+                                   token_line(k_read_token, "reader", "read"));
     extra.insert(extra.begin(), {"--tokens", (dir / "tokens").string()});
     process = std::make_unique<ServerProcess>(storage.empty() ? dir / "storage" : storage, extra);
   }

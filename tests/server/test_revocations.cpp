@@ -16,23 +16,19 @@
 
 #include "base/base64.hpp"
 #include "base/ed25519.hpp"
-#include "base/sha256.hpp"
 #include "store/revocation.hpp"
 #include "tests/support/api_schema.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 using json = nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-constexpr const char* k_admin_token = "revoke-admin-token-7c2a";
-constexpr const char* k_write_token = "revoke-write-token-91fe";
-constexpr const char* k_read_token = "revoke-read-token-44b0";
 
 struct RevocationServer {
   TempDir dir;
@@ -41,9 +37,9 @@ struct RevocationServer {
 
   explicit RevocationServer(std::vector<std::string> extra = {}, fs::path shared_storage = {}) {
     storage = shared_storage.empty() ? dir / "storage" : shared_storage;
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_admin_token) + " admin admin\n" +
-                                   opcache::base::sha256_hex(k_write_token) + " ci read,write\n" +
-                                   opcache::base::sha256_hex(k_read_token) + " dev read\n");
+    write_text(dir / "tokens", token_line(k_admin_token, "admin", "admin") +
+                                   token_line(k_write_token, "ci", "read,write") +
+                                   token_line(k_read_token, "dev", "read"));
     extra.insert(extra.begin(), {"--tokens", (dir / "tokens").string()});
     process = std::make_unique<ServerProcess>(storage, extra);
   }

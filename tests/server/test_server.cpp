@@ -34,12 +34,15 @@
 #include "store/scenario.hpp"
 #include "base/sha256.hpp"
 #include "tests/support/children.hpp"
+#include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/api_schema.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
+#include "tests/support/tokens.hpp"
 
 namespace {
 
@@ -47,34 +50,23 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
+using opcache::test::contains;
+using opcache::test::hermetic;
 using opcache::test::HttpClient;
 using opcache::test::HttpOptions;
 using opcache::test::HttpResponse;
+using opcache::test::k_admin_token;
+using opcache::test::k_read_token;
+using opcache::test::k_write_token;
 using opcache::test::RawConnection;
 using opcache::test::ServerProcess;
 using opcache::test::TempDir;
+using opcache::test::token_line;
 
 constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
 constexpr const char* k_absent_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
-// Tokens of the standard tokens file (see write_tokens_file).
-constexpr const char* k_read_token = "read-secret-7f3a9c1d2e";
-constexpr const char* k_write_token = "write-secret-4b8e6a0f91";
-constexpr const char* k_admin_token = "admin-secret-c52d7e3b08";
-
-bool contains(const std::string& haystack, const std::string& needle) {
-  return haystack.find(needle) != std::string::npos;
-}
-
 std::string bearer(const std::string& token) { return "Authorization: Bearer " + token; }
-
-opcache::test::ProcessOptions hermetic() {
-  opcache::test::ProcessOptions options;
-  options.unset_env = {"OPCACHE_DIR",     "OPCACHE_CONFIG",          "RANK_SIZE",     "LOCAL_WORLD_SIZE",
-                       "XDG_CACHE_HOME",  "OPCACHE_VOLATILE_FIELDS", "OPCACHE_MODE",  "OPCACHE_MIN_IDLE",
-                       "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_WAIT_TIMEOUT"};
-  return options;
-}
 
 // Polls `condition` until it holds or `timeout` passes; returns whether it held.
 template <class Condition>
@@ -168,10 +160,6 @@ TestBundle make_bundle(const fs::path& dir, const std::string& op, int length,
 
 // ---------------------------------------------------------------------------
 // A server with the standard tokens file, and checks of its storage.
-
-std::string token_line(const std::string& token, const std::string& name, const std::string& scopes) {
-  return opcache::base::sha256_hex(token) + " " + name + " " + scopes + "\n";
-}
 
 // reader (read), writer (write), boss (admin), hashed by hand.
 fs::path write_tokens_file(const fs::path& path) {

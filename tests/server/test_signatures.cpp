@@ -24,6 +24,7 @@
 #include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 using opcache::base::Ed25519PrivateKey;
@@ -31,7 +32,6 @@ using json = nlohmann::json;
 
 namespace {
 
-constexpr const char* k_write_token = "sig-write-token-5d1e";
 constexpr const char* k_absent_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
 Ed25519PrivateKey new_key() {
@@ -58,7 +58,7 @@ struct SigningServer {
   std::unique_ptr<ServerProcess> process;
 
   SigningServer(const Ed25519PrivateKey* trusted, bool require, const std::string& storage = {}) {
-    opcache::test::write_text(dir / "tokens", opcache::base::sha256_hex(k_write_token) + " ci read,write\n");
+    opcache::test::write_text(dir / "tokens", token_line(k_write_token, "ci", "read,write"));
     std::vector<std::string> args = {"--tokens", (dir / "tokens").string()};
     if (trusted != nullptr) {
       opcache::test::write_text(dir / "trusted",

@@ -16,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "base/base64.hpp"
-#include "base/sha256.hpp"
 #include "opcache_test_paths.hpp"
 #include "server/dashboard.hpp"
 #include "tests/support/api_schema.hpp"
@@ -25,6 +24,7 @@
 #include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 using namespace opcache::test;
 using json = nlohmann::json;
@@ -32,9 +32,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* k_read_token = "stats-read-token-4f1e";
-constexpr const char* k_write_token = "stats-write-token-8c2a";
-constexpr const char* k_admin_token = "stats-admin-token-d93b";
 constexpr std::int64_t k_build_ms = 1234;
 const std::string k_scenario = R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})";
 
@@ -46,9 +43,9 @@ struct StatsServer {
 
   explicit StatsServer(std::vector<std::string> extra = {}, fs::path storage_in = {})
       : storage(storage_in.empty() ? dir / "storage" : std::move(storage_in)) {
-    write_text(dir / "tokens", opcache::base::sha256_hex(k_read_token) + " reader read\n" +
-                                   opcache::base::sha256_hex(k_write_token) + " writer write\n" +
-                                   opcache::base::sha256_hex(k_admin_token) + " boss admin\n");
+    write_text(dir / "tokens", token_line(k_read_token, "reader", "read") +
+                                   token_line(k_write_token, "writer", "write") +
+                                   token_line(k_admin_token, "boss", "admin"));
     extra.insert(extra.begin(), {"--tokens", (dir / "tokens").string()});
     start(extra);
   }
