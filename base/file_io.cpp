@@ -249,12 +249,15 @@ Status AtomicFile::finish_writing(Durability durability) {
   return {};
 }
 
-Status AtomicFile::commit(const fs::path& target) {
-  OPCACHE_TRY(finish_writing());
+Status AtomicFile::commit(const fs::path& target, Durability durability) {
+  OPCACHE_TRY(finish_writing(durability));
   if (::renameat(m_directory.get(), temp_name().c_str(), AT_FDCWD, target.c_str()) != 0) {
     return errno_error("cannot rename " + m_temp_path.string() + " to", target, errno);
   }
   m_done = true;
+  if (durability == Durability::deferred) {
+    return {};
+  }
   fs::path directory = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   return fsync_directory(directory);
 }

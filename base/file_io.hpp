@@ -115,8 +115,9 @@ class AtomicFile {
   Status finish_writing(Durability durability = Durability::synced);
 
   /// finish_writing(), then renames onto `target` (replacing it atomically)
-  /// and fsyncs the target's directory. After success the object is inert.
-  Status commit(const fs::path& target);
+  /// and fsyncs the target's directory (with `deferred`: neither the file
+  /// nor the directory). After success the object is inert.
+  Status commit(const fs::path& target, Durability durability = Durability::synced);
 
   /// finish_writing(), then hard-links the temp file to `target` unless
   /// `target` exists (returns false then). The temp file itself stays until
