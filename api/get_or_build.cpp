@@ -73,21 +73,25 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   store::LocalStore& local = *m_impl->local;
   const auto hint = m_impl->lookup_hint(descriptor.op_type, scenario_json);
   const bool force = m_impl->settings.mode.value == store::CacheMode::force;
+  // Misses are counted once, by build_and_store.
+  auto get_local = [&]() { return local.get(result.key, out_dir, store::CountMisses::no); };
   auto try_hit = [&]() -> Result<bool> {
-    OPCACHE_TRY_ASSIGN(auto entry, local.find(result.key));
-    if (!entry && !force) {
+    if (force) {
+      // In force mode only entries stored since this Store was opened count:
+      // those were rebuilt by this run (here or by a process we waited for).
+      OPCACHE_TRY_ASSIGN(auto entry, local.find(result.key));
+      if (!entry || entry->created_ms < m_impl->opened_at_ms) {
+        return false;
+      }
+    }
+    OPCACHE_TRY_ASSIGN(auto hit, get_local());
+    if (!hit && !force) {
       // Layered lookup: a verified remote hit becomes a local entry.
       OPCACHE_TRY_ASSIGN(bool fetched, m_impl->fetch_from_remotes(result.key, hint, &scenario));
       if (fetched) {
-        OPCACHE_TRY_ASSIGN(entry, local.find(result.key));
+        OPCACHE_TRY_ASSIGN(hit, get_local());
       }
     }
-    // In force mode only entries stored since this Store was opened count:
-    // those were rebuilt by this run (here or by a process we waited for).
-    if (!entry || (force && entry->created_ms < m_impl->opened_at_ms)) {
-      return false;
-    }
-    OPCACHE_TRY_ASSIGN(auto hit, local.get(result.key, out_dir));
     if (!hit) {
       return false;
     }
@@ -127,7 +131,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
       auto fetch = [&] { return m_impl->fetch_from_remotes(result.key, hint); };
       OPCACHE_TRY_ASSIGN(auto outcome, team->run(result.key, hint, fetch, build_locally));
       if (outcome == remote::TeamOutcome::fetched) {
-        OPCACHE_TRY_ASSIGN(auto hit, local.get(result.key, out_dir));
+        OPCACHE_TRY_ASSIGN(auto hit, get_local());
         if (hit) {
           result.files = hit->files;
           built_elsewhere = true;

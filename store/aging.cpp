@@ -60,7 +60,7 @@ std::optional<std::string> stop_before(const IndexEntry& candidate, std::int64_t
 }  // namespace
 
 Result<std::optional<std::filesystem::path>> LocalStore::move_out_if_unreferenced(const std::string& digest) {
-  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
+  OPCACHE_TRY_ASSIGN(bool referenced, m_index->digest_referenced(digest));
   if (referenced) {
     return std::optional<std::filesystem::path>();
   }
@@ -85,10 +85,11 @@ Status LocalStore::retire_objects(const std::vector<std::string>& digests) {
   Status committed;
   {
     base::MutexLock lock(m_index_mutex);
+    OPCACHE_TRY(open_index());
     // A write transaction only to serialize with publish(): a put that links
     // one of these objects again either commits its row first (and we keep the
     // object) or finds it gone inside its own transaction and relinks it.
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
     for (const auto& digest : digests) {
       if (digests.size() < k_unlink_outside_lock) {
         committed = unlink_if_unreferenced(digest);
@@ -118,27 +119,29 @@ Result<std::vector<IndexEntry>> LocalStore::evict(const std::vector<IndexEntry>&
   }
   {
     base::MutexLock lock(m_index_mutex);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+    OPCACHE_TRY(open_index());
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
     for (const auto& candidate : candidates) {
       // Re-check under the write lock: it may have been used or pinned since we listed it.
-      OPCACHE_TRY_ASSIGN(auto current, m_index.lookup(candidate.key));
+      OPCACHE_TRY_ASSIGN(auto current, m_index->lookup(candidate.key));
       if (!current || current->pinned || current->last_access_ms > idle_cutoff_ms ||
           current->digest != candidate.digest) {
         continue;
       }
-      OPCACHE_TRY(m_index.remove(candidate.key, candidate.digest));
+      OPCACHE_TRY(m_index->remove(candidate.key, candidate.digest));
       removed.push_back(candidate);
     }
-    OPCACHE_TRY(m_index.add_counter(counter::evictions, static_cast<std::int64_t>(removed.size())));
+    OPCACHE_TRY(m_index->add_counter(counter::evictions, static_cast<std::int64_t>(removed.size())));
     OPCACHE_TRY(transaction.commit());
   }
-  // The objects go only after the rows' removal is committed (see remove()).
-  std::vector<std::string> digests;
-  digests.reserve(removed.size());
+  // The objects, then the records, go only after the rows' removal is committed (see remove()).
+  std::vector<std::string> keys, digests;
   for (const auto& entry : removed) {
+    keys.push_back(entry.key);
     digests.push_back(entry.digest);
   }
   OPCACHE_TRY(retire_objects(digests));
+  erase_key_records(keys);
   return removed;
 }
 
@@ -154,11 +157,12 @@ Result<GcReport> LocalStore::age(const AgingPolicy& policy, GcMode mode, const s
   report.limit_bytes = policy.max_bytes;
   report.target_bytes = policy.enabled() ? policy.target_bytes() : -1;
   report.min_idle_ms = policy.min_idle_ms;
-  OPCACHE_TRY(flush_hits());  // aging decides on access times
+  OPCACHE_TRY(fold_hits());  // aging decides on access times
   {
     base::MutexLock lock(m_index_mutex);
-    OPCACHE_TRY_ASSIGN(report.bytes_before, m_index.counter_value(counter::store_bytes));
-    OPCACHE_TRY_ASSIGN(report.entries_before, m_index.counter_value(counter::store_entries));
+    OPCACHE_TRY(open_index());
+    OPCACHE_TRY_ASSIGN(report.bytes_before, m_index->counter_value(counter::store_bytes));
+    OPCACHE_TRY_ASSIGN(report.entries_before, m_index->counter_value(counter::store_entries));
   }
   report.bytes_after = report.bytes_before;
   if (!policy.enabled()) {
@@ -192,7 +196,8 @@ Result<GcReport> LocalStore::age(const AgingPolicy& policy, GcMode mode, const s
     std::vector<IndexEntry> page;
     {
       base::MutexLock lock(m_index_mutex);
-      OPCACHE_TRY_ASSIGN(page, m_index.least_recently_used(after_access, after_key, k_page));
+      OPCACHE_TRY(open_index());
+      OPCACHE_TRY_ASSIGN(page, m_index->least_recently_used(after_access, after_key, k_page));
     }
     if (page.empty()) {
       break;
@@ -247,7 +252,10 @@ void LocalStore::age_after_write(const std::string& written_key) {
   std::int64_t size = 0;
   {
     base::MutexLock lock(m_index_mutex);
-    auto value = m_index.counter_value(counter::store_bytes);
+    if (!open_index()) {
+      return;
+    }
+    auto value = m_index->counter_value(counter::store_bytes);
     if (!value) {
       return;
     }
@@ -276,32 +284,36 @@ Result<ClearReport> LocalStore::clear() {
     std::vector<IndexEntry> page;
     {
       base::MutexLock lock(m_index_mutex);
+      OPCACHE_TRY(open_index());
       ListFilter filter;
       filter.limit = k_page;
-      OPCACHE_TRY_ASSIGN(page, m_index.list(filter));
+      OPCACHE_TRY_ASSIGN(page, m_index->list(filter));
     }
     if (page.empty()) {
       break;
     }
-    std::vector<std::string> retired;
+    std::vector<std::string> retired, removed_keys;
     std::int64_t removed_bytes = 0;
     {
       base::MutexLock lock(m_index_mutex);
-      OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
+      OPCACHE_TRY(open_index());
+      OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
       for (const auto& entry : page) {
-        OPCACHE_TRY_ASSIGN(bool removed, m_index.remove(entry.key, entry.digest));
+        OPCACHE_TRY_ASSIGN(bool removed, m_index->remove(entry.key, entry.digest));
         if (removed) {
+          removed_keys.push_back(entry.key);
           retired.push_back(entry.digest);
           removed_bytes += entry.bundle_size;
         }
       }
-      OPCACHE_TRY(m_index.add_counter(counter::removals, static_cast<std::int64_t>(retired.size())));
+      OPCACHE_TRY(m_index->add_counter(counter::removals, static_cast<std::int64_t>(retired.size())));
       OPCACHE_TRY(transaction.commit());
     }
     report.entries_removed += static_cast<std::int64_t>(retired.size());
     report.bytes_removed += removed_bytes;
-    // The objects go only after the rows' removal is committed (see remove()).
+    // The objects, then the records, go only after the rows' removal is committed (see remove()).
     OPCACHE_TRY(retire_objects(retired));
+    erase_key_records(removed_keys);
   }
   VerifyReport leftovers;
   verify_objects(/*repair=*/true, leftovers);

@@ -54,9 +54,10 @@ Result<SafeDirectory> checked_child(const SafeDirectory& parent, const std::stri
 }
 
 // SQLite follows symlinks: a planted index.db (or -wal, -shm) link would
-// make it write wherever the link points.
+// make it write wherever the link points. The hit journal is opened with
+// O_NOFOLLOW, but a planted link would make every hit fail to record.
 Status check_index_files(const SafeDirectory& root) {
-  for (const char* name : {"index.db", "index.db-wal", "index.db-shm"}) {
+  for (const char* name : {"index.db", "index.db-wal", "index.db-shm", "hits.journal"}) {
     struct stat info {};
     if (::fstatat(root.fd(), name, &info, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISREG(info.st_mode)) {
       return Error::usage((root.display_path() / name).string() +
@@ -108,7 +109,7 @@ Status StoreLayout::create_directories() const {
   for (const char* name : {"objects", "tmp", "locks"}) {
     OPCACHE_TRY(checked_child(root, name, /*create=*/true, m_sharing));
   }
-  for (const char* name : {"outbox", "remotes", "digests", "revocations"}) {
+  for (const char* name : {"outbox", "remotes", "digests", "revocations", "keys"}) {
     auto present = checked_child(root, name, /*create=*/false, m_sharing);
     if (!present && present.error().code() != ErrorCode::not_found) {
       return present.error();

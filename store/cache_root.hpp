@@ -49,15 +49,19 @@ class StoreLayout {
   fs::path index() const { return m_root / "index.db"; }
   fs::path tmp() const { return m_root / "tmp"; }
   fs::path locks() const { return m_root / "locks"; }
+  /// keys/<first two hex digits>/<key>: key records (store/key_table.hpp)
+  fs::path keys() const { return m_root / "keys"; }
+  /// hits.journal: hits not yet folded into the index (store/hit_journal.hpp)
+  fs::path hit_journal() const { return m_root / "hits.journal"; }
   /// revocations/<key>.json: tombstones of revoked keys (store/revocation.hpp)
   fs::path revocations() const { return m_root / "revocations"; }
   /// objects/<first two hex digits>/<digest>
   fs::path object_path(const std::string& digest) const { return objects() / digest.substr(0, 2) / digest; }
 
   /// Creates root, objects/, tmp/ and locks/ if missing and checks the
-  /// root, those and outbox/, remotes/, digests/ and revocations/ (when present): each must be a real
-  /// directory (not a symlink) passing the Sharing rule, and index.db and its
-  /// -wal and -shm files must not be symlinks. `usage` error naming the path
+  /// root, those and outbox/, remotes/, digests/, revocations/ and keys/ (when present): each must be a real
+  /// directory (not a symlink) passing the Sharing rule, and index.db, its
+  /// -wal and -shm files and hits.journal must not be symlinks. `usage` error naming the path
   /// otherwise; nothing is written then. With Sharing::group the directories
   /// this process owns are made group-writable and setgid, and index.db is
   /// created group-writable (SQLite gives its -wal and -shm the same mode).

@@ -54,6 +54,13 @@ CREATE TRIGGER entries_after_resize AFTER UPDATE OF bundle_size ON entries BEGIN
   UPDATE counters SET value = value - OLD.bundle_size + NEW.bundle_size WHERE name = 'store_bytes';
 END;
 )sql",
+    // 1 -> 2: key records (keys/) and the hit journal (hits.journal) beside
+    // the index; the tables are unchanged. The version keeps out an opcache
+    // that knows neither: it would neither fold the journal (aging would miss
+    // hits) nor remove the records of the entries it removes.
+    R"sql(
+SELECT 1;
+)sql",
 };
 static_assert(sizeof(k_migrations) / sizeof(k_migrations[0]) == k_index_schema_version,
               "one migration step per schema version");

@@ -19,7 +19,7 @@
 namespace opcache::store {
 
 /// The schema version this code creates and expects (PRAGMA user_version).
-inline constexpr int k_index_schema_version = 1;
+inline constexpr int k_index_schema_version = 2;
 
 using IndexEntry = opcache::Entry;
 using opcache::ListFilter;

@@ -124,12 +124,47 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(StoreOptions options) {
   }
   StoreLayout layout(options.root, options.sharing);
   OPCACHE_TRY(layout.create_directories());
-  OPCACHE_TRY_ASSIGN(Index index, Index::open(layout.index(), options.busy_timeout_ms));
-  return std::unique_ptr<LocalStore>(new LocalStore(std::move(options), std::move(index)));
+  std::unique_ptr<LocalStore> store(new LocalStore(std::move(options)));
+  struct stat info {};
+  if (::lstat(layout.index().c_str(), &info) != 0) {
+    // A new store gets its index now, as part of its layout; an existing
+    // one opens it on first use (a hit through a key record never does).
+    base::MutexLock lock(store->m_index_mutex);
+    OPCACHE_TRY(store->open_index());
+  }
+  return store;
 }
 
-LocalStore::LocalStore(StoreOptions options, Index index)
-    : m_options(std::move(options)), m_layout(m_options.root, m_options.sharing), m_index(std::move(index)) {}
+LocalStore::LocalStore(StoreOptions options)
+    : m_options(std::move(options)), m_layout(m_options.root, m_options.sharing) {}
+
+Status LocalStore::open_index() {
+  if (!m_index) {
+    OPCACHE_TRY_ASSIGN(Index index, Index::open(m_layout.index(), m_options.busy_timeout_ms));
+    m_index.emplace(std::move(index));
+  }
+  return {};
+}
+
+bool LocalStore::index_opened() {
+  base::MutexLock lock(m_index_mutex);
+  return m_index.has_value();
+}
+
+void LocalStore::write_key_record(const IndexEntry& entry) {
+  if (auto written = m_keys.write(entry); !written) {
+    m_options.warn("key record of " + entry.key + " not written (its hits read the index): " +
+                   written.error().message());
+  }
+}
+
+void LocalStore::erase_key_records(const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    if (auto erased = m_keys.erase(key); !erased) {
+      m_options.warn("key record of removed entry " + key + " left behind: " + erased.error().message());
+    }
+  }
+}
 
 bool LocalStore::object_exists(const std::string& digest) const {
   struct stat info {};
@@ -137,7 +172,7 @@ bool LocalStore::object_exists(const std::string& digest) const {
 }
 
 Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
-  OPCACHE_TRY_ASSIGN(bool referenced, m_index.digest_referenced(digest));
+  OPCACHE_TRY_ASSIGN(bool referenced, m_index->digest_referenced(digest));
   if (!referenced) {
     auto path = m_layout.object_path(digest);
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
@@ -149,8 +184,9 @@ Status LocalStore::unlink_if_unreferenced(const std::string& digest) {
 
 Status LocalStore::count(const char* counter_name, std::int64_t delta) {
   base::MutexLock lock(m_index_mutex);
-  auto statistics_only = m_index.defer_sync();
-  return m_index.add_counter(counter_name, delta);
+  OPCACHE_TRY(open_index());
+  auto statistics_only = m_index->defer_sync();
+  return m_index->add_counter(counter_name, delta);
 }
 
 Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string& key) {
@@ -219,18 +255,26 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
 
   PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
   std::optional<std::string> retired_digest;
+  IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
+  entry.signatures = std::move(signatures);
+  if (policy == ReplacePolicy::replace) {
+    // Before the row changes: a kill between the commit and the new record
+    // must not leave the old record naming the old object, still there.
+    erase_key_records({manifest.key});
+  }
   {
     base::MutexLock lock(m_index_mutex);
-    auto unsynced_commit = m_index.defer_sync_if(durability == base::Durability::deferred);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-    OPCACHE_TRY_ASSIGN(auto existing, m_index.lookup(manifest.key));
+    OPCACHE_TRY(open_index());
+    auto unsynced_commit = m_index->defer_sync_if(durability == base::Durability::deferred);
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
+    OPCACHE_TRY_ASSIGN(auto existing, m_index->lookup(manifest.key));
     if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest) &&
         !local_refusal(*existing)) {
       // Another process stored this key first; keep its entry.
       if (existing->digest != digest) {
         OPCACHE_TRY(unlink_if_unreferenced(digest));
       }
-      OPCACHE_TRY(m_index.add_counter(counter::already_present, 1));
+      OPCACHE_TRY(m_index->add_counter(counter::already_present, 1));
       OPCACHE_TRY(transaction.commit());
       return PutOutcome{existing->key, existing->digest, existing->bundle_size, existing->raw_size, false};
     }
@@ -239,19 +283,21 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
       OPCACHE_TRY(m_layout.ensure_directory(object.parent_path()));
       OPCACHE_TRY(file.link_if_absent(object, durability));
     }
-    IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
-    entry.signatures = std::move(signatures);
     if (existing) {
       entry.pinned = existing->pinned;
       if (existing->digest != digest) {
         retired_digest = existing->digest;
       }
     }
-    OPCACHE_TRY(m_index.upsert(entry));
-    OPCACHE_TRY(m_index.add_counter(counter::stores, 1));
-    OPCACHE_TRY(m_index.add_counter(counter::bytes_stored, bundle_bytes));
+    OPCACHE_TRY(m_index->upsert(entry));
+    OPCACHE_TRY(m_index->add_counter(counter::stores, 1));
+    OPCACHE_TRY(m_index->add_counter(counter::bytes_stored, bundle_bytes));
     OPCACHE_TRY(transaction.commit());
   }
+  // After the commit (the index is the truth), and before the old object
+  // goes, so a hit that read the old record finds its object gone and asks
+  // the index.
+  write_key_record(entry);
   if (retired_digest) {
     // After the commit, so a reader of the old row either still opens the old
     // object or, finding it gone, looks up again and sees the new row.
@@ -266,67 +312,101 @@ void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why,
   bool removed = false;
   {
     base::MutexLock lock(m_index_mutex);
-    auto transaction = m_index.begin();
+    if (!open_index()) {
+      return;
+    }
+    auto transaction = m_index->begin();
     if (!transaction) {
       return;
     }
-    auto dropped = m_index.remove(entry.key, entry.digest);
-    (void)m_index.add_counter(counter_name, 1);
+    auto dropped = m_index->remove(entry.key, entry.digest);
+    (void)m_index->add_counter(counter_name, 1);
     const bool committed = static_cast<bool>(transaction->commit());
     removed = committed && dropped && *dropped;
   }
   if (removed) {
     (void)retire_objects({entry.digest});
+    erase_key_records({entry.key});
   }
 }
 
 Status LocalStore::record_hit(const IndexEntry& entry) {
   const std::int64_t now = m_options.clock();
-  // An access time that aging could soon act on is written at once (so
-  // another process's gc never removes an entry in use); the rest wait for a
-  // batch. With the default 30 min idle rule that is one write per key per 15 min.
-  const bool access_is_stale =
-      m_options.aging.enabled() && now - entry.last_access_ms >= m_options.aging.min_idle_ms / 2;
-  bool flush_now = access_is_stale;
+  bool flush_now = false;
   {
     base::MutexLock lock(m_hits_mutex);
     auto& pending = m_pending_hits;
     if (pending.hits == 0) {
       pending.first = std::chrono::steady_clock::now();
     }
-    auto& per_key = pending.keys[entry.key];
-    ++per_key.first;
-    per_key.second = std::max(per_key.second, now);
+    auto& record = pending.keys[entry.key];
+    record.key = entry.key;
+    ++record.hits;
+    record.last_access_ms = std::max(record.last_access_ms, now);
+    record.bytes += entry.raw_size;
+    record.saved_ms += entry.build_ms;
     ++pending.hits;
-    pending.bytes += entry.raw_size;
-    pending.saved_ms += entry.build_ms;
-    flush_now = flush_now || pending.hits >= k_hit_batch ||
+    // An access that aging could soon need is journaled at once (so another
+    // process's gc never removes an entry in use); the rest wait for a batch.
+    // With the default 30 min idle rule that is one append per key per 15 min.
+    auto journaled = m_journaled_ms.find(entry.key);
+    const bool access_is_stale =
+        m_options.aging.enabled() &&
+        (journaled == m_journaled_ms.end() || now - journaled->second >= m_options.aging.min_idle_ms / 2);
+    flush_now = access_is_stale || pending.hits >= k_hit_batch ||
                 std::chrono::steady_clock::now() - pending.first >= k_hit_batch_age;
   }
   return flush_now ? flush_hits() : Status{};
 }
 
 Status LocalStore::flush_hits() {
-  PendingHits pending;
+  std::vector<HitRecord> records;
   {
     base::MutexLock lock(m_hits_mutex);
-    std::swap(pending, m_pending_hits);
+    for (auto& [key, record] : m_pending_hits.keys) {
+      m_journaled_ms[key] = record.last_access_ms;
+      records.push_back(std::move(record));
+    }
+    m_pending_hits = PendingHits();
   }
-  if (pending.hits == 0) {
+  OPCACHE_TRY_ASSIGN(std::int64_t journal_bytes, m_journal.append(records));
+  return journal_bytes >= k_hit_journal_fold_bytes ? fold_journal() : Status{};
+}
+
+Status LocalStore::fold_hits() {
+  OPCACHE_TRY(flush_hits());
+  return fold_journal();
+}
+
+Status LocalStore::fold_journal() {
+  OPCACHE_TRY_ASSIGN(auto records, m_journal.take());
+  if (records.empty()) {
     return {};
   }
-  base::MutexLock lock(m_index_mutex);
-  // Losing the last hit records to a power cut is harmless; syncing them
-  // would cost every hit process two fsyncs.
-  auto statistics_only = m_index.defer_sync();
-  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  for (const auto& [key, hits] : pending.keys) {
-    OPCACHE_TRY(m_index.record_hits(key, hits.first, hits.second, m_options.aging.enabled()));
+  auto folded = [&]() -> Status {
+    base::MutexLock lock(m_index_mutex);
+    OPCACHE_TRY(open_index());
+    // Losing the last hit records to a power cut is harmless; syncing them
+    // would cost two fsyncs.
+    auto statistics_only = m_index->defer_sync();
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
+    std::int64_t hits = 0, bytes = 0, saved_ms = 0;
+    for (const auto& record : records) {
+      // Access times always: the process that ages may not be this one.
+      OPCACHE_TRY(m_index->record_hits(record.key, record.hits, record.last_access_ms, /*update_access=*/true));
+      hits += record.hits;
+      bytes += record.bytes;
+      saved_ms += record.saved_ms;
+    }
+    OPCACHE_TRY(m_index->add_counter(counter::hits, hits));
+    OPCACHE_TRY(m_index->add_counter(counter::bytes_served, bytes));
+    OPCACHE_TRY(m_index->add_counter(counter::saved_ms, saved_ms));
+    return transaction.commit();
+  }();
+  if (!folded) {
+    (void)m_journal.append(records);  // for the next fold
   }
-  OPCACHE_TRY(m_index.add_counter(counter::hits, pending.hits));
-  OPCACHE_TRY(m_index.add_counter(counter::bytes_served, pending.bytes));
-  OPCACHE_TRY(m_index.add_counter(counter::saved_ms, pending.saved_ms));
-  return transaction.commit();
+  return folded;
 }
 
 LocalStore::~LocalStore() {
@@ -335,59 +415,106 @@ LocalStore::~LocalStore() {
   }
 }
 
-Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const std::filesystem::path& out_dir) {
+Result<std::optional<std::vector<std::filesystem::path>>> LocalStore::deliver(const IndexEntry& entry,
+                                                                              const std::filesystem::path& out_dir,
+                                                                              std::optional<Error>& problem) {
+  using Files = std::optional<std::vector<std::filesystem::path>>;
+  auto object = m_layout.object_path(entry.digest);
+  auto fd = base::open_for_reading(object, /*follow_symlinks=*/false);
+  if (!fd && fd.error().code() == ErrorCode::not_found) {
+    problem = Error::not_found("its object file " + object.string() + " is missing");
+    return Files();
+  }
+  if (!fd) {
+    return fd.error();
+  }
+  // Objects never change once published, and the digest check covers
+  // every byte read: reading a small one whole is as safe as streaming it.
+  static thread_local std::string object_bytes;
+  OPCACHE_TRY_ASSIGN(auto small, read_small_object(fd->get(), object, object_bytes));
+  base::FdSource file_source(fd->get(), object);
+  std::optional<base::MemorySource> memory_source;
+  if (small) {
+    memory_source.emplace(*small);
+  }
+  base::ByteSource& source = memory_source ? static_cast<base::ByteSource&>(*memory_source) : file_source;
+  DirectorySink sink(out_dir);
+  auto decoded = decode_entry(source, m_options.limits, entry, sink, KeyCheck::trust_digest);
+  if (!decoded && decoded.error().code() == ErrorCode::corrupt) {
+    problem = decoded.error();
+    return Files();
+  }
+  OPCACHE_TRY(decoded);
+  OPCACHE_TRY_ASSIGN(auto files, sink.commit());
+  return Files(std::move(files));
+}
+
+Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const std::filesystem::path& out_dir,
+                                                  CountMisses misses) {
   OPCACHE_TRY(check_key(key));
   OPCACHE_TRY(base::ensure_directory(out_dir));
+  OPCACHE_TRY_ASSIGN(auto hit, get_by_record(key, out_dir));
+  if (hit) {
+    return hit;
+  }
+  return get_by_index(key, out_dir, misses);
+}
+
+Result<std::optional<GetOutcome>> LocalStore::get_by_record(const std::string& key,
+                                                            const std::filesystem::path& out_dir) {
+  auto entry = m_keys.read(key);
+  if (!entry || local_refusal(*entry)) {
+    return std::optional<GetOutcome>();  // the index decides (and says why)
+  }
+  std::optional<Error> problem;
+  OPCACHE_TRY_ASSIGN(auto files, deliver(*entry, out_dir, problem));
+  if (!files) {
+    return std::optional<GetOutcome>();  // a stale record, or a bad object the index path drops
+  }
+  entry->last_access_ms = m_options.clock();
+  if (auto recorded = record_hit(*entry); !recorded) {
+    // The files are out and verified; failing to count the hit must not fail the hit.
+    m_options.warn("hit on " + key + " not recorded: " + recorded.error().message());
+  }
+  return std::optional<GetOutcome>(GetOutcome{std::move(*entry), std::move(*files)});
+}
+
+Result<std::optional<GetOutcome>> LocalStore::get_by_index(const std::string& key,
+                                                           const std::filesystem::path& out_dir,
+                                                           CountMisses misses) {
+  auto miss = [&]() -> Result<std::optional<GetOutcome>> {
+    if (misses == CountMisses::yes) {
+      OPCACHE_TRY(count(counter::misses));
+    }
+    return std::optional<GetOutcome>();
+  };
   for (int attempt = 1;; ++attempt) {
     OPCACHE_TRY_ASSIGN(auto entry, find(key));
     if (!entry) {
-      OPCACHE_TRY(count(counter::misses));
-      return std::optional<GetOutcome>();
+      erase_key_records({key});  // a record a removal raced with, if any
+      return miss();
     }
     if (auto refusal = local_refusal(*entry)) {
       m_options.warn("entry " + key + " (" + entry->op_type + ") refused: " + refusal->describe() +
                      " (require_signature=all)");
       OPCACHE_TRY(count(counter::refused_untrusted));
-      OPCACHE_TRY(count(counter::misses));
-      return std::optional<GetOutcome>();
+      return miss();
     }
-    auto object = m_layout.object_path(entry->digest);
-    auto fd = base::open_for_reading(object, /*follow_symlinks=*/false);
-    if (!fd && fd.error().code() == ErrorCode::not_found && attempt < k_lookup_attempts) {
-      continue;
+    std::optional<Error> problem;
+    OPCACHE_TRY_ASSIGN(auto files, deliver(*entry, out_dir, problem));
+    if (!files && problem->code() == ErrorCode::not_found && attempt < k_lookup_attempts) {
+      continue;  // replaced meanwhile: the next lookup finds the new row
     }
-    if (!fd && fd.error().code() == ErrorCode::not_found) {
-      drop_bad_entry(*entry, "its object file " + object.string() + " is missing", counter::missing_objects);
-      OPCACHE_TRY(count(counter::misses));
-      return std::optional<GetOutcome>();
+    if (!files) {
+      drop_bad_entry(*entry, problem->message(),
+                     problem->code() == ErrorCode::not_found ? counter::missing_objects : counter::corrupt_entries);
+      return miss();
     }
-    if (!fd) {
-      return fd.error();
-    }
-    // Objects never change once published, and the digest check covers
-    // every byte read: reading a small one whole is as safe as streaming it.
-    static thread_local std::string object_bytes;
-    OPCACHE_TRY_ASSIGN(auto small, read_small_object(fd->get(), object, object_bytes));
-    base::FdSource file_source(fd->get(), object);
-    std::optional<base::MemorySource> memory_source;
-    if (small) {
-      memory_source.emplace(*small);
-    }
-    base::ByteSource& source = memory_source ? static_cast<base::ByteSource&>(*memory_source) : file_source;
-    DirectorySink sink(out_dir);
-    auto decoded = decode_entry(source, m_options.limits, *entry, sink, KeyCheck::trust_digest);
-    if (!decoded && decoded.error().code() == ErrorCode::corrupt) {
-      drop_bad_entry(*entry, decoded.error().message(), counter::corrupt_entries);
-      OPCACHE_TRY(count(counter::misses));
-      return std::optional<GetOutcome>();
-    }
-    OPCACHE_TRY(decoded);
-    OPCACHE_TRY_ASSIGN(auto files, sink.commit());
+    write_key_record(*entry);  // the next hit needs no index
     if (auto recorded = record_hit(*entry); !recorded) {
-      // The files are out and verified; failing to count the hit must not fail the hit.
       m_options.warn("hit on " + key + " not recorded: " + recorded.error().message());
     }
-    return std::optional<GetOutcome>(GetOutcome{*entry, std::move(files)});
+    return std::optional<GetOutcome>(GetOutcome{*entry, std::move(*files)});
   }
 }
 
@@ -424,11 +551,12 @@ Result<std::optional<Manifest>> LocalStore::read_manifest(const std::string& key
 
 Result<std::optional<IndexEntry>> LocalStore::find(const std::string& key) {
   base::MutexLock lock(m_index_mutex);
-  return m_index.lookup(key);
+  OPCACHE_TRY(open_index());
+  return m_index->lookup(key);
 }
 
 Result<std::optional<IndexEntry>> LocalStore::lookup(const std::string& key) {
-  OPCACHE_TRY(flush_hits());
+  OPCACHE_TRY(fold_hits());
   return find(key);
 }
 
@@ -443,18 +571,23 @@ Result<bool> LocalStore::remove(const std::string& key) {
   std::optional<IndexEntry> entry;
   {
     base::MutexLock lock(m_index_mutex);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-    OPCACHE_TRY_ASSIGN(entry, m_index.lookup(key));
+    OPCACHE_TRY(open_index());
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
+    OPCACHE_TRY_ASSIGN(entry, m_index->lookup(key));
     if (!entry) {
+      erase_key_records({key});
       return false;
     }
-    OPCACHE_TRY(m_index.remove(key));
-    OPCACHE_TRY(m_index.add_counter(counter::removals, 1));
+    OPCACHE_TRY(m_index->remove(key));
+    OPCACHE_TRY(m_index->add_counter(counter::removals, 1));
     OPCACHE_TRY(transaction.commit());
   }
   // Only after the row is gone for good: a kill in between leaves an orphan
-  // object (verify --repair removes it), never a row without its object.
+  // object (verify --repair removes it), never a row without its object. The
+  // record goes last: until then a hit through it finds the object gone and
+  // asks the index, which has no row (and erases the record).
   OPCACHE_TRY(retire_objects({entry->digest}));
+  erase_key_records({key});
   return true;
 }
 
@@ -477,29 +610,40 @@ Result<std::optional<Tombstone>> LocalStore::revocation(const std::string& key) 
 }
 
 Result<std::vector<IndexEntry>> LocalStore::list(const ListFilter& filter) {
-  OPCACHE_TRY(flush_hits());
+  OPCACHE_TRY(fold_hits());
   base::MutexLock lock(m_index_mutex);
-  return m_index.list(filter);
+  OPCACHE_TRY(open_index());
+  return m_index->list(filter);
 }
 
 Result<StoreStats> LocalStore::stats() {
-  OPCACHE_TRY(flush_hits());
+  OPCACHE_TRY(fold_hits());
   base::MutexLock lock(m_index_mutex);
+  OPCACHE_TRY(open_index());
   StoreStats stats;
-  OPCACHE_TRY_ASSIGN(stats.totals, m_index.totals());
-  OPCACHE_TRY_ASSIGN(stats.counters, m_index.counters());
+  OPCACHE_TRY_ASSIGN(stats.totals, m_index->totals());
+  OPCACHE_TRY_ASSIGN(stats.counters, m_index->counters());
   return stats;
 }
 
 Result<bool> LocalStore::set_pinned(const std::string& key, bool pinned) {
   OPCACHE_TRY(check_key(key));
   base::MutexLock lock(m_index_mutex);
-  return m_index.set_pinned(key, pinned);
+  OPCACHE_TRY(open_index());
+  OPCACHE_TRY_ASSIGN(bool changed, m_index->set_pinned(key, pinned));
+  if (changed) {
+    OPCACHE_TRY_ASSIGN(auto entry, m_index->lookup(key));
+    if (entry) {
+      write_key_record(*entry);  // hits report the pin too
+    }
+  }
+  return changed;
 }
 
 Result<VerifyReport> LocalStore::verify(bool repair) {
   VerifyReport report;
   verify_entries(repair, report);
+  verify_key_records(repair, report);
   verify_objects(repair, report);
   verify_temps(repair, report);
   return report;
@@ -509,10 +653,13 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
   std::vector<IndexEntry> entries;
   {
     base::MutexLock lock(m_index_mutex);
-    auto status = m_index.for_each([&entries](const IndexEntry& entry) {
-      entries.push_back(entry);
-      return true;
-    });
+    auto status = open_index();
+    if (status) {
+      status = m_index->for_each([&entries](const IndexEntry& entry) {
+        entries.push_back(entry);
+        return true;
+      });
+    }
     if (!status) {
       report.problems.push_back({"index_unreadable", m_layout.index().string(), status.error().message(), false});
       return;
@@ -541,13 +688,44 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
       bool removed = false;
       {
         base::MutexLock lock(m_index_mutex);
-        auto transaction = m_index.begin();
-        removed = transaction && m_index.remove(entry.key, entry.digest) && transaction->commit();
+        auto transaction = m_index->begin();  // open: verify_entries read it
+        removed = transaction && m_index->remove(entry.key, entry.digest) && transaction->commit();
       }
-      // The row first, then the object (see remove()).
+      // The row first, then the object and the record (see remove()).
       problem->repaired = removed && retire_objects({entry.digest});
+      erase_key_records({entry.key});
     }
     report.problems.push_back(*problem);
+  }
+}
+
+void LocalStore::verify_key_records(bool repair, VerifyReport& report) {
+  std::error_code ec;
+  for (const auto& shard : std::filesystem::directory_iterator(m_layout.keys(), ec)) {
+    for (const auto& file : std::filesystem::directory_iterator(shard.path(), ec)) {
+      const std::string name = file.path().filename().string();
+      if (!check_key(name) || name.compare(0, 2, shard.path().filename().string()) != 0) {
+        report.problems.push_back({"unexpected_file", file.path().string(), "not a key record name", false});
+        continue;
+      }
+      auto row = find(name);
+      if (!row) {
+        continue;  // verify_entries reported the index
+      }
+      const auto record = m_keys.read(name);
+      if (record && *row && record->digest == (*row)->digest) {
+        continue;
+      }
+      VerifyProblem problem{"stale_key_record", name,
+                            !*row      ? "the index has no entry for this key"
+                            : !record ? "unreadable or of another format"
+                                      : "names object " + record->digest + ", the index " + (*row)->digest,
+                            false};
+      if (repair) {
+        problem.repaired = *row ? static_cast<bool>(m_keys.write(**row)) : static_cast<bool>(m_keys.erase(name));
+      }
+      report.problems.push_back(problem);
+    }
   }
 }
 
@@ -562,7 +740,10 @@ void LocalStore::verify_objects(bool repair, VerifyReport& report) {
         continue;
       }
       base::MutexLock lock(m_index_mutex);
-      auto referenced = m_index.digest_referenced(name);
+      if (!open_index()) {
+        continue;  // verify_entries reported it
+      }
+      auto referenced = m_index->digest_referenced(name);
       if (!referenced || *referenced) {
         continue;
       }
@@ -570,7 +751,7 @@ void LocalStore::verify_objects(bool repair, VerifyReport& report) {
       if (repair) {
         // Re-checked inside a write transaction: a put that publishes this
         // object right now relinks it from its temp file if it finds it gone.
-        auto transaction = m_index.begin();
+        auto transaction = m_index->begin();
         problem.repaired = transaction && unlink_if_unreferenced(name) && transaction->commit();
       }
       report.problems.push_back(problem);

@@ -20,7 +20,9 @@
 #include "store/aging.hpp"
 #include "store/bundle_writer.hpp"
 #include "store/cache_root.hpp"
+#include "store/hit_journal.hpp"
 #include "store/index.hpp"
+#include "store/key_table.hpp"
 #include "store/manifest.hpp"
 #include "store/revocation.hpp"
 #include "store/signature.hpp"
@@ -43,7 +45,7 @@ struct StoreOptions {
   BundleLimits limits;
   int compression_level = 3;
   int busy_timeout_ms = 60000;
-  AgingPolicy aging;               ///< access times are updated and gc runs only when enabled
+  AgingPolicy aging;               ///< gc runs only when enabled (access times are always recorded)
   /// The aging that follows one write removes at most this many entries (-1:
   /// no bound); a store still above its target is aged further by the next
   /// writes of this process, so no write pays for aging a whole store.
@@ -83,6 +85,9 @@ struct SignatureFinding {
   Refusal refusal;
 };
 
+/// Whether LocalStore::get() counts a miss.
+enum class CountMisses { yes, no };
+
 using PutOutcome = opcache::PutResult;
 using GetOutcome = opcache::GetResult;
 using opcache::ClearReport;
@@ -95,7 +100,8 @@ using opcache::VerifyReport;
 /// work is not) and process-safe (any number of processes may share a root).
 class LocalStore {
  public:
-  /// Creates the layout if needed and opens the index.
+  /// Creates the layout if needed, and the index of a new store; an
+  /// existing index is opened on first use.
   static Result<std::unique_ptr<LocalStore>> open(StoreOptions options);
   /// Flushes hits counted in memory (see flush_hits).
   ~LocalStore();
@@ -157,19 +163,39 @@ class LocalStore {
   /// Verifies the entry and writes its members into `out_dir` (created if
   /// missing). A miss, a missing object or a corrupt object is std::nullopt;
   /// the latter two are reported through the warning sink and dropped.
-  Result<std::optional<GetOutcome>> get(const std::string& key, const std::filesystem::path& out_dir);
+  /// A hit finds its object through the key's record (store/key_table.hpp)
+  /// and records itself in the hit journal, without opening the index; a
+  /// record that is missing, stale or refused sends it to the index, which
+  /// writes the record again. The entry of a hit has `hits` 0 and
+  /// `last_access_ms` the time of this hit (lookup() has the counted ones).
+  /// `misses`: whether a miss adds to the misses counter (get_or_build counts
+  /// its misses itself, once per build).
+  Result<std::optional<GetOutcome>> get(const std::string& key, const std::filesystem::path& out_dir,
+                                        CountMisses misses = CountMisses::yes);
 
   /// Opens the verified-on-write bundle of `key` for streaming (server GET).
   /// Readers downstream verify it again. std::nullopt when absent.
   Result<std::optional<std::pair<IndexEntry, base::FileDescriptor>>> open_bundle(const std::string& key);
 
-  /// Hits are counted in memory and written to the index in batches (every
-  /// 256 hits, after 1 s, before stats() and aging, and on destruction), so a
-  /// hit rarely needs an index write; a hit on an entry whose stored access
-  /// time is older than half the aging idle time is written at once, so no
-  /// other process ages an entry in use. A process killed with hits pending
-  /// loses those counts (never entries). Writes the pending hits now.
+  /// Hits are counted in memory and appended to the hit journal
+  /// (store/hit_journal.hpp) in batches: every 256 hits, after 1 s, and on
+  /// destruction; a key's first hit in this process, and one whose last
+  /// journaled hit is older than half the aging idle time, at once, so no
+  /// other process ages an entry in use. The journal is folded into the index
+  /// by fold_hits(). A process killed with hits pending loses those counts
+  /// (never entries). Appends the pending hits now; never opens the index
+  /// unless the journal has grown past k_hit_journal_fold_bytes.
   Status flush_hits();
+
+  /// flush_hits(), then folds the hit journal into the index (hit counts,
+  /// access times, the hits, bytes_served and compile_ms_saved counters):
+  /// done before stats(), list(), lookup() and aging, so they see every hit
+  /// journaled before them.
+  Status fold_hits();
+
+  /// Whether this store has opened its index (a hit on a key with a record
+  /// does not). For tests and diagnostics.
+  bool index_opened();
 
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
@@ -180,8 +206,8 @@ class LocalStore {
   /// the members are not verified here). std::nullopt when absent.
   Result<std::optional<Manifest>> read_manifest(const std::string& key);
 
-  /// The index row, without touching the object, including this process's
-  /// hits (pending hits are flushed first).
+  /// The index row, without touching the object, including every hit
+  /// journaled so far (fold_hits() first).
   Result<std::optional<IndexEntry>> lookup(const std::string& key);
   /// The index row as stored: cheaper (no flush), but hits of this process
   /// still pending in memory are not counted in it. For hot paths.
@@ -200,7 +226,7 @@ class LocalStore {
   Result<bool> unrevoke(const std::string& key);
   /// The tombstone of `key` in this store, or std::nullopt.
   Result<std::optional<Tombstone>> revocation(const std::string& key) const;
-  /// Rows matching `filter` (pending hits are flushed first).
+  /// Rows matching `filter` (hits folded first).
   Result<std::vector<IndexEntry>> list(const ListFilter& filter);
   Result<StoreStats> stats();
   Result<bool> set_pinned(const std::string& key, bool pinned);
@@ -220,12 +246,13 @@ class LocalStore {
   /// Safe while other processes read and write: they see entries or misses.
   Result<ClearReport> clear();
 
-  /// Checks every row against its object, finds orphan objects and stale temp
-  /// files; with `repair`, removes what is bad.
+  /// Checks every row against its object, every key record against its row
+  /// (`stale_key_record`: repaired by rewriting or removing it), finds orphan
+  /// objects and stale temp files; with `repair`, removes what is bad.
   Result<VerifyReport> verify(bool repair);
 
  private:
-  LocalStore(StoreOptions options, Index index);
+  explicit LocalStore(StoreOptions options);
 
   Result<PutOutcome> publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                              std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
@@ -239,7 +266,29 @@ class LocalStore {
   Result<std::optional<PutOutcome>> keep_if_present(const std::string& key);
   // Drops a row whose object is missing or corrupt, if it still points there.
   void drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name);
+  // Opens the index on first use (a hit through a key record never does).
+  Status open_index() REQUIRES(m_index_mutex);
+  // get() through the key record, without the index: std::nullopt when the
+  // record is missing, refused or stale, or its object is missing or corrupt.
+  Result<std::optional<GetOutcome>> get_by_record(const std::string& key, const std::filesystem::path& out_dir);
+  // get() through the index (and a new key record on a hit).
+  Result<std::optional<GetOutcome>> get_by_index(const std::string& key, const std::filesystem::path& out_dir,
+                                                 CountMisses misses);
+  // Writes the members of `entry`'s object into `out_dir`, checking the
+  // bundle is the one `entry` names. std::nullopt and `problem` set when the
+  // object is missing (`not_found`) or corrupt (`corrupt`); other errors fail.
+  Result<std::optional<std::vector<std::filesystem::path>>> deliver(const IndexEntry& entry,
+                                                                    const std::filesystem::path& out_dir,
+                                                                    std::optional<Error>& problem);
+  // Writes the key record of `entry`; a failure is only reported (the index
+  // still has the entry).
+  void write_key_record(const IndexEntry& entry);
+  // Removes the key records of `keys`; failures are only reported (a stale
+  // record is checked against its object by every hit).
+  void erase_key_records(const std::vector<std::string>& keys);
   Status record_hit(const IndexEntry& entry);
+  // Folds the hit journal into the index.
+  Status fold_journal();
   Status count(const char* counter_name, std::int64_t delta = 1);
   bool object_exists(const std::string& digest) const;
   // Unlinks the object unless a row references it; call inside a transaction.
@@ -255,6 +304,8 @@ class LocalStore {
   Result<std::optional<std::filesystem::path>> move_out_if_unreferenced(const std::string& digest)
       REQUIRES(m_index_mutex);
   void verify_entries(bool repair, VerifyReport& report);
+  // Key records that name no entry or another object than the index does.
+  void verify_key_records(bool repair, VerifyReport& report);
   void verify_objects(bool repair, VerifyReport& report);
   void verify_temps(bool repair, VerifyReport& report);
   // Runs aging after a write when the store grew past the limit (store/aging.cpp).
@@ -269,10 +320,8 @@ class LocalStore {
   Result<std::vector<IndexEntry>> evict(const std::vector<IndexEntry>& candidates, std::int64_t idle_cutoff_ms);
 
   struct PendingHits {
-    std::map<std::string, std::pair<std::int64_t, std::int64_t>> keys;  // key -> (hits, last access ms)
+    std::map<std::string, HitRecord> keys;
     std::int64_t hits = 0;
-    std::int64_t bytes = 0;
-    std::int64_t saved_ms = 0;
     std::chrono::steady_clock::time_point first;
   };
 
@@ -280,12 +329,17 @@ class LocalStore {
   StoreLayout m_layout;
   // One connection, used by one thread at a time; other processes are kept
   // out by SQLite's own locks.
+  // Opened on first use (open_index).
   base::Mutex m_index_mutex;
-  Index m_index GUARDED_BY(m_index_mutex);
-  // Hits counted in memory and written in batches (flush_hits); never held
-  // together with m_index_mutex.
+  std::optional<Index> m_index GUARDED_BY(m_index_mutex);
+  KeyTable m_keys{m_layout};
+  HitJournal m_journal{m_layout};
+  // Hits counted in memory and appended to the journal in batches
+  // (flush_hits); never held together with m_index_mutex.
   base::Mutex m_hits_mutex;
   PendingHits m_pending_hits GUARDED_BY(m_hits_mutex);
+  // When each key's hits last reached the journal (Unix ms).
+  std::map<std::string, std::int64_t> m_journaled_ms GUARDED_BY(m_hits_mutex);
   // A write's aging stopped at its bound above the target: the next write goes on.
   std::atomic<bool> m_aging_continues{false};
 };

@@ -59,8 +59,9 @@ std::optional<Refusal> LocalStore::local_refusal(const IndexEntry& entry) const 
 
 Result<SignatureUpdate> LocalStore::add_signatures(const std::string& key, const Signatures& signatures) {
   base::MutexLock lock(m_index_mutex);
-  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index.begin());
-  OPCACHE_TRY_ASSIGN(auto entry, m_index.lookup(key));
+  OPCACHE_TRY(open_index());
+  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
+  OPCACHE_TRY_ASSIGN(auto entry, m_index->lookup(key));
   if (!entry) {
     return Error::not_found("no entry " + key);
   }
@@ -68,7 +69,7 @@ Result<SignatureUpdate> LocalStore::add_signatures(const std::string& key, const
   OPCACHE_TRY_ASSIGN(const int added, merge_verified_signatures(merged, signatures, key, entry->digest));
   const SignatureUpdate update{added, static_cast<int>(signatures.size()) - added};
   if (update.added > 0) {
-    OPCACHE_TRY(m_index.set_signatures(key, entry->digest, merged));
+    OPCACHE_TRY(m_index->set_signatures(key, entry->digest, merged));
     OPCACHE_TRY(transaction.commit());
   }
   return update;
@@ -109,9 +110,10 @@ Result<std::vector<SignatureFinding>> LocalStore::find_untrusted_entries() {
   const TrustedKeys no_keys;
   const TrustedKeys& trusted = m_options.trust ? m_options.trust->trusted : no_keys;
   std::vector<SignatureFinding> findings;
-  OPCACHE_TRY(flush_hits());
+  OPCACHE_TRY(fold_hits());
   base::MutexLock lock(m_index_mutex);
-  OPCACHE_TRY(m_index.for_each([&](const IndexEntry& entry) {
+  OPCACHE_TRY(open_index());
+  OPCACHE_TRY(m_index->for_each([&](const IndexEntry& entry) {
     if (auto refusal = judge_signatures(trusted, entry.key, entry.digest, entry.signatures)) {
       findings.push_back({entry.key, entry.op_type, *refusal});
     }

@@ -105,7 +105,7 @@ struct GetResult {
 
 /// One finding of a verification.
 struct VerifyProblem {
-  std::string kind;     ///< corrupt_entry, missing_object, orphan_object, stale_temp, unexpected_file
+  std::string kind;     ///< corrupt_entry, missing_object, stale_key_record, orphan_object, stale_temp, unexpected_file
   std::string subject;  ///< key, digest or file name
   std::string detail;
   bool repaired = false;
