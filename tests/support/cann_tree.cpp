@@ -11,12 +11,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void write_executable(const fs::path& path, const std::string& script) {
-  write_text(path, script);
-  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec,
-                  fs::perm_options::replace);
-}
-
 fs::path version_file(const fs::path& root, const std::string& component) {
   return component == "toolkit" ? root / "version.info" : root / component / "version.info";
 }

@@ -49,7 +49,8 @@ std::string lowercase(std::string text) {
   return text;
 }
 
-std::string trim(const std::string& text) {
+// `text` without its leading and trailing spaces, tabs and CRs.
+std::string trim_blanks(const std::string& text) {
   const auto first = text.find_first_not_of(" \t\r");
   if (first == std::string::npos) {
     return {};
@@ -217,7 +218,7 @@ void FaultServer::serve(int fd) {
       const std::string line = head.substr(start, line_end == std::string::npos ? std::string::npos : line_end - start);
       const auto colon = line.find(':');
       if (colon != std::string::npos) {
-        request.headers[lowercase(trim(line.substr(0, colon)))] = trim(line.substr(colon + 1));
+        request.headers[lowercase(trim_blanks(line.substr(0, colon)))] = trim_blanks(line.substr(colon + 1));
       }
     }
   }

@@ -30,6 +30,14 @@ Files read_files(const std::vector<fs::path>& paths) {
   return files;
 }
 
+std::set<std::string> entry_names(const fs::path& dir) {
+  std::set<std::string> names;
+  for (const auto& item : fs::directory_iterator(dir)) {
+    names.insert(item.path().filename().string());
+  }
+  return names;
+}
+
 bool append_line(const fs::path& path, const std::string& line) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0) {

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ Files directory_contents(const std::filesystem::path& dir);
 
 /// Bytes of each of `paths`, by file name.
 Files read_files(const std::vector<std::filesystem::path>& paths);
+
+/// The names of the entries (files, links, directories) directly in `dir`.
+/// Throws std::filesystem::filesystem_error when `dir` cannot be listed.
+std::set<std::string> entry_names(const std::filesystem::path& dir);
 
 /// Appends `line` and a newline to `path` (created) with a single write() on
 /// an O_APPEND descriptor, so lines from concurrent processes never

@@ -29,4 +29,15 @@ KernelTriple make_kernel(const std::filesystem::path& dir, const std::string& op
 /// The scenario spec most tests use.
 inline constexpr const char* k_test_scenario = "device=single,phase=train,toolchain=8.0.RC2,soc=Ascend910B1";
 
+/// k_test_scenario in the inference phase: a second scenario, whose keys
+/// differ from k_test_scenario's for the same descriptor.
+inline constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
+
+/// A well-formed key (64 lowercase hex digits) that no test stores.
+inline constexpr const char* k_absent_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// A well-formed key made of `digit` (a lowercase hex digit) 64 times, for
+/// tests that need several distinct keys without storing anything.
+inline std::string uniform_key(char digit) { return std::string(64, digit); }
+
 }  // namespace opcache::test

@@ -83,7 +83,7 @@ struct HttpReply {
   std::string body;
 };
 
-std::size_t append_body(char* data, std::size_t size, std::size_t count, void* user) {
+std::size_t append_to_reply(char* data, std::size_t size, std::size_t count, void* user) {
   static_cast<std::string*>(user)->append(data, size * count);
   return size * count;
 }
@@ -106,7 +106,7 @@ HttpReply http(const std::string& url, const std::string* post_body, const std::
   curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
   curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, timeout_ms);
   curl_easy_setopt(h, CURLOPT_HTTPHEADER, list.get());
-  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &append_body);
+  curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &append_to_reply);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &reply.body);
   if (post_body != nullptr) {
     curl_easy_setopt(h, CURLOPT_POSTFIELDS, post_body->c_str());

@@ -183,6 +183,21 @@ std::string put_kernel(Store& store, const TestKernel& kernel) {
   return put->key;
 }
 
+bool holds(Store& store, const std::string& key) {
+  auto contains = store.contains(key);
+  REQUIRE(contains.ok());
+  return *contains;
+}
+
+BuildSource get_or_build_one_file(Store& store, const TestKernel& kernel, const fs::path& out) {
+  auto got = store.get_or_build(kernel.descriptor_json, test_scenario(), out, [](const fs::path& work) {
+    write_text(work / "kernel.o", "built here");
+    return Status{};
+  });
+  REQUIRE_MESSAGE(got.ok(), got.error().message());
+  return got->source;
+}
+
 std::size_t count_files(const fs::path& dir) {
   std::size_t count = 0;
   std::error_code ec;

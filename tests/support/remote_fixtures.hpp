@@ -74,6 +74,14 @@ Store open_remote_store(const std::filesystem::path& dir, const std::vector<std:
 /// Puts `kernel` into `store` in the test scenario; returns the key.
 std::string put_kernel(Store& store, const TestKernel& kernel);
 
+/// What `store.contains(key)` says; REQUIREs that the lookup succeeds.
+bool holds(Store& store, const std::string& key);
+
+/// `store.get_or_build` of `kernel` in the test scenario into `out`, with a
+/// build that writes one file (kernel.o, "built here"); REQUIREs success and
+/// returns where the result came from.
+BuildSource get_or_build_one_file(Store& store, const TestKernel& kernel, const std::filesystem::path& out);
+
 
 /// Puts `kernel` into `writer` and pushes it to `writer`'s remote, gets it
 /// from the same remote through `reader` into `out`, then revokes it through

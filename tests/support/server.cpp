@@ -173,9 +173,6 @@ std::string HttpResponse::error_code() const {
 
 namespace {
 
-struct EasyDeleter {
-  void operator()(CURL* handle) const noexcept { curl_easy_cleanup(handle); }
-};
 struct ListDeleter {
   void operator()(curl_slist* list) const noexcept { curl_slist_free_all(list); }
 };
@@ -250,7 +247,9 @@ std::size_t collect_header(char* data, std::size_t size, std::size_t count, void
 }  // namespace
 
 struct HttpClient::Impl {
-  std::unique_ptr<CURL, EasyDeleter> handle;
+  // Not a deleter type from the anonymous namespace: Impl has external
+  // linkage (-Wsubobject-linkage when this file is part of a unity batch).
+  std::unique_ptr<CURL, decltype(&curl_easy_cleanup)> handle{nullptr, &curl_easy_cleanup};
 };
 
 HttpClient::HttpClient() : m_impl(std::make_unique<Impl>()) {

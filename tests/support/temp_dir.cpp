@@ -40,6 +40,14 @@ void write_text(const std::filesystem::path& path, const std::string& contents) 
   }
 }
 
+void write_executable(const std::filesystem::path& path, const std::string& contents) {
+  write_text(path, contents);
+  std::filesystem::permissions(path,
+                               std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                                   std::filesystem::perms::group_exec,
+                               std::filesystem::perm_options::replace);
+}
+
 std::string read_text(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream contents;

@@ -29,6 +29,10 @@ std::filesystem::path make_unique_dir(const std::string& prefix);
 /// Writes `contents` to `path` (creating parent directories).
 void write_text(const std::filesystem::path& path, const std::string& contents);
 
+/// write_text, then makes `path` executable: mode rwxr-x--- (a script or
+/// stand-in program a test runs).
+void write_executable(const std::filesystem::path& path, const std::string& contents);
+
 /// Reads a whole file; empty string if it cannot be read.
 std::string read_text(const std::filesystem::path& path);
 
