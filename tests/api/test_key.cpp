@@ -17,7 +17,7 @@ opcache::Scenario scenario() {
   return opcache::parse_scenario("device=single,phase=infer,toolchain=t1,soc=s1").value();
 }
 
-constexpr const char* k_descriptor = R"({"op_type": "Add", "kernel_name": "te_add_123", "shape": [2, 3]})";
+constexpr const char* k_add_descriptor = R"({"op_type": "Add", "kernel_name": "te_add_123", "shape": [2, 3]})";
 
 }  // namespace
 
@@ -35,20 +35,20 @@ TEST_CASE("api::derive_key equals Store::key for the same volatile-fields settin
     }
     auto store = opcache::Store::open(config);
     REQUIRE(store);
-    auto expected = store->key(k_descriptor, scenario());
+    auto expected = store->key(k_add_descriptor, scenario());
     REQUIRE(expected);
-    auto key = opcache::derive_key(k_descriptor, scenario(), volatile_fields);
+    auto key = opcache::derive_key(k_add_descriptor, scenario(), volatile_fields);
     REQUIRE(key);
     CHECK(*key == *expected);
   }
-  CHECK(opcache::derive_key(k_descriptor, scenario(), std::nullopt).value() !=
-        opcache::derive_key(k_descriptor, scenario(), std::string("none")).value());
+  CHECK(opcache::derive_key(k_add_descriptor, scenario(), std::nullopt).value() !=
+        opcache::derive_key(k_add_descriptor, scenario(), std::string("none")).value());
 }
 
 TEST_CASE("api::derive_key reports bad descriptors and settings as usage errors") {
   CHECK(opcache::derive_key("{", scenario(), std::nullopt).error().code() == ErrorCode::usage);
   CHECK(opcache::derive_key(R"({"shape": 1})", scenario(), std::nullopt).error().code() == ErrorCode::usage);
-  CHECK(opcache::derive_key(k_descriptor, scenario(), std::string("a..b")).error().code() == ErrorCode::usage);
+  CHECK(opcache::derive_key(k_add_descriptor, scenario(), std::string("a..b")).error().code() == ErrorCode::usage);
 }
 
 TEST_CASE("api::formats reports the key, bundle and index versions") {

@@ -8,15 +8,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "opcache/opcache.hpp"
 #include "base/canonical_json.hpp"
-#include "store/descriptor.hpp"
 #include "base/json_parse.hpp"
+#include "base/sha256.hpp"
+#include "opcache/opcache.hpp"
+#include "store/descriptor.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
-#include "base/sha256.hpp"
 #include "store/volatile_fields.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/remote_fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
@@ -24,6 +25,7 @@ using opcache::Store;
 using opcache::StoreConfig;
 using opcache::test::read_text;
 using opcache::test::TempDir;
+using opcache::test::test_scenario;
 namespace fs = std::filesystem;
 
 namespace {
@@ -36,12 +38,6 @@ Store open_store(const fs::path& dir, StoreConfig config = {}) {
   auto store = Store::open(config);
   REQUIRE_MESSAGE(store.ok(), (store.ok() ? "" : store.error().message()));
   return std::move(store).value();
-}
-
-opcache::Scenario test_scenario() {
-  auto scenario = opcache::parse_scenario(opcache::test::k_test_scenario);
-  REQUIRE(scenario.ok());
-  return *scenario;
 }
 
 std::string key_ok(const Store& store, const std::string& descriptor, const opcache::Scenario& scenario) {
