@@ -18,6 +18,7 @@
 #include "store/key.hpp"
 #include "store/manifest.hpp"
 #include "tests/support/cli_runner.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -26,6 +27,9 @@
 namespace fs = std::filesystem;
 using nlohmann::json;
 using opcache::test::contains;
+using opcache::test::entry_names;
+using opcache::test::k_absent_key;
+using opcache::test::k_infer_scenario;
 using opcache::test::k_test_scenario;
 using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
@@ -37,9 +41,6 @@ using opcache::test::write_text;
 
 namespace {
 
-constexpr const char* k_absent_key = "0000000000000000000000000000000000000000000000000000000000000000";
-constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
-
 bool is_key(const std::string& text) {
   return text.size() == 64 &&
          std::all_of(text.begin(), text.end(), [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
@@ -48,7 +49,8 @@ bool is_key(const std::string& text) {
 using Cli = opcache::test::CliRunner;
 using opcache::test::hermetic;
 
-std::vector<std::string> lines_of(const std::string& text) {
+// The lines of `text`, empty ones included (opcache::test::lines_of drops them).
+std::vector<std::string> split_lines(const std::string& text) {
   std::vector<std::string> lines;
   std::size_t start = 0;
   while (start < text.size()) {
@@ -62,14 +64,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-std::set<std::string> file_names_in(const fs::path& directory) {
-  std::set<std::string> names;
-  for (const auto& item : fs::directory_iterator(directory)) {
-    names.insert(item.path().filename().string());
-  }
-  return names;
-}
-
 // Checks that `out_dir` holds exactly the members of `kernel`, byte for byte.
 void check_members_written(const KernelTriple& kernel, const fs::path& out_dir) {
   std::set<std::string> expected;
@@ -79,7 +73,7 @@ void check_members_written(const KernelTriple& kernel, const fs::path& out_dir) 
     REQUIRE(fs::exists(out_dir / file.filename()));
     CHECK(read_text(out_dir / file.filename()) == read_text(file));
   }
-  CHECK(file_names_in(out_dir) == expected);
+  CHECK(entry_names(out_dir) == expected);
 }
 
 std::int64_t raw_size_of(const KernelTriple& kernel) {
@@ -99,7 +93,7 @@ std::string key_of(const Cli& cli, const fs::path& desc, const std::string& scen
   auto result = cli.run({"key", "--desc", desc.string(), "--scenario", scenario}, options);
   INFO("stderr: ", result.err);
   REQUIRE(result.exit_code == 0);
-  auto lines = lines_of(result.out);
+  auto lines = split_lines(result.out);
   REQUIRE(lines.size() == 1);
   REQUIRE(is_key(lines[0]));
   return lines[0];
@@ -267,7 +261,7 @@ TEST_CASE("cli::key --show-canonical prints the canonical descriptor and scenari
   auto result =
       cli.run({"key", "--desc", (dir / "d.json").string(), "--scenario", k_test_scenario, "--show-canonical"});
   REQUIRE(result.exit_code == 0);
-  auto lines = lines_of(result.out);
+  auto lines = split_lines(result.out);
   REQUIRE(lines.size() == 3);
   CHECK(lines[0] == R"(descriptor: {"attrs":{"transpose_a":false,"transpose_b":true},"op_type":"MatMul"})");
   CHECK(lines[1] ==
@@ -653,7 +647,7 @@ TEST_CASE("cli::ls lists entries in text and --json, filtered by --op-type and -
 
   auto text = cli.run({"ls", "--op-type", "square"});
   REQUIRE(text.exit_code == 0);
-  auto lines = lines_of(text.out);
+  auto lines = split_lines(text.out);
   REQUIRE(lines.size() == 4);  // header, two entries, count
   CHECK(lines[0].rfind("KEY", 0) == 0);
   CHECK(contains(lines[0], "OP TYPE"));

@@ -29,7 +29,7 @@ namespace {
 
 // `opcache serve --tokens` with one read token (reader.token), on a storage
 // that may be filled (storage()) before start().
-struct StatsServer {
+struct ReaderStatsServer {
   TempDir dir;
   fs::path reader_token = dir / "reader.token";
   std::unique_ptr<ServerProcess> process;
@@ -96,7 +96,7 @@ std::string row(const std::string& label, const std::string& value) {
 
 TEST_CASE("cli::stats --remote: a real server's figures in the terminal and, with --json, its documents") {
   TempDir temp;
-  StatsServer server;
+  ReaderStatsServer server;
   const KernelTriple stored = make_kernel(temp / "k", "square", 21);
   const KernelTriple missing = make_kernel(temp / "k", "relu", 22);
   const std::string op_type = json::parse(stored.descriptor_json)["op_type"];
@@ -176,7 +176,7 @@ TEST_CASE("cli::stats --remote: the text shows each figure of the summary and --
 
 TEST_CASE("cli::stats --remote: 401 without a token names the token settings (exit 4)") {
   TempDir temp;
-  StatsServer server;
+  ReaderStatsServer server;
   server.start();
   CliRunner cli(temp);
   auto result = cli.run({"stats", "--remote", server.url()});

@@ -25,7 +25,7 @@ using opcache::test::hermetic;
 using opcache::test::TempDir;
 
 // A machine with a CANN install, a tuning bank, npu-smi and python3 stand-ins.
-struct Machine {
+struct CannMachine {
   TempDir dir;
   CliRunner cli{dir};
   fs::path bin = dir / "bin";
@@ -33,7 +33,7 @@ struct Machine {
   fs::path npu_smi_runs = dir / "npu-smi.runs";
   std::map<std::string, std::string> env;
 
-  Machine() {
+  CannMachine() {
     tree.write();
     opcache::test::write_tune_bank(dir / "aoe_cache/aoe_data", "Ascend910B1");
     opcache::test::write_npu_smi(bin, {"910B1", "910B1"}, npu_smi_runs);
@@ -49,7 +49,7 @@ struct Machine {
 }  // namespace
 
 TEST_CASE("cli::scenario --explain --json prints the resolved scenario and every input") {
-  Machine machine;
+  CannMachine machine;
   auto document = machine.cli.run_json({"scenario", "--scenario", "device=multi,phase=train", "--explain"}, 0,
                                        hermetic(machine.env));
   INFO(document.dump());
@@ -98,7 +98,7 @@ TEST_CASE("cli::scenario --explain --json prints the resolved scenario and every
 }
 
 TEST_CASE("cli::scenario gives the key of explicit fields as before, and another for an upgraded opp") {
-  Machine machine;
+  CannMachine machine;
   auto explicit_fields = machine.cli.run_json(
       {"scenario", "--scenario", "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1"}, 0,
       hermetic(machine.env));
@@ -121,7 +121,7 @@ TEST_CASE("cli::scenario gives the key of explicit fields as before, and another
 }
 
 TEST_CASE("cli::scenario remembers npu-smi's answer in the cache root's digests") {
-  Machine machine;
+  CannMachine machine;
   SUBCASE("no cache root yet: nothing is remembered") {
     for (int i = 0; i < 2; ++i) {
       REQUIRE(machine.cli.run({"scenario", "--scenario", "phase=infer,toolchain=8.0.RC2"}, hermetic(machine.env))
