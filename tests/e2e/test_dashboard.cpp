@@ -65,11 +65,11 @@ std::string skip_reason(const std::string& out) {
 }
 
 // The server and the token files of the three tokens.
-struct Team {
+struct DashboardTeam {
   TempDir dir;
   std::unique_ptr<ServerProcess> server;
 
-  Team() {
+  DashboardTeam() {
     write_text(dir / "tokens", token_line(k_read_token, "reader", "read") +
                                    token_line(k_write_token, "ci", "write") +
                                    token_line(k_admin_token, "boss", "admin"));
@@ -96,7 +96,8 @@ struct Team {
 // `opcache get` of `desc` from the server into a fresh cache directory, so
 // every call is a lookup on the server (with the op type and scenario hint
 // headers); returns the exit code (0: a hit, 1: a miss).
-int remote_get(const Team& team, const fs::path& desc, const std::string& token_name, const std::string& label) {
+int remote_get(const DashboardTeam& team, const fs::path& desc, const std::string& token_name,
+               const std::string& label) {
   CliRunner machine(team.dir.path(), team.dir / ("cache-" + label));
   std::vector<std::string> args{
       "get", "--desc", desc.string(), "--scenario", k_test_scenario, "--out", (team.dir / ("out-" + label)).string()};
@@ -111,7 +112,7 @@ int remote_get(const Team& team, const fs::path& desc, const std::string& token_
 // from the read and the write token (`opcache get` into fresh cache
 // directories); misses, the same way: three Conv2D kernels asked for by both
 // tokens, one Softmax kernel by one.
-void fill(const Team& team) {
+void fill(const DashboardTeam& team) {
   CliRunner builder(team.dir.path(), team.dir / "cache-builder");
   std::vector<fs::path> stored;
   int build_ms = 1500;
@@ -156,7 +157,7 @@ TEST_CASE(
   const auto unavailable = browser_test_unavailable();
   OPCACHE_SKIP_IF(unavailable.has_value(), *unavailable);
 
-  Team team;
+  DashboardTeam team;
   fill(team);
   const auto summary = team.get_json("/v1/stats/summary?window=day", k_read_token);
   CHECK(summary["hits"].get<int>() >= 4);

@@ -30,11 +30,12 @@ using opcache::test::ProcessOptions;
 using opcache::test::ProcessResult;
 using opcache::test::read_text;
 using opcache::test::TempDir;
+using opcache::test::write_executable;
 using opcache::test::write_text;
 
 namespace {
 
-constexpr const char* k_scenario = "phase=infer,toolchain=native,soc=host";
+constexpr const char* k_host_scenario = "phase=infer,toolchain=native,soc=host";
 const char* const k_nvcc = "/usr/local/cuda/bin/nvcc";
 
 // One project directory: sources, a descriptor, a cache; commands run in it.
@@ -61,7 +62,7 @@ class Project {
                      const std::vector<std::string>& exec_options = {}) const {
     std::vector<std::string> args{"--json"};
     args.insert(args.end(), globals.begin(), globals.end());
-    args.insert(args.end(), {"exec", "--desc", "desc.json", "--scenario", k_scenario, "--out", out});
+    args.insert(args.end(), {"exec", "--desc", "desc.json", "--scenario", k_host_scenario, "--out", out});
     for (const auto& input : inputs) {
       args.insert(args.end(), {"--input", input});
     }
@@ -102,11 +103,6 @@ class Project {
 
 std::vector<std::string> gcc_command(const std::string& flag, const std::string& object) {
   return {"gcc", flag, "-c", "scale.c", "-o", object};
-}
-
-void write_executable(const fs::path& path, const std::string& text) {
-  write_text(path, text);
-  fs::permissions(path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec);
 }
 
 }  // namespace
@@ -288,7 +284,7 @@ TEST_CASE("e2e::exec key: a sh -c script naming --out inside quotes shares acros
   // --key-on descriptor keys on the descriptor and scenario only, like
   // `opcache key`: the command line and the source no longer count.
   auto key = CliRunner(temp.path(), temp.path() / "cache")
-                 .run({"key", "--desc", "desc.json", "--scenario", k_scenario}, project.options());
+                 .run({"key", "--desc", "desc.json", "--scenario", k_host_scenario}, project.options());
   REQUIRE(key.exit_code == 0);
   const std::string descriptor_key = key.out.substr(0, key.out.find('\n'));
   CHECK(descriptor_key != project.key_of(rank0));

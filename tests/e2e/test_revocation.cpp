@@ -33,14 +33,14 @@ constexpr int k_machines = 4;
 const std::string k_build_script =
     "printf '%s %s\\n' \"$1\" \"$$\" >> \"$0\"; printf 'kernel built by %s\\n' \"$$\" > \"$2/kernel.o\"";
 
-struct Team {
+struct RevocationTeam {
   TempDir dir;
   fs::path storage = dir / "storage";
   std::unique_ptr<ServerProcess> server;
   fs::path desc = dir / "kernel.desc.json";
   fs::path counter = dir / "builds.log";
 
-  Team() {
+  RevocationTeam() {
     write_text(dir / "tokens", token_line(k_admin_token, "admin", "admin") +
                                    token_line(k_write_token, "team", "read,write"));
     write_text(dir / "team.token", k_write_token);
@@ -96,7 +96,7 @@ json parsed(const ProcessResult& result) {
 
 TEST_CASE("e2e::revocation: a kernel revoked on the server leaves all 4 machines at their next contact, exec "
           "rebuilds it, and a second server over the same storage refuses it") {
-  Team team;
+  RevocationTeam team;
   // Machine 0 builds the kernel and pushes it; machines 1 to 3 get it from the server.
   auto first = team.exec(0, "first");
   REQUIRE_MESSAGE(first.exit_code == 0, first.err);

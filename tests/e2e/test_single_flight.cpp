@@ -45,7 +45,7 @@ using namespace opcache::test;
 namespace {
 
 constexpr int k_processes = 8;
-constexpr int k_keys = 50;
+constexpr int k_flight_keys = 50;
 
 // What the 8 × 50 tests share: the cache, the counter every build appends
 // "<key index> <pid>" to, the file whose creation starts the processes, the
@@ -104,7 +104,7 @@ TEST_CASE("e2e::single flight builds each of 50 keys once across 8 processes (ge
   TempDir dir;
   const auto [cache, counter, go, object] = make_crowd(dir);
   std::vector<std::string> descriptors;
-  for (int i = 0; i < k_keys; ++i) {
+  for (int i = 0; i < k_flight_keys; ++i) {
     descriptors.push_back(descriptor_for("sf_add", i));
   }
 
@@ -118,7 +118,7 @@ TEST_CASE("e2e::single flight builds each of 50 keys once across 8 processes (ge
         return 10;
       }
       const auto scenario = test_scenario();
-      const auto order = shuffled_keys_after_go(go, k_keys, 1000 + p);
+      const auto order = shuffled_keys_after_go(go, k_flight_keys, 1000 + p);
       if (order.empty()) {
         return 11;
       }
@@ -155,7 +155,7 @@ TEST_CASE("e2e::single flight builds each of 50 keys once across 8 processes (ge
   }
   MESSAGE("8 processes x 50 keys through get_or_build took ", ms_since(start), " ms");
 
-  check_one_build_per_key(counter, k_keys);
+  check_one_build_per_key(counter, k_flight_keys);
   std::map<std::string, std::string> builder_of;
   for (const auto& line : lines_of(read_text(counter))) {
     builder_of[line.substr(0, line.find(' '))] = line.substr(line.find(' ') + 1);
@@ -166,7 +166,7 @@ TEST_CASE("e2e::single flight builds each of 50 keys once across 8 processes (ge
   std::map<int, std::set<std::string>> keys_of;
   for (int p = 0; p < k_processes; ++p) {
     auto lines = lines_of(read_text(dir / "results" / (std::to_string(p) + ".txt")));
-    CHECK(lines.size() == static_cast<std::size_t>(k_keys));
+    CHECK(lines.size() == static_cast<std::size_t>(k_flight_keys));
     for (const auto& line : lines) {
       std::istringstream fields(line);
       int index = -1;
@@ -178,12 +178,12 @@ TEST_CASE("e2e::single flight builds each of 50 keys once across 8 processes (ge
       CHECK(files == 2);
     }
   }
-  CHECK(sources["built"] == k_keys);
-  CHECK(sources["hit"] == (k_processes - 1) * k_keys);
+  CHECK(sources["built"] == k_flight_keys);
+  CHECK(sources["hit"] == (k_processes - 1) * k_flight_keys);
   CHECK(sources.size() == 2);
 
   // Every process got the same bytes for a key: the one build's output.
-  for (int i = 0; i < k_keys; ++i) {
+  for (int i = 0; i < k_flight_keys; ++i) {
     INFO("key ", i);
     CHECK(keys_of[i].size() == 1);
     auto reference = directory_contents(dir / "out" / "0" / std::to_string(i));
@@ -200,7 +200,7 @@ TEST_CASE("e2e::single flight builds each of 50 keys once across 8 processes (ge
   REQUIRE(store.ok());
   auto report = store->verify(false);
   REQUIRE(report.ok());
-  CHECK(report->entries_checked == k_keys);
+  CHECK(report->entries_checked == k_flight_keys);
   CHECK(report->problems.empty());
 }
 
@@ -208,7 +208,7 @@ TEST_CASE("e2e::single flight runs each of 50 commands once across 8 processes (
   hermetic_environment();
   TempDir dir;
   const auto [cache, counter, go, object] = make_crowd(dir);
-  for (int i = 0; i < k_keys; ++i) {
+  for (int i = 0; i < k_flight_keys; ++i) {
     write_text(dir / "desc" / (std::to_string(i) + ".json"), descriptor_for("sf_exec", i));
   }
   // $0 key index, $1 counter, $2 object to copy, $3 --out directory.
@@ -220,7 +220,7 @@ TEST_CASE("e2e::single flight runs each of 50 commands once across 8 processes (
   std::vector<pid_t> drivers;
   for (int p = 0; p < k_processes; ++p) {
     drivers.push_back(fork_child(guard, [&, p]() -> int {
-      const auto order = shuffled_keys_after_go(go, k_keys, 2000 + p);
+      const auto order = shuffled_keys_after_go(go, k_flight_keys, 2000 + p);
       if (order.empty()) {
         return 11;
       }
@@ -246,12 +246,12 @@ TEST_CASE("e2e::single flight runs each of 50 commands once across 8 processes (
   }
   MESSAGE("8 processes x 50 keys through opcache exec took ", ms_since(start), " ms");
 
-  check_one_build_per_key(counter, k_keys);
+  check_one_build_per_key(counter, k_flight_keys);
   std::map<std::string, int> sources;
   for (int p = 0; p < k_processes; ++p) {
     INFO("process ", p, " errors: ", read_text(dir / "results" / (std::to_string(p) + ".err")));
     auto lines = lines_of(read_text(dir / "results" / (std::to_string(p) + ".txt")));
-    CHECK(lines.size() == static_cast<std::size_t>(k_keys));
+    CHECK(lines.size() == static_cast<std::size_t>(k_flight_keys));
     for (const auto& line : lines) {
       std::istringstream fields(line);
       int index = -1, exit_code = -1;
@@ -262,10 +262,10 @@ TEST_CASE("e2e::single flight runs each of 50 commands once across 8 processes (
       ++sources[source];
     }
   }
-  CHECK(sources["built"] == k_keys);
-  CHECK(sources["hit"] == (k_processes - 1) * k_keys);
+  CHECK(sources["built"] == k_flight_keys);
+  CHECK(sources["hit"] == (k_processes - 1) * k_flight_keys);
 
-  for (int i = 0; i < k_keys; ++i) {
+  for (int i = 0; i < k_flight_keys; ++i) {
     INFO("key ", i);
     auto reference = directory_contents(dir / "out" / "0" / std::to_string(i));
     REQUIRE(reference.size() == 2);

@@ -59,13 +59,13 @@ std::string build_script(double seconds, const std::string& hold_kernel_0_for = 
 
 // The server, the kernels' descriptors, the counter, and the CLI arguments
 // that make a process of one "machine" use the server.
-struct Team {
+struct FlightTeam {
   TempDir dir;
   std::unique_ptr<ServerProcess> server;
   fs::path counter = dir / "builds.log";
   std::vector<fs::path> descs;
 
-  explicit Team(int kernels, std::vector<std::string> server_args = {}) {
+  explicit FlightTeam(int kernels, std::vector<std::string> server_args = {}) {
     write_text(dir / "tokens", token_line(k_write_token, "team", "read,write"));
     write_text(dir / "token", k_write_token);
     server_args.insert(server_args.begin(), {"--tokens", (dir / "tokens").string()});
@@ -120,7 +120,7 @@ std::int64_t counter_of(const json& stats, const std::string& name) {
 // Runs `machines` x `per_machine` processes, each exec-ing every kernel once
 // (each process starting at a different kernel), into dir/out/<m>-<p>/<k>.
 // Returns the wall time; REQUIREs that every exec exited 0.
-std::int64_t run_all(Team& team, int machines, int per_machine, double build_seconds,
+std::int64_t run_all(FlightTeam& team, int machines, int per_machine, double build_seconds,
                      const std::function<std::vector<std::string>(int machine)>& extra,
                      const std::function<void()>& meanwhile = {}) {
   ChildGuard guard;
@@ -161,7 +161,7 @@ std::int64_t run_all(Team& team, int machines, int per_machine, double build_sec
 }
 
 // Every process's output of each kernel: one distinct content per kernel.
-std::map<int, std::set<std::string>> outputs(const Team& team) {
+std::map<int, std::set<std::string>> outputs(const FlightTeam& team) {
   std::map<int, std::set<std::string>> by_kernel;
   for (const auto& process : fs::directory_iterator(team.dir / "out")) {
     for (const auto& kernel : fs::directory_iterator(process.path())) {
@@ -173,7 +173,7 @@ std::map<int, std::set<std::string>> outputs(const Team& team) {
 
 // Machine 0's exec of kernel 0 into out-a, in its own process group, with a
 // build of `build_seconds`; returns once the build has started (it holds the lease).
-pid_t start_holder(Team& team, ChildGuard& guard, double build_seconds) {
+pid_t start_holder(FlightTeam& team, ChildGuard& guard, double build_seconds) {
   SpawnOptions own_group;
   own_group.group = ProcessGroup::own;
   const pid_t holder = spawn_background(guard, team.exec(0, 0, team.dir / "out-a", build_seconds), own_group);
@@ -186,7 +186,7 @@ pid_t start_holder(Team& team, ChildGuard& guard, double build_seconds) {
 TEST_CASE("e2e::team single flight: 16 processes on 4 machines build each of 30 kernels once in total and all get "
           "the same bytes") {
   hermetic_environment();
-  Team team(30);
+  FlightTeam team(30);
   team.hold_kernel_0 = true;  // so that team_waits > 0 on a machine of any speed
   const auto wall_ms = run_all(team, 4, 4, 0.5, [&](int) { return team.remote_args(); });
   MESSAGE("16 processes x 30 kernels (0.5 s builds) through one server: " << wall_ms << " ms");
@@ -223,7 +223,7 @@ TEST_CASE("e2e::team single flight: 16 processes on 4 machines build each of 30 
 TEST_CASE("e2e::team single flight: a lease holder killed mid-build is taken over after the TTL, and nothing stays "
           "locked") {
   hermetic_environment();
-  Team team(1, {"--lease-ttl", "1"});
+  FlightTeam team(1, {"--lease-ttl", "1"});
   ChildGuard guard;
   const pid_t holder = start_holder(team, guard, 60);
 
@@ -253,7 +253,7 @@ TEST_CASE("e2e::team single flight: a lease holder killed mid-build is taken ove
 TEST_CASE("e2e::team single flight: a holder stalled past the TTL (SIGSTOP) and resumed does not replace the entry "
           "built meanwhile") {
   hermetic_environment();
-  Team team(1, {"--lease-ttl", "1"});
+  FlightTeam team(1, {"--lease-ttl", "1"});
   ChildGuard guard;
   const pid_t stalled = start_holder(team, guard, 2);
   REQUIRE(::kill(-stalled, SIGSTOP) == 0);
@@ -278,7 +278,7 @@ TEST_CASE("e2e::team single flight: a holder stalled past the TTL (SIGSTOP) and 
 TEST_CASE("e2e::team single flight: when the server is killed in the middle of the run every process still "
           "finishes, building locally") {
   hermetic_environment();
-  Team team(10);
+  FlightTeam team(10);
   const auto wall_ms = run_all(
       team, 2, 2, 0.3, [&](int) { return team.remote_args("|timeout=2000|connect-timeout=500"); },
       [&] {
