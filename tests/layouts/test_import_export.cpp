@@ -26,6 +26,7 @@
 #include "layouts/transfer.hpp"
 #include "opcache/opcache.hpp"
 #include "tests/support/cli_runner.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -43,8 +44,11 @@ using opcache::layouts::Layout;
 using opcache::layouts::Skipped;
 using opcache::test::CannCache;
 using opcache::test::CannKernel;
+using opcache::test::CliRunner;
 using opcache::test::contains;
+using opcache::test::entry_names;
 using opcache::test::hermetic;
+using opcache::test::k_infer_scenario;
 using opcache::test::k_test_scenario;
 using opcache::test::MindSporeKernel;
 using opcache::test::MindSporeOp;
@@ -58,8 +62,6 @@ using opcache::test::TorchairOutputs;
 using opcache::test::write_text;
 
 namespace {
-
-constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
 
 // ---------------------------------------------------------------------------
 // Snapshots: every entry of a tree with its kind, bytes (or link target), mode
@@ -141,14 +143,6 @@ void age_tree(const fs::path& root) {
   }
 }
 
-std::set<std::string> names_in(const fs::path& dir) {
-  std::set<std::string> names;
-  for (const auto& item : fs::directory_iterator(dir)) {
-    names.insert(item.path().filename().string());
-  }
-  return names;
-}
-
 std::set<std::string> names_of(const std::vector<fs::path>& files) {
   std::set<std::string> names;
   for (const auto& file : files) {
@@ -184,7 +178,9 @@ opcache::Scenario scenario_of(const std::string& spec) {
   return *scenario;
 }
 
-Store open_store(const fs::path& cache) {
+// Opens the cache at `cache` with the built-in volatile fields, whatever
+// OPCACHE_VOLATILE_FIELDS says; REQUIREs success.
+Store open_store_builtin_fields(const fs::path& cache) {
   StoreConfig config;
   config.cache_dir = cache;
   config.volatile_fields = "";  // the built-in list, whatever the environment says
@@ -251,39 +247,6 @@ std::string origin_of(const MindSporeKernel& kernel) {
   return "rank_" + std::to_string(kernel.rank) + "/kernel_meta/" + kernel.stem;
 }
 
-// ---------------------------------------------------------------------------
-// The CLI, bound to one cache directory.
-
-class Cli {
- public:
-  explicit Cli(fs::path cache) : m_cache(std::move(cache)) {}
-
-  ProcessResult run(const std::vector<std::string>& args, const ProcessOptions& options = hermetic()) const {
-    std::vector<std::string> full{"--cache-dir", m_cache.string()};
-    full.insert(full.end(), args.begin(), args.end());
-    return opcache::test::run_cli(full, options);
-  }
-
-  json run_json(const std::vector<std::string>& args, int expected_exit = 0,
-                const ProcessOptions& options = hermetic()) const {
-    std::vector<std::string> full{"--json"};
-    full.insert(full.end(), args.begin(), args.end());
-    auto result = run(full, options);
-    std::string joined;
-    for (const auto& arg : args) {
-      joined += " " + arg;
-    }
-    INFO("opcache --json", joined, "\nstdout: ", result.out, "\nstderr: ", result.err);
-    REQUIRE(result.exit_code == expected_exit);
-    auto document = json::parse(result.out, nullptr, /*allow_exceptions=*/false);
-    REQUIRE(!document.is_discarded());
-    return document;
-  }
-
- private:
-  fs::path m_cache;
-};
-
 const json* find_json_item(const json& items, const std::string& origin) {
   for (const auto& item : items) {
     if (item.value("origin", "") == origin) {
@@ -325,7 +288,7 @@ TEST_CASE("layouts::import_directory stores a kernel found under 8 ranks once") 
   CHECK(read_text(tree.at(0, 0).info) != read_text(tree.at(7, 0).info));
   CHECK(read_text(tree.at(0, 0).object) == read_text(tree.at(7, 0).object));
 
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const ImportReport report = import_ok(store, tree.root);
   CHECK(report.layout == Layout::mindspore);
   CHECK_MESSAGE(report.skipped.empty(), describe(report.skipped));
@@ -362,7 +325,7 @@ TEST_CASE("layouts::import_directory stores a kernel found under 8 ranks once") 
   CHECK(list_all(store).size() == 5);
 
   // A second import (through the CLI, same cache) finds all of it there.
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   json second = cli.run_json({"import", tree.root.string(), "--scenario", k_test_scenario});
   CHECK(second["layout"] == "mindspore");
   CHECK(second["dry_run"] == false);
@@ -390,7 +353,7 @@ TEST_CASE("layouts::import_directory stores a kernel found under 8 ranks once") 
 TEST_CASE("layouts::import_directory keys a MindSpore job without its volatile fields, and by its shape") {
   TempDir temp;
   const auto ops = opcache::test::sample_mindspore_ops();
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
 
   SUBCASE("the same jobs with other ids, devices, paths and names get the same keys") {
     const MindSporeTree first = opcache::test::write_mindspore_tree(temp / "run1", 2, ops);
@@ -526,7 +489,7 @@ TEST_CASE("layouts::import_directory skips partial, corrupt and foreign MindSpor
       {"rank_2/kernel_meta", "is a symlink (not followed)"},
   };
 
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   SUBCASE("library") {
     const ImportReport report = import_ok(store, dir);
     INFO("skipped:", describe(report.skipped));
@@ -544,7 +507,7 @@ TEST_CASE("layouts::import_directory skips partial, corrupt and foreign MindSpor
     CHECK(list_all(store).size() == 1);
   }
   SUBCASE("CLI --json and text") {
-    Cli cli(temp / "cache");
+    CliRunner cli(temp);
     json report = cli.run_json({"import", dir.string(), "--scenario", k_test_scenario, "--layout", "mindspore"});
     INFO("report: ", report.dump(1));
     REQUIRE(report["imported"].size() == 1);
@@ -589,7 +552,7 @@ TEST_CASE("layouts::import_directory takes names with unusual characters and exp
   CHECK(kernels[3].stem == "算子_4_0");
   CHECK(kernels[4].stem == "layer#4_5_0");
 
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   json report = cli.run_json({"import", (temp / "job").string(), "--scenario", k_test_scenario});
   CHECK(report["skipped"].empty());
   REQUIRE(report["imported"].size() == kernels.size());
@@ -611,7 +574,7 @@ TEST_CASE("layouts::import_directory takes names with unusual characters and exp
   }
   for (int rank = 0; rank < 2; ++rank) {
     const fs::path exported_meta = out / ("rank_" + std::to_string(rank)) / "kernel_meta";
-    CHECK(names_in(exported_meta) == expected_names);
+    CHECK(entry_names(exported_meta) == expected_names);
     for (const auto& kernel : kernels) {
       for (const auto& file : kernel.files()) {
         CHECK_MESSAGE(read_text(exported_meta / file.filename()) == read_text(file), file.filename());
@@ -649,7 +612,7 @@ TEST_CASE("layouts::import_directory never modifies the directory it reads, and 
     std::size_t imported;
   };
   const std::vector<Case> cases = {{ms.root, "mindspore", 3}, {cann.root, "cann", 3}, {temp / "torchair", "torchair", 1}};
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   for (const auto& c : cases) {
     CAPTURE(c.layout);
     age_tree(c.dir);
@@ -658,7 +621,7 @@ TEST_CASE("layouts::import_directory never modifies the directory it reads, and 
     // The cache already holds what the earlier cases imported for real.
     std::vector<opcache::Entry> entries_before;
     {
-      Store store = open_store(temp / "cache");
+      Store store = open_store_builtin_fields(temp / "cache");
       entries_before = list_all(store);
     }
 
@@ -668,7 +631,7 @@ TEST_CASE("layouts::import_directory never modifies the directory it reads, and 
     CHECK(dry["imported"].size() == c.imported);
     CHECK(snapshot_difference(before, snapshot_tree(c.dir)) == "");
     {
-      Store store = open_store(temp / "cache");
+      Store store = open_store_builtin_fields(temp / "cache");
       const auto entries_after = list_all(store);
       CHECK(entries_after.size() == entries_before.size());
       std::set<std::string> keys_before, keys_after;
@@ -694,7 +657,7 @@ TEST_CASE("layouts::import_directory never modifies the directory it reads, and 
       CHECK(dry["imported"][i]["key"] == real["imported"][i]["key"]);
     }
   }
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   CHECK(list_all(store).size() == 3 + 3 + 1);
 }
 
@@ -718,7 +681,7 @@ TEST_CASE("layouts::detect_layout recognises each vendor layout and asks for --l
       {temp / "torchair" / "aclnn_static_shape_kernel_outputs", Layout::torchair},
       {outputs.dir, Layout::torchair},
   };
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   for (const auto& [dir, layout] : cases) {
     CAPTURE(dir);
     auto detected = opcache::layouts::detect_layout(dir);
@@ -747,7 +710,7 @@ TEST_CASE("layouts::detect_layout recognises each vendor layout and asks for --l
   CHECK(unknown.error().code() == opcache::ErrorCode::usage);
   CHECK(contains(unknown.error().message(), "pass --layout"));
 
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   auto result = cli.run({"import", (temp / "unknown").string(), "--scenario", k_test_scenario});
   CHECK(result.exit_code == 2);
   CHECK(contains(result.err, "cannot tell the layout of " + (temp / "unknown").string()));
@@ -787,7 +750,7 @@ TEST_CASE("layouts::import_directory takes CANN te_ pairs, skips unfinished writ
   const std::string ini_text = read_text(cann.ini);
   CHECK(contains(ini_text, "adk_version=8.0.RC2"));
 
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const ImportReport report = import_ok(store, cann.root);
   INFO("skipped:", describe(report.skipped));
   CHECK(report.layout == Layout::cann);
@@ -823,7 +786,7 @@ TEST_CASE("layouts::import_directory takes CANN te_ pairs, skips unfinished writ
   CHECK(read_text(cann.ini) == ini_text);
 
   // Through the CLI: everything is there already; export writes the pairs back.
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   json again = cli.run_json({"import", cann.root.string(), "--scenario", k_test_scenario});
   CHECK(again["layout"] == "cann");
   CHECK(again["imported"].empty());
@@ -834,8 +797,8 @@ TEST_CASE("layouts::import_directory takes CANN te_ pairs, skips unfinished writ
   CHECK(exported["entries"] == 3);
   CHECK(exported["files_written"] == 6);
   CHECK(exported["skipped"].empty());
-  CHECK(names_in(out) == std::set<std::string>{"kernel_cache"});
-  CHECK(names_in(out / "kernel_cache") == std::set<std::string>{cann.soc});
+  CHECK(entry_names(out) == std::set<std::string>{"kernel_cache"});
+  CHECK(entry_names(out / "kernel_cache") == std::set<std::string>{cann.soc});
   std::set<std::string> expected;
   for (const auto& kernel : cann.kernels) {
     for (const auto& file : kernel.files()) {
@@ -843,7 +806,7 @@ TEST_CASE("layouts::import_directory takes CANN te_ pairs, skips unfinished writ
       CHECK(read_text(out / "kernel_cache" / cann.soc / file.filename()) == read_text(file));
     }
   }
-  CHECK(names_in(out / "kernel_cache" / cann.soc) == expected);
+  CHECK(entry_names(out / "kernel_cache" / cann.soc) == expected);
   CHECK(temp_files_below(out).empty());
 
   // And the export is itself a CANN cache that imports to the same keys.
@@ -881,7 +844,7 @@ TEST_CASE("layouts::import_directory takes one entry per torchair outputs direct
   const std::string root = "aclnn_static_shape_kernel_outputs/";
   auto origin = [&](const TorchairOutputs& outputs) { return root + outputs.dir.filename().string(); };
 
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   json report = cli.run_json({"import", build.string(), "--scenario", k_test_scenario});
   INFO("report: ", report.dump(1));
   CHECK(report["layout"] == "torchair");
@@ -918,13 +881,12 @@ TEST_CASE("layouts::import_directory takes one entry per torchair outputs direct
   CHECK(hit["op_type"] == "TorchairStaticKernels");
   std::vector<fs::path> members = first.stats;
   members.push_back(first.run);
-  CHECK(names_in(got) == names_of(members));
+  CHECK(entry_names(got) == names_of(members));
   for (const auto& file : members) {
     CHECK_MESSAGE(read_text(got / file.filename()) == read_text(file), file.filename());
   }
   // The _debug copy (every operator of the model) is not part of the entry.
-  CHECK(names_in(got).count("Cast_float16_ND_1_2048_0.json") == 0);
-
+  CHECK(entry_names(got).count("Cast_float16_ND_1_2048_0.json") == 0);
 }
 
 // ===========================================================================
@@ -968,8 +930,8 @@ void check_torchair_export(const fs::path& dir, const TorchairOutputs& source) {
   const long pid = torchair_outputs_pid(dir.filename().string());
   REQUIRE(pid > 0);
   const std::string pid_text = std::to_string(pid);
-  CHECK(names_in(dir) == std::set<std::string>{pid_text, source.run.filename().string()});
-  CHECK(names_in(dir / pid_text) == names_of(source.stats));
+  CHECK(entry_names(dir) == std::set<std::string>{pid_text, source.run.filename().string()});
+  CHECK(entry_names(dir / pid_text) == names_of(source.stats));
   for (const auto& file : source.stats) {
     CHECK_MESSAGE(read_text(dir / pid_text / file.filename()) == read_text(file), file.filename());
   }
@@ -1026,7 +988,7 @@ opcache::layouts::ExportReport export_torchair_ok(Store& store, const fs::path& 
 // file's or symlink's own state (a symlink is not followed).
 std::map<std::string, Snapshot> snapshot_children(const fs::path& dir) {
   std::map<std::string, Snapshot> children;
-  for (const auto& name : names_in(dir)) {
+  for (const auto& name : entry_names(dir)) {
     const fs::path path = dir / name;
     children[name] = fs::is_directory(fs::symlink_status(path)) ? snapshot_tree(path) : Snapshot{{".", state_of(path)}};
   }
@@ -1063,7 +1025,7 @@ TEST_CASE("layouts::export_entries writes torchair packages back as outputs dire
       opcache::test::write_torchair_outputs(build, "20250302080000", 6161, "20250302080301", longer);
   REQUIRE(fs::is_directory(first.debug_dir));  // import drops it: the round trip is by content
 
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   json imported = cli.run_json({"import", build.string(), "--scenario", k_test_scenario});
   REQUIRE(imported["imported"].size() == 2);
   std::map<std::string, const TorchairOutputs*> source_of;  // key -> the tree it came from
@@ -1083,19 +1045,19 @@ TEST_CASE("layouts::export_entries writes torchair packages back as outputs dire
   CHECK(report["files_linked"] == 0);
   CHECK(report["skipped"].empty());
   REQUIRE(report["directories"].size() == 2);
-  CHECK(names_in(out) == std::set<std::string>{k_torchair_outputs});
-  CHECK(names_in(out / k_torchair_outputs).size() == 2);
+  CHECK(entry_names(out) == std::set<std::string>{k_torchair_outputs});
+  CHECK(entry_names(out / k_torchair_outputs).size() == 2);
   std::set<std::string> reported;
   for (const auto& directory : report["directories"]) {
     reported.insert(fs::path(directory.get<std::string>()).filename().string());
     CHECK(fs::path(directory.get<std::string>()).parent_path() == out / k_torchair_outputs);
   }
-  CHECK(reported == names_in(out / k_torchair_outputs));
+  CHECK(reported == entry_names(out / k_torchair_outputs));
   CHECK(temp_files_below(out).empty());
 
   // A fresh store takes the export in: the same keys, the same member bytes.
-  Store original = open_store(temp / "cache");
-  Store fresh = open_store(temp / "fresh_cache");
+  Store original = open_store_builtin_fields(temp / "cache");
+  Store fresh = open_store_builtin_fields(temp / "fresh_cache");
   const ImportReport again = import_ok(fresh, out);
   CHECK(again.layout == Layout::torchair);
   CHECK_MESSAGE(again.skipped.empty(), describe(again.skipped));
@@ -1114,7 +1076,7 @@ TEST_CASE("layouts::export_entries writes torchair packages back as outputs dire
   const fs::path out_text = temp / "out_text";
   auto text = cli.run({"export", out_text.string(), "--layout", "torchair"});
   CHECK(text.exit_code == 0);
-  for (const auto& name : names_in(out_text / k_torchair_outputs)) {
+  for (const auto& name : entry_names(out_text / k_torchair_outputs)) {
     CHECK(contains(text.out, "wrote    " + (out_text / k_torchair_outputs / name).string() + "\n"));
   }
   CHECK(contains(text.out, "exported 2 entries into 2 directories (8 files written, 0 linked)"));
@@ -1131,7 +1093,7 @@ TEST_CASE("layouts::export_entries writes torchair packages back as outputs dire
 
 TEST_CASE("layouts::export_entries gives every torchair package a directory name of its own and never writes into one that exists") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const StoredTorchair stored = store_torchair_package(store, temp / "torchair");
   const TorchairOutputs& source = stored.source;
 
@@ -1152,19 +1114,19 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
     REQUIRE(two.directories.size() == 1);
     CHECK(one.directories[0] != two.directories[0]);
     CHECK(changed_child(after_one, outputs) == "");
-    Cli cli(temp / "cache");
+    CliRunner cli(temp);
     const auto after_two = snapshot_children(outputs);
     cli.run_json({"export", out.string(), "--layout", "torchair"});
     cli.run_json({"export", out.string(), "--layout", "torchair"});
     CHECK(changed_child(after_two, outputs) == "");
-    const auto names = names_in(outputs);
+    const auto names = entry_names(outputs);
     CHECK(names.size() == 4);
     for (const auto& name : names) {
       check_torchair_export(out / k_torchair_outputs / name, source);
     }
     CHECK(temp_files_below(out).empty());
     // All four import as the same kernel.
-    Store fresh = open_store(temp / "fresh_cache");
+    Store fresh = open_store_builtin_fields(temp / "fresh_cache");
     const ImportReport again = import_ok(fresh, out);
     CHECK(again.imported.size() == 1);
     CHECK(again.duplicates.size() == 3);
@@ -1202,7 +1164,7 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
     CHECK(changed_child(before, outputs) == "");
     CHECK(snapshot_difference(outside_before, snapshot_tree(outside)) == "");
     CHECK(!fs::exists(temp / "outside_new"));
-    CHECK(names_in(outputs).size() == 5);
+    CHECK(entry_names(outputs).size() == 5);
     CHECK(temp_files_below(out).empty());
   }
 
@@ -1220,7 +1182,7 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
     REQUIRE(!report.ok());
     CHECK(report.error().code() == opcache::ErrorCode::usage);
     CHECK(contains(report.error().message(), (out / k_torchair_outputs).string() + " is a symlink"));
-    Cli cli(temp / "cache");
+    CliRunner cli(temp);
     auto result = cli.run({"export", out.string(), "--layout", "torchair"});
     CHECK(result.exit_code == 2);
     CHECK(contains(result.err, (out / k_torchair_outputs).string() + " is a symlink; refusing to follow it"));
@@ -1230,7 +1192,7 @@ TEST_CASE("layouts::export_entries gives every torchair package a directory name
 
 TEST_CASE("layouts::export_entries skips a torchair entry that fails verification and leaves nothing of it") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const StoredTorchair stored = store_torchair_package(store, temp / "torchair");
   // The bundle's last bytes flipped: the members before them may already be written when it is found out.
   const std::string& digest = stored.entry.digest;
@@ -1249,8 +1211,8 @@ TEST_CASE("layouts::export_entries skips a torchair entry that fails verificatio
   REQUIRE(report.skipped.size() == 1);
   CHECK(report.skipped[0].path == stored.key);
   CHECK(contains(report.skipped[0].reason, "disappeared or failed verification while exporting"));
-  CHECK(names_in(out) == std::set<std::string>{k_torchair_outputs});
-  CHECK(names_in(out / k_torchair_outputs).empty());
+  CHECK(entry_names(out) == std::set<std::string>{k_torchair_outputs});
+  CHECK(entry_names(out / k_torchair_outputs).empty());
 }
 
 // ===========================================================================
@@ -1295,13 +1257,13 @@ fs::path rank_meta(const fs::path& dir, int rank) {
 
 TEST_CASE("layouts::export_entries writes MindSpore ranks from one decompression and hard links") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const ImportedJob job = import_sample_job(store, temp / "job");
   const auto names = rank0_names(job.tree);
   REQUIRE(names.size() == 15);
 
   auto check_ranks = [&](const fs::path& out, int ranks) {
-    CHECK(names_in(out).size() == static_cast<std::size_t>(ranks));
+    CHECK(entry_names(out).size() == static_cast<std::size_t>(ranks));
     for (const auto& name : names) {
       CAPTURE(name);
       const struct stat first = stat_of(rank_meta(out, 0) / name);
@@ -1314,7 +1276,7 @@ TEST_CASE("layouts::export_entries writes MindSpore ranks from one decompression
       }
     }
     for (int rank = 0; rank < ranks; ++rank) {
-      CHECK(names_in(rank_meta(out, rank)) == names);
+      CHECK(entry_names(rank_meta(out, rank)) == names);
       for (std::size_t op = 0; op < 5; ++op) {
         for (const auto& file : job.tree.at(0, op).files()) {
           CHECK(read_text(rank_meta(out, rank) / file.filename()) == read_text(file));
@@ -1325,7 +1287,7 @@ TEST_CASE("layouts::export_entries writes MindSpore ranks from one decompression
   };
 
   SUBCASE("CLI --ranks 4 into a fresh directory") {
-    Cli cli(temp / "cache");
+    CliRunner cli(temp);
     const fs::path out = temp / "fresh";
     json report = cli.run_json({"export", out.string(), "--layout", "mindspore", "--ranks", "4"});
     CHECK(report["layout"] == "mindspore");
@@ -1358,9 +1320,9 @@ TEST_CASE("layouts::export_entries writes MindSpore ranks from one decompression
 
 TEST_CASE("layouts::export_entries replaces existing files atomically and leaves no temp files") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const ImportedJob job = import_sample_job(store, temp / "job");
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   const fs::path out = temp / "out";
   cli.run_json({"export", out.string(), "--ranks", "4"});
 
@@ -1412,44 +1374,44 @@ TEST_CASE("layouts::export_entries replaces existing files atomically and leaves
     CHECK(stat_of(rank_meta(out, rank) / (square.stem + ".o")).st_ino == stat_of(rank_meta(out, 0) / (square.stem + ".o")).st_ino);
   }
   CHECK(temp_files_below(out).empty());
-  CHECK(names_in(rank_meta(out, 2)) == rank0_names(job.tree));
+  CHECK(entry_names(rank_meta(out, 2)) == rank0_names(job.tree));
 }
 
 TEST_CASE("layouts::mindspore_destination (export without DIR) honours MS_COMPILER_CACHE_PATH and RANK_ID") {
   TempDir temp;
   {
-    Store store = open_store(temp / "cache");
+    Store store = open_store_builtin_fields(temp / "cache");
     import_sample_job(store, temp / "job", 1);
   }
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   const fs::path ms_cache = temp / "ms_cache";
 
   json report = cli.run_json({"export", "--layout", "mindspore"}, 0,
                              hermetic({{"MS_COMPILER_CACHE_PATH", ms_cache.string()}, {"RANK_ID", "3"}}));
   CHECK(report["entries"] == 5);
   CHECK(report["files_linked"] == 0);
-  CHECK(names_in(ms_cache) == std::set<std::string>{"rank_3"});
-  CHECK(names_in(ms_cache / "rank_3") == std::set<std::string>{"kernel_meta"});
-  CHECK(names_in(rank_meta(ms_cache, 3)).size() == 15);
+  CHECK(entry_names(ms_cache) == std::set<std::string>{"rank_3"});
+  CHECK(entry_names(ms_cache / "rank_3") == std::set<std::string>{"kernel_meta"});
+  CHECK(entry_names(rank_meta(ms_cache, 3)).size() == 15);
 
   // --ranks overrides RANK_ID; MS_COMPILER_CACHE_PATH still names the root.
   const fs::path ms_all = temp / "ms_all";
   cli.run_json({"export", "--ranks", "2"}, 0,
                hermetic({{"MS_COMPILER_CACHE_PATH", ms_all.string()}, {"RANK_ID", "3"}}));
-  CHECK(names_in(ms_all) == std::set<std::string>{"rank_0", "rank_1"});
+  CHECK(entry_names(ms_all) == std::set<std::string>{"rank_0", "rank_1"});
 
   // A DIR given wins over MS_COMPILER_CACHE_PATH.
   const fs::path given = temp / "given";
   cli.run_json({"export", given.string()}, 0, hermetic({{"MS_COMPILER_CACHE_PATH", ms_all.string()}, {"RANK_ID", "1"}}));
-  CHECK(names_in(given) == std::set<std::string>{"rank_1"});
+  CHECK(entry_names(given) == std::set<std::string>{"rank_1"});
 
   // Neither: ./rank_0/kernel_meta in the working directory.
   fs::create_directories(temp / "cwd");
   ProcessOptions in_cwd = hermetic();
   in_cwd.cwd = (temp / "cwd").string();
   cli.run_json({"export"}, 0, in_cwd);
-  CHECK(names_in(temp / "cwd") == std::set<std::string>{"rank_0"});
-  CHECK(names_in(rank_meta(temp / "cwd", 0)).size() == 15);
+  CHECK(entry_names(temp / "cwd") == std::set<std::string>{"rank_0"});
+  CHECK(entry_names(rank_meta(temp / "cwd", 0)).size() == 15);
 
   // A malformed RANK_ID is a usage error and writes nothing.
   for (const std::string bad : {"abc", "-1", "3x", "1.5"}) {
@@ -1491,7 +1453,7 @@ TEST_CASE("layouts::mindspore_destination (export without DIR) honours MS_COMPIL
 
 TEST_CASE("layouts::export_entries filters by scenario and op type and skips entries that are not triples") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const ImportedJob train = import_sample_job(store, temp / "train", 1);
   // An inference job with two other kernels.
   MindSporeOp exp_op;
@@ -1517,30 +1479,30 @@ TEST_CASE("layouts::export_entries filters by scenario and op type and skips ent
   const std::string torchair_key = torchair_report.imported[0].key;
   REQUIRE(list_all(store).size() == 5 + 2 + 1 + 1);
 
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   SUBCASE("--scenario") {
     const fs::path out = temp / "out_infer";
     json report = cli.run_json({"export", out.string(), "--ranks", "2", "--scenario", k_infer_scenario});
     CHECK(report["entries"] == 2);
     CHECK(report["skipped"].empty());
     for (int rank = 0; rank < 2; ++rank) {
-      CHECK(names_in(rank_meta(out, rank)) == names_of({infer.at(0, 0).object, infer.at(0, 0).metadata,
-                                                        infer.at(0, 0).info, infer.at(0, 1).object,
-                                                        infer.at(0, 1).metadata, infer.at(0, 1).info}));
+      CHECK(entry_names(rank_meta(out, rank)) ==
+            names_of({infer.at(0, 0).object, infer.at(0, 0).metadata, infer.at(0, 0).info, infer.at(0, 1).object,
+                      infer.at(0, 1).metadata, infer.at(0, 1).info}));
     }
   }
   SUBCASE("--op-type") {
     const fs::path out = temp / "out_square";
     json report = cli.run_json({"export", out.string(), "--ranks", "2", "--op-type", "Square"});
     CHECK(report["entries"] == 1);
-    CHECK(names_in(rank_meta(out, 1)) == names_of(train.tree.at(0, 0).files()));
+    CHECK(entry_names(rank_meta(out, 1)) == names_of(train.tree.at(0, 0).files()));
     CHECK(read_text(rank_meta(out, 1) / train.tree.at(0, 0).object.filename()) == read_text(train.tree.at(0, 0).object));
   }
   SUBCASE("--scenario and --op-type that match nothing") {
     const fs::path out = temp / "out_none";
     json report = cli.run_json({"export", out.string(), "--scenario", k_infer_scenario, "--op-type", "Square"});
     CHECK(report["entries"] == 0);
-    CHECK(names_in(rank_meta(out, 0)).empty());
+    CHECK(entry_names(rank_meta(out, 0)).empty());
   }
   SUBCASE("everything: the CANN pair and the torchair entry are skipped with the reason") {
     const fs::path out = temp / "out_all";
@@ -1554,7 +1516,7 @@ TEST_CASE("layouts::export_entries filters by scenario and op type and skips ent
     REQUIRE(torchair_reasons.size() == 1);
     CHECK(contains(torchair_reasons[0], "not a MindSpore .o/.json/.info triple"));
     for (int rank = 0; rank < 2; ++rank) {
-      const auto written = names_in(rank_meta(out, rank));
+      const auto written = entry_names(rank_meta(out, rank));
       CHECK(written.size() == 7 * 3);
       for (const auto& file : cann.kernels[0].files()) {
         CHECK(written.count(file.filename().string()) == 0);
@@ -1580,7 +1542,7 @@ TEST_CASE("layouts::export_entries filters by scenario and op type and skips ent
       CHECK(contains(reasons[0], "not a torchair package of *.json statistics and one .run"));
     }
     CHECK(json_reasons_for(report["skipped"], torchair_key).empty());
-    CHECK(names_in(out / "aclnn_static_shape_kernel_outputs").size() == 1);
+    CHECK(entry_names(out / "aclnn_static_shape_kernel_outputs").size() == 1);
     auto text = cli.run({"export", temp.path().string() + "/out_torchair_text", "--layout", "torchair"});
     CHECK(contains(text.out, "skipped  " + cann_key + "  not a torchair package of *.json statistics and one .run (" +
                                  cann.kernels[0].op_type + ")"));
@@ -1593,13 +1555,13 @@ TEST_CASE("layouts::export_entries filters by scenario and op type and skips ent
     const auto reasons = json_reasons_for(report["skipped"], train.keys[0]);
     REQUIRE(reasons.size() == 1);
     CHECK(contains(reasons[0], "not a CANN te_*.o/.json pair"));
-    CHECK(names_in(out / "kernel_cache" / "Ascend910B1") == names_of(cann.kernels[0].files()));
+    CHECK(entry_names(out / "kernel_cache" / "Ascend910B1") == names_of(cann.kernels[0].files()));
   }
 }
 
 TEST_CASE("layouts::export_entries refuses directory symlinks planted in the target and writes nothing outside") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   import_sample_job(store, temp / "job", 1);
   const CannCache cann = opcache::test::write_cann_cache(temp / "cann", "Ascend910B1", {opcache::test::sample_cann_ops()[1]});
   REQUIRE(import_ok(store, cann.root).imported.size() == 1);
@@ -1610,7 +1572,7 @@ TEST_CASE("layouts::export_entries refuses directory symlinks planted in the tar
   write_text(outside / "kernel_meta" / "other.o", "someone else's object");
   age_tree(outside);
   const Snapshot outside_before = snapshot_tree(outside);
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
 
   SUBCASE("DIR/rank_1 -> outside") {
     const fs::path out = temp / "out";
@@ -1668,14 +1630,14 @@ TEST_CASE("layouts::export_entries refuses directory symlinks planted in the tar
     fs::create_symlink(real, temp / "link_out");
     json report = cli.run_json({"export", (temp / "link_out").string(), "--ranks", "1"});
     CHECK(report["entries"] == 5);
-    CHECK(names_in(rank_meta(real, 0)).size() == 15);
+    CHECK(entry_names(rank_meta(real, 0)).size() == 15);
   }
   CHECK(snapshot_difference(outside_before, snapshot_tree(outside)) == "");
 }
 
 TEST_CASE("layouts::export_entries replaces a symlink planted at a member name and leaves its target alone") {
   TempDir temp;
-  Store store = open_store(temp / "cache");
+  Store store = open_store_builtin_fields(temp / "cache");
   const ImportedJob job = import_sample_job(store, temp / "job", 1);
   const MindSporeKernel& square = job.tree.at(0, 0);
   REQUIRE(square.stem == "square_12484080525657478220_0");
@@ -1695,7 +1657,7 @@ TEST_CASE("layouts::export_entries replaces a symlink planted at a member name a
   // A dangling one too: following it would create a file outside.
   fs::create_symlink(outside / "created_through_link.info", rank_meta(out, 0) / (square.stem + ".info"));
 
-  Cli cli(temp / "cache");
+  CliRunner cli(temp);
   json report = cli.run_json({"export", out.string(), "--ranks", "2"});
   CHECK(report["entries"] == 5);
   for (int rank = 0; rank < 2; ++rank) {
