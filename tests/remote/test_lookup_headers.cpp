@@ -12,7 +12,7 @@ using namespace opcache::remote;
 
 namespace {
 
-const nlohmann::json k_scenario = {
+const nlohmann::json k_header_scenario = {
     {"device_mode", "single"}, {"phase", "train"}, {"toolchain", "8.0"}, {"soc", "Ascend910B1"}};
 // base64url, no padding, of {"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"}.
 const std::string k_scenario_header_value =
@@ -21,7 +21,7 @@ const std::string k_scenario_header_value =
 }  // namespace
 
 TEST_CASE("remote::lookup_headers: the op type as given and the scenario's canonical JSON in base64url") {
-  const auto hint = make_lookup_hint("MatMul", k_scenario);
+  const auto hint = make_lookup_hint("MatMul", k_header_scenario);
   CHECK(hint.scenario_json == R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})");
   const auto values = lookup_header_values(hint);
   CHECK(values.op_type == "MatMul");

@@ -86,15 +86,6 @@ struct EntryServer {
   }
 };
 
-BuildSource build(Store& store, const TestKernel& kernel, const fs::path& out) {
-  auto got = store.get_or_build(kernel.descriptor_json, test_scenario(), out, [](const fs::path& work) {
-    write_text(work / "kernel.o", "built here");
-    return opcache::Status{};
-  });
-  REQUIRE_MESSAGE(got.ok(), got.error().message());
-  return got->source;
-}
-
 }  // namespace
 
 TEST_CASE("remote::lookup hints: get_or_build's lookups name the op type and scenario, on a miss and on a hit") {
@@ -103,7 +94,7 @@ TEST_CASE("remote::lookup hints: get_or_build's lookups name the op type and sce
   const std::string remote = server.url() + "|prefetch=0";
   {
     Store store = open_remote_store(temp / "miss", {remote});
-    CHECK(build(store, kernel, temp / "out-miss") == BuildSource::built);
+    CHECK(get_or_build_one_file(store, kernel, temp / "out-miss") == BuildSource::built);
   }
   const auto misses = requests_of(server, "GET", "/v1/entries/" + kernel.key);
   CHECK(misses.size() == 2);  // before and under the local single-flight lock
@@ -111,7 +102,7 @@ TEST_CASE("remote::lookup hints: get_or_build's lookups name the op type and sce
 
   serving = true;
   Store store = open_remote_store(temp / "hit", {remote});
-  CHECK(build(store, kernel, temp / "out-hit") == BuildSource::hit);
+  CHECK(get_or_build_one_file(store, kernel, temp / "out-hit") == BuildSource::hit);
   fixture.check_hit_hinted();
 }
 
@@ -144,7 +135,7 @@ TEST_CASE("remote::lookup hints: an op type over 128 bytes is not sent, the scen
   std::atomic<bool> serving{false};
   FaultServer server(entry_server(kernel, serving));
   Store store = open_remote_store(temp / "cache", {server.url() + "|prefetch=0"});
-  CHECK(build(store, kernel, temp / "out") == BuildSource::built);
+  CHECK(get_or_build_one_file(store, kernel, temp / "out") == BuildSource::built);
   const auto lookups = requests_of(server, "GET", "/v1/entries/");
   REQUIRE(lookups.size() == 2);
   for (const auto& request : lookups) {
@@ -171,7 +162,7 @@ TEST_CASE("remote::lookup hints: team single flight's lease request and wait nam
     return FaultReply::status(404, R"({"error":"not_found","message":"no entry"})");
   });
   Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0"});
-  CHECK(build(store, kernel, temp / "out") == BuildSource::hit);
+  CHECK(get_or_build_one_file(store, kernel, temp / "out") == BuildSource::hit);
   check_hinted(requests_of(server, "POST", "/v1/leases/" + kernel.key), "add");
   check_hinted(requests_of(server, "HEAD", "/v1/entries/" + kernel.key + "?wait="), "add");
   check_hinted(requests_of(server, "GET", "/v1/entries/" + kernel.key), "add");

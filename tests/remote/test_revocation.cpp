@@ -28,11 +28,11 @@ namespace {
 
 // A server with an admin token and a read/write token, the latter in a file
 // for the client stores.
-struct Team {
+struct RevocationRemote {
   TempDir dir;
   std::unique_ptr<ServerProcess> server;
 
-  Team() {
+  RevocationRemote() {
     write_text(dir / "tokens", token_line(k_admin_token, "admin", "admin") + token_line(k_write_token, "team", "read,write"));
     write_text(dir / "team.token", k_write_token);
     write_text(dir / "admin.token", k_admin_token);
@@ -69,16 +69,10 @@ struct Team {
   }
 };
 
-bool holds(Store& store, const std::string& key) {
-  auto contains = store.contains(key);
-  REQUIRE(contains.ok());
-  return *contains;
-}
-
 }  // namespace
 
 TEST_CASE("remote::revocation: a 410 is a miss that purges the local copy and never opens the breaker") {
-  Team team;
+  RevocationRemote team;
   TempDir temp;
   const auto kernel = make_cheap_kernel(temp.path(), 11);
   team.upload(kernel);
@@ -104,7 +98,7 @@ TEST_CASE("remote::revocation: a 410 is a miss that purges the local copy and ne
 }
 
 TEST_CASE("remote::revocation: the list reaches a store on use once the interval is over, and on pull") {
-  Team team;
+  RevocationRemote team;
   TempDir temp;
   const auto kernel = make_cheap_kernel(temp.path(), 12);
   const auto kept = make_cheap_kernel(temp.path(), 13);

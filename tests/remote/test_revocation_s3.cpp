@@ -31,12 +31,6 @@ std::string s3_url(const std::string& bucket, const std::string& prefix) {
   return "s3://" + bucket + "/" + prefix + "?endpoint=" + MotoServer::shared().endpoint();
 }
 
-bool holds(Store& store, const std::string& key) {
-  auto contains = store.contains(key);
-  REQUIRE(contains.ok());
-  return *contains;
-}
-
 }  // namespace
 
 TEST_CASE("remote::revocation: an s3:// remote keeps tombstones in the bucket and refuses revoked keys") {

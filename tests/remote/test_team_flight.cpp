@@ -28,15 +28,11 @@ namespace {
 
 const std::string k_not_found = R"({"error":"not_found","message":"no such endpoint"})";
 
-// get_or_build of `kernel` with a build that writes one file; REQUIREs success.
-BuildSource build(Store& store, const TestKernel& kernel, const fs::path& out) {
-  auto got = store.get_or_build(kernel.descriptor_json, test_scenario(), out, [](const fs::path& work) {
-    write_text(work / "kernel.o", "built here");
-    return opcache::Status{};
-  });
-  REQUIRE_MESSAGE(got.ok(), got.error().message());
+// get_or_build_one_file, and `out` holds the file that build wrote.
+BuildSource get_or_build_checked(Store& store, const TestKernel& kernel, const fs::path& out) {
+  const BuildSource source = get_or_build_one_file(store, kernel, out);
   CHECK(read_text(out / "kernel.o") == "built here");
-  return got->source;
+  return source;
 }
 
 }  // namespace
@@ -59,7 +55,7 @@ TEST_CASE("remote::team flight: a lease request whose 201 is lost is retried and
   });
   WarningLog warnings;
   Store store = open_remote_store(temp / "cache", {proxy.url() + "|upload|prefetch=0"}, &warnings, temp / "token");
-  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out") == BuildSource::built);
+  CHECK(get_or_build_checked(store, make_cheap_kernel(temp / "a", 1), temp / "out") == BuildSource::built);
   CHECK_MESSAGE(warnings.all().empty(), warnings.joined());
   // Two POSTs, one acquisition: the same request id both times.
   std::vector<std::string> ids;
@@ -93,8 +89,8 @@ TEST_CASE("remote::team flight: a server without build leases is told once, keep
   TempDir temp;
   WarningLog warnings;
   Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0"}, &warnings);
-  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out-a") == BuildSource::built);
-  CHECK(build(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
+  CHECK(get_or_build_checked(store, make_cheap_kernel(temp / "a", 1), temp / "out-a") == BuildSource::built);
+  CHECK(get_or_build_checked(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
   CHECK(server.count("POST") == 1);  // asked once, then known
   CHECK(server.count("GET") == 4);   // two lookups per key (before and under the local lock): no breaker
   CHECK(breaker_files(temp / "cache") == 0);
@@ -113,7 +109,7 @@ TEST_CASE("remote::team flight: a lease request answered 500 builds here at once
   TempDir temp;
   WarningLog warnings;
   Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0|retries=0"}, &warnings);
-  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out") == BuildSource::built);
+  CHECK(get_or_build_checked(store, make_cheap_kernel(temp / "a", 1), temp / "out") == BuildSource::built);
   CHECK_MESSAGE(warnings.contains("failed asking for the build lease"), warnings.joined());
   CHECK_MESSAGE(warnings.contains("HTTP 500"), warnings.joined());
   CHECK(breaker_files(temp / "cache") == 1);
@@ -131,11 +127,11 @@ TEST_CASE("remote::team flight: a server that hangs on the lease request costs o
   WarningLog warnings;
   Store store = open_remote_store(temp / "cache", {server.url() + "|upload|prefetch=0|timeout=500"}, &warnings);
   const auto start = std::chrono::steady_clock::now();
-  CHECK(build(store, make_cheap_kernel(temp / "a", 1), temp / "out-a") == BuildSource::built);
+  CHECK(get_or_build_checked(store, make_cheap_kernel(temp / "a", 1), temp / "out-a") == BuildSource::built);
   CHECK(std::chrono::steady_clock::now() - start >= std::chrono::milliseconds(450));  // it did wait for the timeout
   CHECK_MESSAGE(warnings.contains("Timeout was reached"), warnings.joined());
   // The breaker is open: the next miss does not ask again.
-  CHECK(build(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
+  CHECK(get_or_build_checked(store, make_cheap_kernel(temp / "b", 2), temp / "out-b") == BuildSource::built);
   CHECK(server.count("POST") == 1);
 }
 
@@ -164,22 +160,22 @@ TEST_CASE("remote::team flight: team_single_flight false, OPCACHE_TEAM_SINGLE_FL
   ::unsetenv("OPCACHE_TEAM_SINGLE_FLIGHT");
   {
     Store off = open("off", std::string("false"), "");
-    build(off, make_cheap_kernel(temp / "a", 1), temp / "out-a");
+    get_or_build_checked(off, make_cheap_kernel(temp / "a", 1), temp / "out-a");
   }
   ::setenv("OPCACHE_TEAM_SINGLE_FLIGHT", "0", 1);
   {
     Store env_off = open("env-off", std::nullopt, "");
-    build(env_off, make_cheap_kernel(temp / "b", 2), temp / "out-b");
+    get_or_build_checked(env_off, make_cheap_kernel(temp / "b", 2), temp / "out-b");
   }
   ::unsetenv("OPCACHE_TEAM_SINGLE_FLIGHT");
   {
     Store force = open("force", std::nullopt, "force");
-    build(force, make_cheap_kernel(temp / "c", 3), temp / "out-c");
+    get_or_build_checked(force, make_cheap_kernel(temp / "c", 3), temp / "out-c");
   }
   CHECK(server.count("POST") == 0);
   {
     Store on = open("on", std::nullopt, "");
-    build(on, make_cheap_kernel(temp / "d", 4), temp / "out-d");
+    get_or_build_checked(on, make_cheap_kernel(temp / "d", 4), temp / "out-d");
   }
   CHECK(server.count("POST") == 1);
 }

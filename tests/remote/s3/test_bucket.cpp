@@ -23,7 +23,7 @@ using opcache::test::TempDir;
 
 namespace {
 
-const std::string k_key = opcache::base::sha256_hex("bucket test");
+const std::string k_bundle_key = opcache::base::sha256_hex("bucket test");
 
 // The server answers a marker PUT with `marker_status` and a DELETE with
 // `delete_status`; bundles HEAD as present once PUT.
@@ -66,7 +66,7 @@ opcache::Status put_bundle(const FaultServer& server) {
   TempDir temp;
   REQUIRE(opcache::base::write_file_atomic(temp.path() / "bundle", "bytes").ok());
   S3Bucket bucket = bucket_on(server);
-  return bucket.put_entry(k_key, temp.path() / "bundle", k_fields, "d1gest");
+  return bucket.put_entry(k_bundle_key, temp.path() / "bundle", k_fields, "d1gest");
 }
 
 }  // namespace
@@ -77,16 +77,16 @@ TEST_CASE("remote::S3Bucket writes the bundle first and its marker second") {
   REQUIRE_MESSAGE(stored.ok(), stored.error().message());
   CHECK(methods_and_kinds(server) == std::vector<std::string>{"PUT bundle", "PUT marker"});
   const auto requests = server.requests();
-  CHECK(requests[0].target == "/bucket/pre/v1/bundles/" + k_key);
+  CHECK(requests[0].target == "/bucket/pre/v1/bundles/" + k_bundle_key);
   CHECK(requests[0].header("x-amz-meta-opcache-digest") == "d1gest");
-  CHECK(requests[1].target == "/bucket/pre/" + s3_index_name(k_fields, k_key));
+  CHECK(requests[1].target == "/bucket/pre/" + s3_index_name(k_fields, k_bundle_key));
 }
 
 TEST_CASE("remote::S3Bucket deletes the bundle again and fails when the marker upload fails") {
   FaultServer server = bucket_server(403, 204);
   auto stored = put_bundle(server);
   REQUIRE_FALSE(stored.ok());
-  CHECK(stored.error().message().find("cannot write the listing marker of " + k_key) != std::string::npos);
+  CHECK(stored.error().message().find("cannot write the listing marker of " + k_bundle_key) != std::string::npos);
   CHECK(stored.error().message().find("the bundle was deleted again") != std::string::npos);
   CHECK(methods_and_kinds(server) ==
         std::vector<std::string>{"PUT bundle", "PUT marker", "HEAD bundle", "DELETE bundle"});
