@@ -19,18 +19,22 @@
 #include <valijson/validation_results.hpp>
 #include <valijson/validator.hpp>
 
+#include "base/sha256.hpp"
+#include "opcache_test_paths.hpp"
 #include "store/bundle_reader.hpp"
 #include "store/bundle_writer.hpp"
 #include "store/manifest.hpp"
 #include "store/scenario.hpp"
-#include "base/sha256.hpp"
+#include "tests/support/bundle_inputs.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
-#include "opcache_test_paths.hpp"
+#include "tests/support/text.hpp"
 
 namespace {
 
 using nlohmann::json;
+using opcache::test::joined_lines;
+using opcache::test::scenario_json;
 namespace fs = std::filesystem;
 
 fs::path schema_dir() {
@@ -93,21 +97,6 @@ class SchemaValidator {
   valijson::Schema m_schema;
 };
 
-std::string joined(const std::vector<std::string>& lines) {
-  std::string out;
-  for (const auto& line : lines) {
-    out += line + "\n";
-  }
-  return out;
-}
-
-json scenario_json(const std::string& spec) {
-  auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
-  auto scenario = opcache::store::parse_scenario_spec(spec, no_env);
-  REQUIRE_MESSAGE(scenario.ok(), (scenario.ok() ? "" : scenario.error().message()));
-  return opcache::store::scenario_to_json(*scenario);
-}
-
 struct RealManifest {
   json from_bytes;   // the manifest text inside the bundle, parsed
   json from_reader;  // BundleReader::read_manifest() -> manifest_to_json()
@@ -154,7 +143,7 @@ TEST_CASE("schemas/manifest.schema.json accepts real manifests written by write_
     RealManifest manifest = real_manifest(dir.path() / op, op, length++, spec);
     CHECK(manifest.from_bytes == manifest.from_reader);
     auto errors = schema.errors(manifest.from_bytes);
-    CHECK_MESSAGE(errors.empty(), joined(errors));
+    CHECK_MESSAGE(errors.empty(), joined_lines(errors));
     CHECK(manifest.from_bytes["members"].size() == 3);
   }
   // Both sibling schemas were fetched through the callback.
@@ -234,7 +223,7 @@ TEST_CASE("schemas/scenario.schema.json accepts what store::scenario_to_json pro
     CAPTURE(spec);
     json value = scenario_json(spec);
     auto errors = schema.errors(value);
-    CHECK_MESSAGE(errors.empty(), joined(errors));
+    CHECK_MESSAGE(errors.empty(), joined_lines(errors));
   }
 
   const std::vector<json> invalid = {
@@ -264,7 +253,7 @@ TEST_CASE("schemas/descriptor.schema.json accepts the test kernels' descriptors 
   auto kernel = opcache::test::make_kernel(dir.path(), "neg", 4);
   json descriptor = json::parse(kernel.descriptor_json);
   auto errors = schema.errors(descriptor);
-  CHECK_MESSAGE(errors.empty(), joined(errors));
+  CHECK_MESSAGE(errors.empty(), joined_lines(errors));
   CHECK_FALSE(schema.valid(json::parse(R"({"inputs":[]})")));
   CHECK_FALSE(schema.valid(json::parse(R"({"op_type":""})")));
   CHECK_FALSE(schema.valid(json::parse(R"({"op_type":"Add","inputs":[{"shape":["3"]}]})")));
