@@ -31,8 +31,8 @@ using opcache::test::TestKernel;
 constexpr std::size_t k_cache_bytes = 1 << 20;
 
 // A local storage on `root` with the handlers in front of it.
-struct Served {
-  explicit Served(const fs::path& root, std::size_t cache_bytes = k_cache_bytes) {
+struct LocalStorageApi {
+  explicit LocalStorageApi(const fs::path& root, std::size_t cache_bytes = k_cache_bytes) {
     opcache::store::StoreOptions options;
     options.root = root;
     auto storage_opened = opcache::server::make_local_storage(std::move(options), cache_bytes);
@@ -101,7 +101,7 @@ std::string rebuilt_bundle(const TestKernel& kernel, const fs::path& dir) {
 TEST_CASE("server::local storage answers repeated GETs of a small bundle from memory, and after a DELETE with 404") {
   TempDir temp;
   auto kernel = opcache::test::make_cheap_kernel(temp / "kernels", 1);
-  Served served(temp / "store");
+  LocalStorageApi served(temp / "store");
   REQUIRE(served.put(kernel.key, kernel.bundle).status == 201);
   for (int i = 0; i < 3; ++i) {
     auto [status, bytes] = served.get(kernel.key);
@@ -120,7 +120,7 @@ TEST_CASE("server::local storage serves the new bytes of an entry another proces
   auto kernel = opcache::test::make_cheap_kernel(temp / "kernels", 2);
   const std::string rebuilt = rebuilt_bundle(kernel, temp / "rebuilt");
   REQUIRE(rebuilt != kernel.bundle);
-  Served served(temp / "store");
+  LocalStorageApi served(temp / "store");
   REQUIRE(served.put(kernel.key, kernel.bundle).status == 201);
   REQUIRE(served.get(kernel.key).second == kernel.bundle);  // now held in memory
 
@@ -144,7 +144,7 @@ TEST_CASE("server::local storage with no memory for bundles still answers every 
   TempDir temp;
   auto first = opcache::test::make_cheap_kernel(temp / "kernels", 3);
   auto second = opcache::test::make_cheap_kernel(temp / "kernels", 4);
-  Served served(temp / "store", 0);
+  LocalStorageApi served(temp / "store", 0);
   REQUIRE(served.put(first.key, first.bundle).status == 201);
   REQUIRE(served.put(second.key, second.bundle).status == 201);
   for (int i = 0; i < 2; ++i) {

@@ -10,7 +10,7 @@ using namespace opcache::server;
 
 namespace {
 
-const std::string k_key(64, 'a');
+const std::string k_route_key(64, 'a');
 
 }  // namespace
 
@@ -23,14 +23,14 @@ TEST_CASE("server::match_route maps every route and method to a handler, scope a
     BodyKind body;
   };
   const Case cases[] = {
-      {"GET", "/v1/entries/" + k_key, RouteId::entry_read, Scope::read, BodyKind::none},
-      {"HEAD", "/v1/entries/" + k_key, RouteId::entry_read, Scope::read, BodyKind::none},
-      {"PUT", "/v1/entries/" + k_key, RouteId::entry_put, Scope::write, BodyKind::upload},
-      {"DELETE", "/v1/entries/" + k_key, RouteId::entry_delete, Scope::admin, BodyKind::none},
+      {"GET", "/v1/entries/" + k_route_key, RouteId::entry_read, Scope::read, BodyKind::none},
+      {"HEAD", "/v1/entries/" + k_route_key, RouteId::entry_read, Scope::read, BodyKind::none},
+      {"PUT", "/v1/entries/" + k_route_key, RouteId::entry_put, Scope::write, BodyKind::upload},
+      {"DELETE", "/v1/entries/" + k_route_key, RouteId::entry_delete, Scope::admin, BodyKind::none},
       {"POST", "/v1/entries/query", RouteId::query, Scope::read, BodyKind::small},
-      {"POST", "/v1/leases/" + k_key, RouteId::lease_acquire, Scope::write, BodyKind::small},
-      {"PUT", "/v1/leases/" + k_key + "/0123abcd", RouteId::lease_renew, Scope::write, BodyKind::none},
-      {"DELETE", "/v1/leases/" + k_key + "/0123abcd", RouteId::lease_release, Scope::write, BodyKind::none},
+      {"POST", "/v1/leases/" + k_route_key, RouteId::lease_acquire, Scope::write, BodyKind::small},
+      {"PUT", "/v1/leases/" + k_route_key + "/0123abcd", RouteId::lease_renew, Scope::write, BodyKind::none},
+      {"DELETE", "/v1/leases/" + k_route_key + "/0123abcd", RouteId::lease_release, Scope::write, BodyKind::none},
       {"GET", "/v1/entries", RouteId::list, Scope::read, BodyKind::none},
       {"HEAD", "/v1/entries", RouteId::list, Scope::read, BodyKind::none},
       {"GET", "/v1/status", RouteId::status, Scope::read, BodyKind::none},
@@ -56,7 +56,7 @@ TEST_CASE("server::match_route maps every route and method to a handler, scope a
     CHECK(route.scope == c.scope);
     CHECK(route.body == c.body);
   }
-  CHECK(match_route("GET", "/v1/entries/" + k_key).key == k_key);
+  CHECK(match_route("GET", "/v1/entries/" + k_route_key).key == k_route_key);
   CHECK(match_route("GET", "/v1/stats/timeseries").id == RouteId::stats_timeseries);
   CHECK(match_route("GET", "/ui").resource.empty());
   CHECK(match_route("GET", "/ui/").resource == "index.html");
@@ -70,7 +70,7 @@ TEST_CASE("server::match_route answers 405 with Allow for a wrong method") {
     const char* allow;
   };
   const Case cases[] = {
-      {"POST", "/v1/entries/" + k_key, "GET, HEAD, PUT, DELETE"},
+      {"POST", "/v1/entries/" + k_route_key, "GET, HEAD, PUT, DELETE"},
       {"GET", "/v1/entries/query", "POST"},
       {"PUT", "/v1/entries", "GET, HEAD"},
       {"DELETE", "/v1/status", "GET, HEAD"},
@@ -103,7 +103,7 @@ TEST_CASE("server::match_route answers 404 for unknown paths") {
 
 TEST_CASE("server::match_route rejects keys that are not 64 lowercase hex digits as invalid_key") {
   for (const std::string& key : {std::string(63, 'a'), std::string(65, 'a'), std::string(64, 'A'),
-                                std::string(63, 'a') + "g", std::string(), k_key + "/x"}) {
+                                 std::string(63, 'a') + "g", std::string(), k_route_key + "/x"}) {
     CAPTURE(key);
     const Route route = match_route("GET", "/v1/entries/" + key);
     CHECK(route.error_status == 400);
@@ -166,17 +166,17 @@ TEST_CASE("server::error_response quotes a decoded path that is not UTF-8 withou
 }
 
 TEST_CASE("server::match_route takes the lease id from /v1/leases/{key}/{id} and refuses a malformed one") {
-  auto route = match_route("PUT", "/v1/leases/" + k_key + "/00ff");
+  auto route = match_route("PUT", "/v1/leases/" + k_route_key + "/00ff");
   CHECK(route.error_status == 0);
-  CHECK(route.key == k_key);
+  CHECK(route.key == k_route_key);
   CHECK(route.lease_id == "00ff");
   for (const std::string& id : std::vector<std::string>{"", "ABCD", "00ff/x", std::string(65, 'a')}) {
-    auto bad = match_route("DELETE", "/v1/leases/" + k_key + "/" + id);
+    auto bad = match_route("DELETE", "/v1/leases/" + k_route_key + "/" + id);
     CHECK_MESSAGE(bad.error_status == 400, id);
     CHECK(bad.error_code == "invalid_lease");
   }
-  CHECK(match_route("GET", "/v1/leases/" + k_key).error_status == 405);
-  CHECK(match_route("GET", "/v1/leases/" + k_key).allow == "POST");
-  CHECK(match_route("POST", "/v1/leases/" + k_key + "/00ff").allow == "PUT, DELETE");
+  CHECK(match_route("GET", "/v1/leases/" + k_route_key).error_status == 405);
+  CHECK(match_route("GET", "/v1/leases/" + k_route_key).allow == "POST");
+  CHECK(match_route("POST", "/v1/leases/" + k_route_key + "/00ff").allow == "PUT, DELETE");
   CHECK(match_route("POST", "/v1/leases/nothex").error_code == "invalid_key");
 }

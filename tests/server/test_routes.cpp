@@ -20,15 +20,16 @@
 #include "tests/support/temp_dir.hpp"
 
 using namespace opcache::server;
+using opcache::test::read_text;
 
 namespace {
 
-const std::string k_key(64, 'a');
+const std::string k_path_key(64, 'a');
 
 // A path `pattern` matches, with a valid key, lease id and dashboard file.
 std::string sample_path(std::string_view pattern) {
   std::string path(pattern);
-  for (auto [capture, value] : {std::pair{"{key}", k_key}, std::pair{"{id}", std::string("0123abcd")},
+  for (auto [capture, value] : {std::pair{"{key}", k_path_key}, std::pair{"{id}", std::string("0123abcd")},
                                 std::pair{"{file}", std::string("app.js")}}) {
     if (auto at = path.find(capture); at != std::string::npos) {
       path.replace(at, std::string_view(capture).size(), value);
@@ -58,8 +59,8 @@ ApiRequest request_for(const std::string& method, const std::string& path, bool 
 }
 
 // Handlers over a local storage in a scratch directory.
-struct Served {
-  Served() {
+struct TempStorageApi {
+  TempStorageApi() {
     opcache::store::StoreOptions options;
     options.root = temp.path() / "store";
     storage = std::move(make_local_storage(std::move(options), 1u << 20)).value();
@@ -84,11 +85,6 @@ struct Served {
   std::unique_ptr<Storage> storage;
   std::unique_ptr<Api> api;
 };
-
-std::string read_text(const std::filesystem::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
 
 // The lines of docs/protocol.md's "## Routes" section that are table rows (not its header).
 std::vector<std::string> documented_routes() {
@@ -141,7 +137,7 @@ TEST_CASE("server::routes every route resolves through match_route to itself, wi
 }
 
 TEST_CASE("server::routes every route has a handler that plan_call runs (none answers 500 no handler)") {
-  Served served;
+  TempStorageApi served;
   for (const RouteSpec& spec : routes()) {
     for (const auto& method : methods_of(spec.methods)) {
       CAPTURE(spec.pattern);
@@ -158,7 +154,7 @@ TEST_CASE("server::routes every route has a handler that plan_call runs (none an
 }
 
 TEST_CASE("server::routes plan_call answers each route on the thread the table names") {
-  Served served;
+  TempStorageApi served;
   for (const RouteSpec& spec : routes()) {
     CAPTURE(spec.pattern);
     const std::string method = methods_of(spec.methods).front();

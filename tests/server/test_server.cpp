@@ -28,16 +28,18 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/canonical_json.hpp"
+#include "base/sha256.hpp"
 #include "store/bundle_reader.hpp"
 #include "store/bundle_writer.hpp"
-#include "base/canonical_json.hpp"
 #include "store/scenario.hpp"
-#include "base/sha256.hpp"
+#include "tests/support/api_schema.hpp"
+#include "tests/support/bundle_inputs.hpp"
 #include "tests/support/children.hpp"
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
-#include "tests/support/api_schema.hpp"
+#include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -51,38 +53,27 @@ using json = nlohmann::json;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using opcache::test::contains;
+using opcache::test::eventually;
 using opcache::test::hermetic;
 using opcache::test::HttpClient;
 using opcache::test::HttpOptions;
 using opcache::test::HttpResponse;
+using opcache::test::joined_lines;
+using opcache::test::k_absent_key;
 using opcache::test::k_admin_token;
+using opcache::test::k_infer_scenario;
 using opcache::test::k_read_token;
 using opcache::test::k_write_token;
 using opcache::test::RawConnection;
+using opcache::test::scenario_json;
+using opcache::test::seconds_since;
 using opcache::test::ServerProcess;
 using opcache::test::TempDir;
 using opcache::test::token_line;
 
-constexpr const char* k_infer_scenario = "device=single,phase=infer,toolchain=8.0.RC2,soc=Ascend910B1";
-constexpr const char* k_absent_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-std::string bearer(const std::string& token) { return "Authorization: Bearer " + token; }
-
-// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-template <class Condition>
-bool eventually(Condition condition, std::chrono::milliseconds timeout = 5s) {
-  const auto deadline = Clock::now() + timeout;
-  while (!condition()) {
-    if (Clock::now() >= deadline) {
-      return false;
-    }
-    std::this_thread::sleep_for(20ms);
-  }
-  return true;
-}
-
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
+// The request header that presents `token`.
+std::string authorization_header(const std::string& token) {
+  return "Authorization: Bearer " + token;
 }
 
 // An error response: exact status and code, a valid error body.
@@ -96,13 +87,6 @@ void check_error(const HttpResponse& response, long status, const std::string& c
 
 // ---------------------------------------------------------------------------
 // Real bundles
-
-json scenario_json(const std::string& spec) {
-  auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
-  auto scenario = opcache::store::parse_scenario_spec(spec, no_env);
-  REQUIRE_MESSAGE(scenario.ok(), (scenario.ok() ? "" : scenario.error().message()));
-  return opcache::store::scenario_to_json(*scenario);
-}
 
 struct TestBundle {
   std::string key;
@@ -206,24 +190,17 @@ std::vector<std::string> files_under(const fs::path& dir) {
   return out;
 }
 
-std::string joined(const std::vector<std::string>& items) {
-  std::string out;
-  for (const auto& item : items) {
-    out += item + "\n";
-  }
-  return out;
-}
-
 // The entry is absent and nothing of the refused upload remains: GET is 404,
 // tmp/ is empty once the server is done, objects/ holds nothing, and
 // `opcache verify` finds no entries and no problems.
 void check_nothing_left(const Served& served, const std::string& key) {
-  auto get = opcache::test::http_request("GET", served.entry(key), {bearer(k_read_token)});
+  auto get = opcache::test::http_request("GET", served.entry(key), {authorization_header(k_read_token)});
   check_error(get, 404, "not_found");
   const fs::path tmp = served.storage / "tmp";
-  CHECK_MESSAGE(eventually([&] { return files_under(tmp).empty(); }), "left in tmp/: " << joined(files_under(tmp)));
+  CHECK_MESSAGE(eventually([&] { return files_under(tmp).empty(); }),
+                "left in tmp/: " << joined_lines(files_under(tmp)));
   CHECK_MESSAGE(files_under(served.storage / "objects").empty(),
-                "left in objects/: " << joined(files_under(served.storage / "objects")));
+                "left in objects/: " << joined_lines(files_under(served.storage / "objects")));
   auto verify = opcache::test::run_cli({"--json", "--cache-dir", served.storage.string(), "verify"}, hermetic());
   INFO("verify: " << verify.out << verify.err);
   CHECK(verify.exit_code == 0);
@@ -245,7 +222,7 @@ void check_healthy(const Served& served) {
 
 // "PUT /v1/entries/<key> HTTP/1.1" with a write token and Content-Length.
 std::string upload_head(const std::string& key, std::size_t length, const std::string& extra_headers = {}) {
-  return "PUT /v1/entries/" + key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + bearer(k_write_token) +
+  return "PUT /v1/entries/" + key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization_header(k_write_token) +
          "\r\nContent-Type: application/vnd.opcache.bundle\r\nContent-Length: " + std::to_string(length) + "\r\n" +
          extra_headers + "\r\n";
 }
@@ -284,7 +261,7 @@ double metric_value(const std::string& metrics, const std::string& sample) {
 // /metrics counts `count` rejections for `reason`.
 void check_rejected_upload(const Served& served, const std::string& key, const std::string& reason, int count) {
   check_nothing_left(served, key);
-  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {bearer(k_read_token)});
+  auto metrics = opcache::test::http_request("GET", served.url("/metrics"), {authorization_header(k_read_token)});
   CHECK(metric_value(metrics.body, "opcache_uploads_rejected_total{reason=\"" + reason + "\"}") == count);
 }
 
@@ -392,15 +369,15 @@ TEST_CASE("server::PUT stores a real bundle, GET and HEAD return it with its ETa
   const std::string etag = "\"" + bundle.digest + "\"";
 
   // A miss first, for GET and HEAD.
-  check_error(opcache::test::http_request("GET", url, {bearer(k_read_token)}), 404, "not_found");
-  auto head_miss = opcache::test::http_request("HEAD", url, {bearer(k_read_token)});
+  check_error(opcache::test::http_request("GET", url, {authorization_header(k_read_token)}), 404, "not_found");
+  auto head_miss = opcache::test::http_request("HEAD", url, {authorization_header(k_read_token)});
   CHECK(head_miss.status == 404);
   CHECK(head_miss.body.empty());
 
   // PUT from the file: 201, stored.
   HttpOptions from_file;
   from_file.body_file = bundle.file;
-  auto put = opcache::test::http_request("PUT", url, {bearer(k_write_token)}, {}, from_file);
+  auto put = opcache::test::http_request("PUT", url, {authorization_header(k_write_token)}, {}, from_file);
   REQUIRE_MESSAGE(put.status == 201, put.body << put.error << served.server->log_text());
   json stored = checked_json(put, "put-response.schema.json");
   CHECK(stored == json{{"key", bundle.key}, {"digest", bundle.digest},
@@ -408,14 +385,14 @@ TEST_CASE("server::PUT stores a real bundle, GET and HEAD return it with its ETa
   CHECK(put.header("etag") == etag);
 
   // The same PUT again is idempotent: 200, "stored": false.
-  auto again = opcache::test::http_request("PUT", url, {bearer(k_write_token)}, bundle.bytes);
+  auto again = opcache::test::http_request("PUT", url, {authorization_header(k_write_token)}, bundle.bytes);
   CHECK(again.status == 200);
   json kept = checked_json(again, "put-response.schema.json");
   CHECK(kept == json{{"key", bundle.key}, {"digest", bundle.digest}, {"bytes", bundle.bytes.size()},
                      {"stored", false}});
 
   // GET: the exact bytes, with type, length and ETag.
-  auto get = opcache::test::http_request("GET", url, {bearer(k_read_token)});
+  auto get = opcache::test::http_request("GET", url, {authorization_header(k_read_token)});
   CHECK(get.status == 200);
   CHECK(get.body == bundle.bytes);
   CHECK(get.header("etag") == etag);
@@ -424,19 +401,20 @@ TEST_CASE("server::PUT stores a real bundle, GET and HEAD return it with its ETa
   CHECK(contains(get.header("server"), "opcache/"));
 
   // HEAD: the same headers, no body.
-  auto head = opcache::test::http_request("HEAD", url, {bearer(k_read_token)});
+  auto head = opcache::test::http_request("HEAD", url, {authorization_header(k_read_token)});
   CHECK(head.status == 200);
   CHECK(head.body.empty());
   CHECK(head.header("content-length") == std::to_string(bundle.bytes.size()));
   CHECK(head.header("etag") == etag);
 
   // Conditional GET.
-  auto not_modified = opcache::test::http_request("GET", url, {bearer(k_read_token), "If-None-Match: " + etag});
+  auto not_modified =
+      opcache::test::http_request("GET", url, {authorization_header(k_read_token), "If-None-Match: " + etag});
   CHECK(not_modified.status == 304);
   CHECK(not_modified.body.empty());
   CHECK(not_modified.header("etag") == etag);
   auto modified = opcache::test::http_request(
-      "GET", url, {bearer(k_read_token), "If-None-Match: \"" + std::string(64, '0') + "\""});
+      "GET", url, {authorization_header(k_read_token), "If-None-Match: \"" + std::string(64, '0') + "\""});
   CHECK(modified.status == 200);
   CHECK(modified.body == bundle.bytes);
 
@@ -461,10 +439,11 @@ TEST_CASE("server::PUT and GET a bundle larger than 1 MiB under the default --ma
   REQUIRE(big.bytes.size() > (3u << 20));
   HttpOptions from_file;
   from_file.body_file = big.file;
-  auto put = opcache::test::http_request("PUT", served.entry(big.key), {bearer(k_write_token)}, {}, from_file);
+  auto put =
+      opcache::test::http_request("PUT", served.entry(big.key), {authorization_header(k_write_token)}, {}, from_file);
   INFO("PUT: " << put.status << " " << put.error << " " << put.body);
   CHECK(put.status == 201);
-  auto get = opcache::test::http_request("GET", served.entry(big.key), {bearer(k_read_token)});
+  auto get = opcache::test::http_request("GET", served.entry(big.key), {authorization_header(k_read_token)});
   CHECK(get.status == 200);
   CHECK(get.body.size() == big.bytes.size());
   CHECK(opcache::base::sha256_hex(get.body) == big.digest);  // the bytes, without printing 3 MiB on failure
@@ -475,11 +454,11 @@ TEST_CASE("server::PUT and GET a bundle larger than 1 MiB under the default --ma
   const TestBundle other = make_bundle(work.path(), "relu", 13, opcache::test::k_test_scenario, 3u << 20);
   HttpOptions other_file;
   other_file.body_file = other.file;
-  auto at_once = opcache::test::http_request("PUT", served.entry(other.key), {bearer(k_write_token), "Expect:"}, {},
-                                             other_file);
+  auto at_once = opcache::test::http_request("PUT", served.entry(other.key),
+                                             {authorization_header(k_write_token), "Expect:"}, {}, other_file);
   INFO("PUT without Expect: " << at_once.status << " " << at_once.error << " " << at_once.body);
   CHECK(at_once.status == 201);
-  auto head = opcache::test::http_request("HEAD", served.entry(other.key), {bearer(k_read_token)});
+  auto head = opcache::test::http_request("HEAD", served.entry(other.key), {authorization_header(k_read_token)});
   CHECK(head.status == 200);
   CHECK(head.header("content-length") == std::to_string(other.bytes.size()));
   CHECK(head.header("etag") == "\"" + other.digest + "\"");
@@ -502,7 +481,7 @@ TEST_CASE("server::PUT with Expect: 100-continue gets 100 Continue before the bo
   CHECK(opcache::test::raw_status(response) == 201);
   json body = json::parse(raw_body(response), nullptr, false);
   CHECK(body.value("stored", false) == true);
-  auto get = opcache::test::http_request("GET", served.entry(bundle.key), {bearer(k_read_token)});
+  auto get = opcache::test::http_request("GET", served.entry(bundle.key), {authorization_header(k_read_token)});
   CHECK(get.status == 200);
   CHECK(get.body == bundle.bytes);
 }
@@ -513,23 +492,23 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
   std::vector<TestBundle> bundles;
   for (int length : {4, 5, 6}) {
     bundles.push_back(make_bundle(work.path(), "relu", length));
-    auto put = opcache::test::http_request("PUT", served.entry(bundles.back().key), {bearer(k_write_token)},
-                                           bundles.back().bytes);
+    auto put = opcache::test::http_request("PUT", served.entry(bundles.back().key),
+                                           {authorization_header(k_write_token)}, bundles.back().bytes);
     REQUIRE(put.status == 201);
   }
   const std::string other_absent(64, 'e');
   const json request = {{"keys", {k_absent_key, bundles[2].key, bundles[0].key, other_absent, bundles[1].key}}};
   CHECK(opcache::test::schema_errors("query-request.schema.json", request).empty());
   const std::string query_url = served.url("/v1/entries/query");
-  auto query = opcache::test::http_request("POST", query_url, {bearer(k_read_token), "Content-Type: application/json"},
-                                           request.dump());
+  auto query = opcache::test::http_request(
+      "POST", query_url, {authorization_header(k_read_token), "Content-Type: application/json"}, request.dump());
   REQUIRE(query.status == 200);
   json answer = checked_json(query, "query-response.schema.json");
   CHECK(answer["present"] == json{bundles[2].key, bundles[0].key, bundles[1].key});
   CHECK(answer["missing"] == json{k_absent_key, other_absent});
 
   // No keys; exactly the limit.
-  auto empty = opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, R"({"keys": []})");
+  auto empty = opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, R"({"keys": []})");
   CHECK(empty.status == 200);
   CHECK(checked_json(empty, "query-response.schema.json") == json{{"present", json::array()}, {"missing", json::array()}});
   json many = {{"keys", json::array()}};
@@ -538,7 +517,7 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
   }
   many["keys"][5000] = bundles[1].key;
   CHECK(opcache::test::schema_errors("query-request.schema.json", many).empty());
-  auto at_limit = opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, many.dump());
+  auto at_limit = opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, many.dump());
   CHECK(at_limit.status == 200);
   json limit_answer = checked_json(at_limit, "query-response.schema.json");
   CHECK(limit_answer["present"] == json{bundles[1].key});
@@ -547,19 +526,21 @@ TEST_CASE("server::POST /v1/entries/query reports present and missing keys in re
   // Refusals.
   many["keys"].push_back(k_absent_key);
   CHECK_FALSE(opcache::test::schema_errors("query-request.schema.json", many).empty());
-  check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, many.dump()), 413,
+  check_error(opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, many.dump()), 413,
               "too_many_keys");
-  check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, "{\"keys\": [\"abc\""), 400,
-              "bad_request");
-  check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, R"({"keys": "abc"})"), 400,
-              "bad_request");
-  check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, R"([1, 2])"), 400,
+  check_error(
+      opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, "{\"keys\": [\"abc\""), 400,
+      "bad_request");
+  check_error(
+      opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, R"({"keys": "abc"})"), 400,
+      "bad_request");
+  check_error(opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, R"([1, 2])"), 400,
               "bad_request");
   const json bad_key = {{"keys", {bundles[0].key, std::string(64, 'A')}}};
   CHECK_FALSE(opcache::test::schema_errors("query-request.schema.json", bad_key).empty());
-  check_error(opcache::test::http_request("POST", query_url, {bearer(k_read_token)}, bad_key.dump()), 400,
+  check_error(opcache::test::http_request("POST", query_url, {authorization_header(k_read_token)}, bad_key.dump()), 400,
               "invalid_key");
-  auto wrong_method = opcache::test::http_request("GET", query_url, {bearer(k_read_token)});
+  auto wrong_method = opcache::test::http_request("GET", query_url, {authorization_header(k_read_token)});
   check_error(wrong_method, 405, "method_not_allowed");
   CHECK(wrong_method.header("allow") == "POST");
 }
@@ -571,7 +552,7 @@ TEST_CASE("server::GET /v1/entries lists with scenario and op_type filters and p
   const std::vector<std::string> ops = {"square", "relu", "neg"};
   HttpClient client;
   auto upload = [&](const TestBundle& bundle) {
-    auto put = client.request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, bundle.bytes);
+    auto put = client.request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)}, bundle.bytes);
     REQUIRE_MESSAGE(put.status == 201, put.body);
     by_key.emplace(bundle.key, bundle);
   };
@@ -589,7 +570,7 @@ TEST_CASE("server::GET /v1/entries lists with scenario and op_type filters and p
     std::string after;
     for (int page = 0; page < 20; ++page) {
       const std::string url = served.url("/v1/entries?" + query + (after.empty() ? "" : "&after=" + after));
-      auto listed = client.request("GET", url, {bearer(k_read_token)});
+      auto listed = client.request("GET", url, {authorization_header(k_read_token)});
       REQUIRE_MESSAGE(listed.status == 200, url << " " << listed.body);
       json body = checked_json(listed, "list-response.schema.json");
       page_sizes->push_back(body["entries"].size());
@@ -658,10 +639,10 @@ TEST_CASE("server::GET /v1/entries lists with scenario and op_type filters and p
     for (const std::string query : {"limit=0", "limit=1001", "limit=abc", "limit=", "limit=5x", "color=red",
                                     "scenario=phase", "scenario=colour%3Dred", "op_type=relu&bogus=1"}) {
       CAPTURE(query);
-      check_error(client.request("GET", served.url("/v1/entries?" + query), {bearer(k_read_token)}), 400,
+      check_error(client.request("GET", served.url("/v1/entries?" + query), {authorization_header(k_read_token)}), 400,
                   "bad_request");
     }
-    auto wrong_method = client.request("DELETE", served.url("/v1/entries"), {bearer(k_admin_token)});
+    auto wrong_method = client.request("DELETE", served.url("/v1/entries"), {authorization_header(k_admin_token)});
     check_error(wrong_method, 405, "method_not_allowed");
     CHECK(wrong_method.header("allow") == "GET, HEAD");
   }
@@ -679,7 +660,7 @@ TEST_CASE("server::GET /v1/status and /metrics count requests, hits, misses and 
   HttpClient client;
 
   auto status_of = [&] {
-    auto status = client.request("GET", served.url("/v1/status"), {bearer(k_read_token)});
+    auto status = client.request("GET", served.url("/v1/status"), {authorization_header(k_read_token)});
     REQUIRE(status.status == 200);
     return checked_json(status, "status-response.schema.json");
   };
@@ -692,17 +673,18 @@ TEST_CASE("server::GET /v1/status and /metrics count requests, hits, misses and 
   CHECK(before["storage"] == "local");  // never a path
   CHECK(before["uptime_seconds"].get<double>() >= 0.0);
 
-  REQUIRE(client.request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, bundle.bytes).status == 201);
+  REQUIRE(client.request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)}, bundle.bytes).status ==
+          201);
   const std::string etag = "\"" + bundle.digest + "\"";
   for (int i = 0; i < 2; ++i) {
-    CHECK(client.request("GET", served.entry(bundle.key), {bearer(k_read_token)}).status == 200);
+    CHECK(client.request("GET", served.entry(bundle.key), {authorization_header(k_read_token)}).status == 200);
   }
   for (int i = 0; i < 3; ++i) {
-    CHECK(client.request("GET", served.entry(k_absent_key), {bearer(k_read_token)}).status == 404);
+    CHECK(client.request("GET", served.entry(k_absent_key), {authorization_header(k_read_token)}).status == 404);
   }
-  CHECK(client.request("HEAD", served.entry(bundle.key), {bearer(k_read_token)}).status == 200);
-  CHECK(client.request("GET", served.entry(bundle.key), {bearer(k_read_token), "If-None-Match: " + etag}).status ==
-        304);
+  CHECK(client.request("HEAD", served.entry(bundle.key), {authorization_header(k_read_token)}).status == 200);
+  CHECK(client.request("GET", served.entry(bundle.key), {authorization_header(k_read_token), "If-None-Match: " + etag})
+            .status == 304);
 
   // The server counts a request once it has answered it: poll until all 7 are counted.
   json after;
@@ -720,7 +702,7 @@ TEST_CASE("server::GET /v1/status and /metrics count requests, hits, misses and 
   CHECK("opcache/" + after["version"].get<std::string>() ==
         client.request("GET", served.url("/healthz")).header("server"));
 
-  auto metrics = client.request("GET", served.url("/metrics"), {bearer(k_read_token)});
+  auto metrics = client.request("GET", served.url("/metrics"), {authorization_header(k_read_token)});
   REQUIRE(metrics.status == 200);
   CHECK(contains(metrics.header("content-type"), "text/plain"));
   CHECK(contains(metrics.header("content-type"), "version=0.0.4"));
@@ -762,7 +744,8 @@ TEST_CASE("server::unknown paths are 404, wrong methods 405 with Allow, bodies o
   Served served;
   for (const std::string path : {"/", "/v2/entries", "/v1/nothing", "/v1", "/healthz/extra"}) {
     CAPTURE(path);
-    check_error(opcache::test::http_request("GET", served.url(path), {bearer(k_read_token)}), 404, "not_found");
+    check_error(opcache::test::http_request("GET", served.url(path), {authorization_header(k_read_token)}), 404,
+                "not_found");
   }
   struct Wrong {
     std::string method, path, allow;
@@ -779,26 +762,30 @@ TEST_CASE("server::unknown paths are 404, wrong methods 405 with Allow, bodies o
   for (const auto& w : wrong) {
     CAPTURE(w.method);
     CAPTURE(w.path);
-    auto response = opcache::test::http_request(w.method, served.url(w.path), {bearer(k_admin_token)},
+    auto response = opcache::test::http_request(w.method, served.url(w.path), {authorization_header(k_admin_token)},
                                                 w.method == "POST" || w.method == "PUT" ? "{}" : "");
     check_error(response, 405, "method_not_allowed");
     CHECK(response.header("allow") == w.allow);
   }
   // A GET with a body.
-  check_error(opcache::test::http_request("GET", served.entry(k_absent_key), {bearer(k_read_token)}, "hello"), 400,
-              "bad_request");
-  check_error(opcache::test::http_request("GET", served.url("/v1/status"), {bearer(k_read_token)}, "hello"), 400,
-              "bad_request");
+  check_error(
+      opcache::test::http_request("GET", served.entry(k_absent_key), {authorization_header(k_read_token)}, "hello"),
+      400, "bad_request");
+  check_error(
+      opcache::test::http_request("GET", served.url("/v1/status"), {authorization_header(k_read_token)}, "hello"), 400,
+      "bad_request");
   // Keys that are not 64 lowercase hex characters (docs/protocol.md: 400 invalid_key).
   for (const std::string& key : {std::string("abc"), std::string(64, 'A'), std::string(65, 'a'),
                                 std::string(63, 'a') + "g"}) {
     CAPTURE(key);
-    check_error(opcache::test::http_request("GET", served.entry(key), {bearer(k_read_token)}), 400, "invalid_key");
-    check_error(opcache::test::http_request("PUT", served.entry(key), {bearer(k_write_token)}, "not read"), 400,
+    check_error(opcache::test::http_request("GET", served.entry(key), {authorization_header(k_read_token)}), 400,
                 "invalid_key");
-    check_error(opcache::test::http_request("DELETE", served.entry(key), {bearer(k_admin_token)}), 400,
+    check_error(
+        opcache::test::http_request("PUT", served.entry(key), {authorization_header(k_write_token)}, "not read"), 400,
+        "invalid_key");
+    check_error(opcache::test::http_request("DELETE", served.entry(key), {authorization_header(k_admin_token)}), 400,
                 "invalid_key");
-    auto head = opcache::test::http_request("HEAD", served.entry(key), {bearer(k_read_token)});
+    auto head = opcache::test::http_request("HEAD", served.entry(key), {authorization_header(k_read_token)});
     CHECK(head.status == 400);
     CHECK(head.body.empty());
   }
@@ -846,7 +833,7 @@ TEST_CASE("server::PUT rejects corrupt bundles with 400 corrupt_bundle and leave
 
   std::string flipped_member = members;
   flipped_member[members.size() / 3] = static_cast<char>(flipped_member[members.size() / 3] ^ 0x10);
-  auto put = opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)},
+  auto put = opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
                                          with_payload(bundle, flipped_member));
   check_error(put, 400, "corrupt_bundle");
   CHECK(contains(put.body, "does not match its SHA-256"));
@@ -855,25 +842,27 @@ TEST_CASE("server::PUT rejects corrupt bundles with 400 corrupt_bundle and leave
   const std::size_t payload_at = opcache::store::k_bundle_header_size + manifest_length(bundle.bytes);
   const std::size_t middle = payload_at + (bundle.bytes.size() - payload_at) / 2;
   flipped_payload[middle] = static_cast<char>(flipped_payload[middle] ^ 0x01);
-  check_error(opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, flipped_payload),
+  check_error(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
+                                          flipped_payload),
               400, "corrupt_bundle");
 
   // Complete as far as HTTP goes (Content-Length matches), but not a whole bundle.
-  auto cut = opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)},
+  auto cut = opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
                                          bundle.bytes.substr(0, bundle.bytes.size() - 100));
   check_error(cut, 400, "corrupt_bundle");
   CHECK(contains(cut.body, "truncated"));
-  check_error(opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)},
+  check_error(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
                                           "this is not a bundle at all"),
               400, "corrupt_bundle");
-  check_error(opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)},
+  check_error(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
                                           bundle.bytes + "trailing"),
               400, "corrupt_bundle");
 
   check_rejected_upload(served, bundle.key, "corrupt", 5);
   // The intact bundle is still accepted afterwards.
-  CHECK(opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, bundle.bytes).status ==
-        201);
+  CHECK(
+      opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)}, bundle.bytes)
+          .status == 201);
 }
 
 TEST_CASE("server::PUT of a valid bundle under another key is 409 key_mismatch and stores nothing") {
@@ -881,7 +870,8 @@ TEST_CASE("server::PUT of a valid bundle under another key is 409 key_mismatch a
   TempDir work;
   const TestBundle first = make_bundle(work.path(), "square", 31);
   const TestBundle second = make_bundle(work.path(), "square", 32);
-  auto put = opcache::test::http_request("PUT", served.entry(second.key), {bearer(k_write_token)}, first.bytes);
+  auto put =
+      opcache::test::http_request("PUT", served.entry(second.key), {authorization_header(k_write_token)}, first.bytes);
   check_error(put, 409, "key_mismatch");
   CHECK(contains(put.body, first.key));
   CHECK(contains(put.body, second.key));
@@ -899,7 +889,7 @@ TEST_CASE("server::PUT rejects a bundle whose manifest key was edited to match t
   json edited = real.manifest;
   edited["key"] = other.key;
   const std::string forged = with_manifest(real, edited);
-  auto put = opcache::test::http_request("PUT", served.entry(other.key), {bearer(k_write_token)}, forged);
+  auto put = opcache::test::http_request("PUT", served.entry(other.key), {authorization_header(k_write_token)}, forged);
   check_error(put, 400, "corrupt_bundle");
   CHECK(contains(put.body, "does not match its descriptor and scenario"));
   check_nothing_left(served, other.key);
@@ -923,7 +913,7 @@ TEST_CASE("server::PUT above --max-body is 413 whether the body is sent or only 
   }
   SUBCASE("sent by a client that honours Expect: 100-continue") {
     auto put = opcache::test::http_request("PUT", served.entry(big.key),
-                                           {bearer(k_write_token), "Expect: 100-continue"}, big.bytes);
+                                           {authorization_header(k_write_token), "Expect: 100-continue"}, big.bytes);
     check_error(put, 413, "payload_too_large");
   }
   SUBCASE("sent at once by a client that reads the answer only after sending") {
@@ -942,8 +932,8 @@ TEST_CASE("server::PUT above --max-body is 413 whether the body is sent or only 
   }
   check_rejected_upload(served, big.key, "too_large", 1);
   // A bundle under the limit is accepted.
-  CHECK(opcache::test::http_request("PUT", served.entry(small.key), {bearer(k_write_token)}, small.bytes).status ==
-        201);
+  CHECK(opcache::test::http_request("PUT", served.entry(small.key), {authorization_header(k_write_token)}, small.bytes)
+            .status == 201);
 }
 
 TEST_CASE("server::PUT without Content-Length is 411, chunked or not") {
@@ -951,7 +941,7 @@ TEST_CASE("server::PUT without Content-Length is 411, chunked or not") {
   TempDir work;
   const TestBundle bundle = make_bundle(work.path(), "square", 42);
   const std::string head = "PUT /v1/entries/" + bundle.key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
-                           bearer(k_write_token) + "\r\n";
+                           authorization_header(k_write_token) + "\r\n";
   {
     RawConnection connection(served.port());
     char size[32];
@@ -1056,35 +1046,36 @@ TEST_CASE("server::bearer tokens: 401 without or with an unknown token, 403 belo
   auto anonymous = request("GET", url, {});
   check_error(anonymous, 401, "unauthorized");
   CHECK(anonymous.header("www-authenticate") == "Bearer realm=\"opcache\"");
-  auto unknown = request("GET", url, {bearer("not-a-known-token")});
+  auto unknown = request("GET", url, {authorization_header("not-a-known-token")});
   check_error(unknown, 401, "unauthorized");
   CHECK(unknown.header("www-authenticate") == "Bearer realm=\"opcache\"");
   check_error(request("GET", url, {"Authorization: Basic cmVhZGVyOnNlY3JldA=="}), 401, "unauthorized");
   check_error(request("GET", url, {"Authorization: Bearer"}), 401, "unauthorized");
 
-  auto read_put = request("PUT", url, {bearer(k_read_token)}, bundle.bytes);
+  auto read_put = request("PUT", url, {authorization_header(k_read_token)}, bundle.bytes);
   check_error(read_put, 403, "forbidden");
   CHECK_FALSE(contains(read_put.body, k_read_token));
-  check_error(request("GET", url, {bearer(k_read_token)}), 404, "not_found");
+  check_error(request("GET", url, {authorization_header(k_read_token)}), 404, "not_found");
 
-  auto write_put = request("PUT", url, {bearer(k_write_token)}, bundle.bytes);
+  auto write_put = request("PUT", url, {authorization_header(k_write_token)}, bundle.bytes);
   CHECK(write_put.status == 201);
-  auto write_get = request("GET", url, {bearer(k_write_token)});  // write includes read
+  auto write_get = request("GET", url, {authorization_header(k_write_token)});  // write includes read
   CHECK(write_get.status == 200);
   CHECK(write_get.body == bundle.bytes);
-  CHECK(request("POST", served.url("/v1/entries/query"), {bearer(k_write_token)},
+  CHECK(request("POST", served.url("/v1/entries/query"), {authorization_header(k_write_token)},
                 json{{"keys", {bundle.key}}}.dump())
             .status == 200);
-  CHECK(request("GET", served.url("/v1/entries"), {bearer(k_read_token)}).status == 200);
+  CHECK(request("GET", served.url("/v1/entries"), {authorization_header(k_read_token)}).status == 200);
 
-  check_error(request("DELETE", url, {bearer(k_write_token)}), 403, "forbidden");
-  check_error(request("DELETE", url, {bearer(k_read_token)}), 403, "forbidden");
-  auto deleted = request("DELETE", url, {bearer(k_admin_token)});
+  check_error(request("DELETE", url, {authorization_header(k_write_token)}), 403, "forbidden");
+  check_error(request("DELETE", url, {authorization_header(k_read_token)}), 403, "forbidden");
+  auto deleted = request("DELETE", url, {authorization_header(k_admin_token)});
   CHECK(deleted.status == 200);
   CHECK(json::parse(deleted.body, nullptr, false) == json{{"key", bundle.key}, {"deleted", true}});
-  check_error(request("GET", url, {bearer(k_admin_token)}), 404, "not_found");
-  check_error(request("DELETE", url, {bearer(k_admin_token)}), 404, "not_found");
-  CHECK(request("PUT", url, {bearer(k_admin_token)}, bundle.bytes).status == 201);  // admin includes write
+  check_error(request("GET", url, {authorization_header(k_admin_token)}), 404, "not_found");
+  check_error(request("DELETE", url, {authorization_header(k_admin_token)}), 404, "not_found");
+  CHECK(request("PUT", url, {authorization_header(k_admin_token)}, bundle.bytes).status ==
+        201);  // admin includes write
 
   CHECK(request("GET", served.url("/healthz"), {}).status == 200);
   check_error(request("GET", served.url("/v1/status"), {}), 401, "unauthorized");
@@ -1126,12 +1117,15 @@ TEST_CASE("server::bearer tokens: 401 without or with an unknown token, 403 belo
                                                token_line("late-secret-0a1b2c", "late", "read"));
   served.server->signal(SIGHUP);
   REQUIRE(eventually([&] { return contains(served.server->log_text(), "reloaded 4 tokens"); }));
-  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {bearer("late-secret-0a1b2c")}).status == 200);
+  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {authorization_header("late-secret-0a1b2c")})
+            .status == 200);
   opcache::test::write_text(served.tokens, "this line is not a token\n");
   served.server->signal(SIGHUP);
   REQUIRE(eventually([&] { return contains(served.server->log_text(), "tokens not reloaded, keeping the old ones"); }));
-  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {bearer("late-secret-0a1b2c")}).status == 200);
-  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {bearer(k_read_token)}).status == 200);
+  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {authorization_header("late-secret-0a1b2c")})
+            .status == 200);
+  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {authorization_header(k_read_token)}).status ==
+        200);
 }
 
 TEST_CASE("server::--no-anonymous-read turns off anonymous_read = on of the [serve] file") {
@@ -1148,8 +1142,9 @@ TEST_CASE("server::--anonymous-read serves reads without a token but writes stil
   Served served({"--anonymous-read"});
   TempDir work;
   const TestBundle bundle = make_bundle(work.path(), "neg", 51);
-  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, bundle.bytes).status ==
-          201);
+  REQUIRE(
+      opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)}, bundle.bytes)
+          .status == 201);
 
   auto get = opcache::test::http_request("GET", served.entry(bundle.key));
   CHECK(get.status == 200);
@@ -1172,8 +1167,9 @@ TEST_CASE("server::--anonymous-read serves reads without a token but writes stil
   check_error(put, 401, "unauthorized");
   CHECK(put.header("www-authenticate") == "Bearer realm=\"opcache\"");
   check_error(opcache::test::http_request("DELETE", served.entry(bundle.key)), 401, "unauthorized");
-  check_error(opcache::test::http_request("PUT", served.entry(second.key), {bearer(k_read_token)}, second.bytes), 403,
-              "forbidden");
+  check_error(
+      opcache::test::http_request("PUT", served.entry(second.key), {authorization_header(k_read_token)}, second.bytes),
+      403, "forbidden");
   CHECK(opcache::test::http_request("GET", served.entry(second.key)).status == 404);
   REQUIRE(eventually([&] {
     const auto lines = access_lines(served.server->log_text());
@@ -1235,9 +1231,11 @@ TEST_CASE("server::TLS serves HTTPS with a certificate made in the test and plai
   auto health = opcache::test::http_request("GET", served.url("/healthz"), {}, {}, trusted);
   CHECK(health.status == 200);
   const TestBundle bundle = make_bundle(dir.path(), "square", 60);
-  auto put = opcache::test::http_request("PUT", served.entry(bundle.key), {bearer(k_write_token)}, bundle.bytes, trusted);
+  auto put = opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
+                                         bundle.bytes, trusted);
   CHECK(put.status == 201);
-  auto get = opcache::test::http_request("GET", served.entry(bundle.key), {bearer(k_read_token)}, {}, trusted);
+  auto get =
+      opcache::test::http_request("GET", served.entry(bundle.key), {authorization_header(k_read_token)}, {}, trusted);
   CHECK(get.status == 200);
   CHECK(get.body == bundle.bytes);
   CHECK(get.header("etag") == "\"" + bundle.digest + "\"");
@@ -1383,17 +1381,17 @@ TEST_CASE("server::a request header above the limit gets 431 or a closed connect
     CHECK(opcache::test::raw_status(fine.receive_response(5s)) == 200);
   }
   // In-memory bodies (queries) are bounded at 2 MiB: 1.5 MiB is fine, 3 MiB is not.
-  auto padded_query = opcache::test::http_request("POST", served.url("/v1/entries/query"), {bearer(k_read_token)},
-                                                  "{\"keys\": [" + std::string(3 << 19, ' ') + "\"" +
-                                                      std::string(k_absent_key) + "\"]}");
+  auto padded_query = opcache::test::http_request(
+      "POST", served.url("/v1/entries/query"), {authorization_header(k_read_token)},
+      "{\"keys\": [" + std::string(3 << 19, ' ') + "\"" + std::string(k_absent_key) + "\"]}");
   CHECK(padded_query.status == 200);
   CHECK(checked_json(padded_query, "query-response.schema.json")["missing"] == json{k_absent_key});
   auto huge_query = opcache::test::http_request("POST", served.url("/v1/entries/query"),
-                                                {bearer(k_read_token), "Expect: 100-continue"},
+                                                {authorization_header(k_read_token), "Expect: 100-continue"},
                                                 "{\"keys\": [" + std::string(3 << 20, ' ') + "]}");
   check_error(huge_query, 413, "payload_too_large");
   auto huge_at_once = opcache::test::http_request("POST", served.url("/v1/entries/query"),
-                                                  {bearer(k_read_token), "Expect:"},
+                                                  {authorization_header(k_read_token), "Expect:"},
                                                   "{\"keys\": [" + std::string(3 << 20, ' ') + "]}");
   check_error(huge_at_once, 413, "payload_too_large");
   check_healthy(served);
@@ -1409,19 +1407,21 @@ TEST_CASE("server::with --max-inflight 1, a request for the worker pool while an
   // The temp file exists once the upload holds the only slot.
   REQUIRE(eventually([&] { return !files_under(served.storage / "tmp").empty(); }));
 
-  auto busy = opcache::test::http_request("GET", served.url("/v1/status"), {bearer(k_read_token)});
+  auto busy = opcache::test::http_request("GET", served.url("/v1/status"), {authorization_header(k_read_token)});
   check_error(busy, 429, "too_many_requests");
   CHECK(busy.header("retry-after") == "1");
   // Reads of entries in a local store are answered on the I/O thread and
   // need no slot: a miss, since the upload is not stored yet.
-  check_error(opcache::test::http_request("GET", served.entry(bundle.key), {bearer(k_read_token)}), 404, "not_found");
+  check_error(opcache::test::http_request("GET", served.entry(bundle.key), {authorization_header(k_read_token)}), 404,
+              "not_found");
   CHECK(opcache::test::http_request("GET", served.url("/healthz")).status == 200);  // needs no slot
 
   REQUIRE(upload.send(bundle.bytes.substr(bundle.bytes.size() / 2)));
   const std::string response = upload.receive_response(5s);
   CHECK(opcache::test::raw_status(response) == 201);
-  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {bearer(k_read_token)}).status == 200);
-  auto get = opcache::test::http_request("GET", served.entry(bundle.key), {bearer(k_read_token)});
+  CHECK(opcache::test::http_request("GET", served.url("/v1/status"), {authorization_header(k_read_token)}).status ==
+        200);
+  auto get = opcache::test::http_request("GET", served.entry(bundle.key), {authorization_header(k_read_token)});
   CHECK(get.status == 200);
   CHECK(get.body == bundle.bytes);
 }
@@ -1452,7 +1452,7 @@ TEST_CASE("server::SIGTERM finishes an upload in flight, refuses new connections
   CHECK(idle.wait_closed(3s));
   CHECK_FALSE(served.server->exited());
 
-  REQUIRE(begun.send(bearer(k_read_token) + "\r\n\r\n"));
+  REQUIRE(begun.send(authorization_header(k_read_token) + "\r\n\r\n"));
   const std::string refused = begun.receive_response(5s);
   INFO("refused: " << refused);
   CHECK(opcache::test::raw_status(refused) == 503);
@@ -1520,7 +1520,7 @@ TEST_CASE("server::200 concurrent keep-alive connections get byte-exact bundles 
   std::vector<TestBundle> bundles;
   for (int i = 0; i < 5; ++i) {
     bundles.push_back(make_bundle(work.path(), i % 2 ? "relu" : "square", 90 + i));
-    REQUIRE(opcache::test::http_request("PUT", served.entry(bundles.back().key), {bearer(k_write_token)},
+    REQUIRE(opcache::test::http_request("PUT", served.entry(bundles.back().key), {authorization_header(k_write_token)},
                                         bundles.back().bytes)
                 .status == 201);
   }
@@ -1536,7 +1536,7 @@ TEST_CASE("server::200 concurrent keep-alive connections get byte-exact bundles 
       HttpClient client;
       for (int round = 0; round < 3; ++round) {
         const TestBundle& bundle = bundles[static_cast<std::size_t>(i + round) % bundles.size()];
-        auto get = client.request("GET", served.entry(bundle.key), {bearer(k_read_token)});
+        auto get = client.request("GET", served.entry(bundle.key), {authorization_header(k_read_token)});
         (get.status == 200 && get.body == bundle.bytes ? ok : wrong)++;
         if (round > 0 && get.new_connections != 0) {
           ++reconnects;

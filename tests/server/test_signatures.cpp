@@ -18,10 +18,12 @@
 #include "base/sha256.hpp"
 #include "server/api.hpp"
 #include "store/signature.hpp"
+#include "tests/support/kernels.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
+#include "tests/support/signing_keys.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tokens.hpp"
@@ -31,14 +33,6 @@ using opcache::base::Ed25519PrivateKey;
 using json = nlohmann::json;
 
 namespace {
-
-constexpr const char* k_absent_key = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
-
-Ed25519PrivateKey new_key() {
-  auto key = Ed25519PrivateKey::generate();
-  REQUIRE(key.ok());
-  return std::move(*key);
-}
 
 // `signer`'s signature of the entry (key, digest of `bundle_for_digest`).
 opcache::Signature sign(const Ed25519PrivateKey& signer, const std::string& key, const std::string& bundle_for_digest) {
@@ -111,8 +105,8 @@ std::string signatures_body(const std::vector<opcache::Signature>& signatures) {
 TEST_CASE("server::--require-signature refuses unsigned, untrusted, replayed and wrong-digest uploads with a "
           "valid write token, stores nothing, counts each reason and serves the next trusted entry signed") {
   TempDir temp;
-  const auto trusted = new_key();
-  const auto stranger = new_key();
+  const auto trusted = new_signing_key();
+  const auto stranger = new_signing_key();
   SigningServer server(&trusted, /*require=*/true);
   const auto kernel = opcache::test::make_cheap_kernel(temp / "k", 1);
   const auto other = opcache::test::make_cheap_kernel(temp / "o", 2);
@@ -161,7 +155,7 @@ TEST_CASE("server::--require-signature refuses unsigned, untrusted, replayed and
 
 TEST_CASE("server::without --require-signature an unsigned upload is stored, a bad signature is still refused") {
   TempDir temp;
-  const auto signer = new_key();
+  const auto signer = new_signing_key();
   SigningServer server(nullptr, false);
   const auto kernel = opcache::test::make_cheap_kernel(temp / "k", 3);
   const auto other = opcache::test::make_cheap_kernel(temp / "o", 4);
@@ -179,7 +173,7 @@ TEST_CASE("server::without --require-signature an unsigned upload is stored, a b
 TEST_CASE("server::POST /v1/entries/{key}/signatures adds a verifying signature (served at once), 404 when "
           "absent, 403 bad_signature for one that does not verify, 400 for a malformed body") {
   TempDir temp;
-  const auto signer = new_key();
+  const auto signer = new_signing_key();
   SigningServer server(nullptr, false);
   const auto kernel = opcache::test::make_cheap_kernel(temp / "k", 5);
   const auto other = opcache::test::make_cheap_kernel(temp / "o", 6);
@@ -237,8 +231,8 @@ TEST_CASE("server::match_route routes POST /v1/entries/{key}/signatures (write s
 
 TEST_CASE("server::SIGHUP reloads --trusted-keys: a key added to the file is trusted without a restart") {
   TempDir temp;
-  const auto first = new_key();
-  const auto second = new_key();
+  const auto first = new_signing_key();
+  const auto second = new_signing_key();
   SigningServer server(&first, /*require=*/true);
   const auto kernel = make_cheap_kernel(temp / "k", 7);
   const auto header = signature_header(sign(second, kernel.key, kernel.bundle));
@@ -252,8 +246,8 @@ TEST_CASE("server::serve --storage s3:// stores, serves and adds signatures (v1/
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
   use_moto_test_credentials();
   TempDir temp;
-  const auto trusted = new_key();
-  const auto other = new_key();
+  const auto trusted = new_signing_key();
+  const auto other = new_signing_key();
   SigningServer server(&trusted, /*require=*/true,
                        "s3://opcache-serve-signatures/p?endpoint=" + MotoServer::shared().endpoint());
   const auto kernel = make_cheap_kernel(temp / "k", 8);

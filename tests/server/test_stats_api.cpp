@@ -19,6 +19,7 @@
 #include "opcache_test_paths.hpp"
 #include "server/dashboard.hpp"
 #include "tests/support/api_schema.hpp"
+#include "tests/support/kernels.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
@@ -33,7 +34,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::int64_t k_build_ms = 1234;
-const std::string k_scenario = R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})";
+const std::string k_client_scenario =
+    R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})";
 
 // A server with a read ("reader"), a write ("writer") and an admin ("boss") token.
 struct StatsServer {
@@ -66,14 +68,12 @@ struct StatsServer {
   }
   // A lookup of `key` that misses, saying what it was for.
   void miss(const std::string& key, const std::string& op_type, const char* token = k_read_token) const {
-    auto response = request("GET", "/v1/entries/" + key, token,
-                            {"X-Opcache-Op-Type: " + op_type,
-                             "X-Opcache-Scenario: " + opcache::base::base64url_encode(k_scenario)});
+    auto response = request(
+        "GET", "/v1/entries/" + key, token,
+        {"X-Opcache-Op-Type: " + op_type, "X-Opcache-Scenario: " + opcache::base::base64url_encode(k_client_scenario)});
     REQUIRE(response.status == 404);
   }
 };
-
-std::string key_of(char c) { return std::string(64, c); }
 
 // What a summary says, for comparing two of them.
 json traffic(const json& summary) {
@@ -94,10 +94,10 @@ TEST_CASE("server::/v1/stats answers from real uploads, hits and misses, per the
   }
   REQUIRE(server.request("HEAD", "/v1/entries/" + kernel.key, k_admin_token).status == 200);
   for (int i = 0; i < 3; ++i) {
-    server.miss(key_of('c'), "Conv2D");
+    server.miss(uniform_key('c'), "Conv2D");
   }
-  server.miss(key_of('d'), "Conv2D", k_admin_token);
-  server.miss(key_of('a'), "MatMul");
+  server.miss(uniform_key('d'), "Conv2D", k_admin_token);
+  server.miss(uniform_key('a'), "MatMul");
 
   const json summary = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
   CHECK(summary["window"] == "day");
@@ -128,11 +128,11 @@ TEST_CASE("server::/v1/stats answers from real uploads, hits and misses, per the
   REQUIRE(misses["groups"].size() == 2);
   REQUIRE(misses["groups"][0]["top_keys"].size() == 2);
   CHECK(misses["groups"][0]["op_type"] == "Conv2D");
-  CHECK(misses["groups"][0]["scenario"] == json::parse(k_scenario));
+  CHECK(misses["groups"][0]["scenario"] == json::parse(k_client_scenario));
   CHECK(misses["groups"][0]["requests"] == 4);
   CHECK(misses["groups"][0]["keys"] == 2);
   CHECK(misses["groups"][0]["clients"] == 2);  // reader and boss, from one address
-  CHECK(misses["groups"][0]["top_keys"][0]["key"] == key_of('c'));
+  CHECK(misses["groups"][0]["top_keys"][0]["key"] == uniform_key('c'));
   CHECK(misses["groups"][1]["op_type"] == "MatMul");
 
   const json series = server.get("/v1/stats/timeseries?window=hour", "stats-timeseries-response.schema.json");
@@ -206,7 +206,7 @@ TEST_CASE("server::/ui/ serves the embedded page without a token, with its CSP, 
   TempDir temp;
   const auto kernel = make_cheap_kernel(temp / "k", 2, 10);
   server.upload(kernel);
-  server.miss(key_of('e'), "Softmax");
+  server.miss(uniform_key('e'), "Softmax");
 
   const auto moved = server.request("GET", "/ui", nullptr);
   CHECK(moved.status == 301);
@@ -247,7 +247,7 @@ TEST_CASE("server::the usage history survives a graceful restart over local stor
   const auto kernel = make_cheap_kernel(temp / "k", 3, 77);
   server.upload(kernel);
   REQUIRE(server.request("GET", "/v1/entries/" + kernel.key).status == 200);
-  server.miss(key_of('f'), "LayerNorm");
+  server.miss(uniform_key('f'), "LayerNorm");
   const json before = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
   const json misses_before = server.get("/v1/stats/misses", "stats-misses-response.schema.json");
   REQUIRE(server.process->stop() == 0);

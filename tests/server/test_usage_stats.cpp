@@ -14,10 +14,12 @@
 #include "server/miss_table.hpp"
 #include "server/usage_history.hpp"
 #include "server/usage_stats.hpp"
+#include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using namespace opcache::server;
 using opcache::test::TempDir;
+using opcache::test::uniform_key;
 using json = nlohmann::json;
 
 namespace {
@@ -27,9 +29,8 @@ constexpr std::int64_t k_start_ms = 1795507230000;
 constexpr std::int64_t k_minute = 60'000;
 constexpr std::int64_t k_hour = 3'600'000;
 
-std::string key_of(char c) { return std::string(64, c); }
-
-const std::string k_scenario = R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})";
+const std::string k_stats_scenario =
+    R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0"})";
 
 // A UsageStats whose clock the test moves.
 struct Stats {
@@ -53,7 +54,7 @@ struct Stats {
     stats.record(event);
   }
   void miss(const std::string& key, const std::string& op, const std::string& client, const std::string& token = "ci") {
-    lookup("GET", 404, key, nullptr, 0, token, op, opcache::base::base64url_encode(k_scenario), client);
+    lookup("GET", 404, key, nullptr, 0, token, op, opcache::base::base64url_encode(k_stats_scenario), client);
   }
   void upload(const std::string& key, std::uint64_t bytes, const std::string& token = "writer") {
     UsageEvent event;
@@ -72,14 +73,14 @@ struct Stats {
 
 TEST_CASE("server::UsageStats counts lookups, hits, misses, bytes served, uploads and compile time saved") {
   Stats s;
-  const EntryFacts matmul{"MatMul", k_scenario, 1500};
-  s.lookup("GET", 200, key_of('a'), &matmul, 1000);
-  s.lookup("GET", 200, key_of('a'), &matmul, 1000);
-  s.lookup("HEAD", 200, key_of('a'), &matmul);      // a hit, but nothing served
-  s.lookup("GET", 304, key_of('a'), &matmul);       // a hit: the client had it
-  s.lookup("GET", 404, key_of('b'));
-  s.lookup("GET", 503, key_of('c'));                // neither hit nor miss
-  s.upload(key_of('b'), 4096);
+  const EntryFacts matmul{"MatMul", k_stats_scenario, 1500};
+  s.lookup("GET", 200, uniform_key('a'), &matmul, 1000);
+  s.lookup("GET", 200, uniform_key('a'), &matmul, 1000);
+  s.lookup("HEAD", 200, uniform_key('a'), &matmul);  // a hit, but nothing served
+  s.lookup("GET", 304, uniform_key('a'), &matmul);   // a hit: the client had it
+  s.lookup("GET", 404, uniform_key('b'));
+  s.lookup("GET", 503, uniform_key('c'));  // neither hit nor miss
+  s.upload(uniform_key('b'), 4096);
 
   const json day = s.stats.summary(StatsWindow::day);
   CHECK(day["requests"] == 7);
@@ -94,7 +95,7 @@ TEST_CASE("server::UsageStats counts lookups, hits, misses, bytes served, upload
   CHECK(day["window"] == "day");
   CHECK(day["window_seconds"] == 86400);
   CHECK(day["top_op_types"] == json::array({{{"op_type", "MatMul"}, {"hits", 4}}}));
-  CHECK(day["top_scenarios"][0]["scenario"] == json::parse(k_scenario));
+  CHECK(day["top_scenarios"][0]["scenario"] == json::parse(k_stats_scenario));
   CHECK(day["all_time"]["hits"] == 4);
   CHECK(day["all_time"]["since_ms"] == k_start_ms);
 }
@@ -119,10 +120,10 @@ TEST_CASE("server::UsageStats does not count monitoring, and a hit rate without 
 
 TEST_CASE("server::UsageStats windows: an hour-old hit leaves the hour window but stays in the day and 30 days") {
   Stats s;
-  const EntryFacts facts{"Conv2D", k_scenario, 10};
-  s.lookup("GET", 200, key_of('a'), &facts, 100);
+  const EntryFacts facts{"Conv2D", k_stats_scenario, 10};
+  s.lookup("GET", 200, uniform_key('a'), &facts, 100);
   s.now += k_hour + k_minute;
-  s.lookup("GET", 404, key_of('b'));
+  s.lookup("GET", 404, uniform_key('b'));
   CHECK(s.stats.summary(StatsWindow::hour)["hits"] == 0);
   CHECK(s.stats.summary(StatsWindow::hour)["misses"] == 1);
   CHECK(s.stats.summary(StatsWindow::hour)["top_op_types"].empty());
@@ -137,11 +138,11 @@ TEST_CASE("server::UsageStats windows: an hour-old hit leaves the hour window bu
 
 TEST_CASE("server::UsageStats timeseries has every step, oldest first, and refuses a step off the resolution") {
   Stats s;
-  const EntryFacts facts{"Add", k_scenario, 7};
-  s.lookup("GET", 200, key_of('a'), &facts, 10);
+  const EntryFacts facts{"Add", k_stats_scenario, 7};
+  s.lookup("GET", 200, uniform_key('a'), &facts, 10);
   s.now += 2 * k_minute;
-  s.lookup("GET", 404, key_of('b'));
-  s.lookup("GET", 404, key_of('c'));
+  s.lookup("GET", 404, uniform_key('b'));
+  s.lookup("GET", 404, uniform_key('c'));
 
   auto series = s.stats.timeseries(StatsWindow::hour, 60);
   REQUIRE(series);
@@ -176,13 +177,13 @@ TEST_CASE("server::UsageStats timeseries has every step, oldest first, and refus
 TEST_CASE("server::UsageStats misses are grouped by op type and scenario with distinct clients, and leave when stored") {
   Stats s;
   for (const char* client : {"10.0.0.1", "10.0.0.2", "10.0.0.3"}) {
-    s.miss(key_of('c'), "Conv2D", client);
+    s.miss(uniform_key('c'), "Conv2D", client);
   }
-  s.miss(key_of('c'), "Conv2D", "10.0.0.1");  // the same client again
-  s.miss(key_of('d'), "Conv2D", "10.0.0.4");
-  s.miss(key_of('m'), "MatMul", "10.0.0.1");
-  s.miss(key_of('m'), "MatMul", "10.0.0.1", "other-token");  // another token: another client
-  s.miss(key_of('u'), "Gelu", "10.0.0.1");
+  s.miss(uniform_key('c'), "Conv2D", "10.0.0.1");  // the same client again
+  s.miss(uniform_key('d'), "Conv2D", "10.0.0.4");
+  s.miss(uniform_key('m'), "MatMul", "10.0.0.1");
+  s.miss(uniform_key('m'), "MatMul", "10.0.0.1", "other-token");  // another token: another client
+  s.miss(uniform_key('u'), "Gelu", "10.0.0.1");
 
   json misses = s.stats.misses(20);
   CHECK(misses["tracked_keys"] == 4);
@@ -190,20 +191,20 @@ TEST_CASE("server::UsageStats misses are grouped by op type and scenario with di
   const json& groups = misses["groups"];
   REQUIRE(groups.size() == 3);
   CHECK(groups[0]["op_type"] == "Conv2D");
-  CHECK(groups[0]["scenario"] == json::parse(k_scenario));
+  CHECK(groups[0]["scenario"] == json::parse(k_stats_scenario));
   CHECK(groups[0]["keys"] == 2);
   CHECK(groups[0]["requests"] == 5);
   CHECK(groups[0]["clients"] == 4);
-  CHECK(groups[0]["top_keys"][0]["key"] == key_of('c'));
+  CHECK(groups[0]["top_keys"][0]["key"] == uniform_key('c'));
   CHECK(groups[0]["top_keys"][0]["requests"] == 4);
   CHECK(groups[0]["top_keys"][0]["clients"] == 3);
   CHECK(groups[1]["op_type"] == "MatMul");
   CHECK(groups[1]["clients"] == 2);
   CHECK(s.stats.misses(1)["groups"].size() == 1);
 
-  const EntryFacts gelu{"Gelu", k_scenario, 1};
-  s.upload(key_of('m'), 100);                       // uploaded: no longer to pre-build
-  s.lookup("GET", 200, key_of('u'), &gelu, 10);  // found (uploaded through another replica)
+  const EntryFacts gelu{"Gelu", k_stats_scenario, 1};
+  s.upload(uniform_key('m'), 100);                    // uploaded: no longer to pre-build
+  s.lookup("GET", 200, uniform_key('u'), &gelu, 10);  // found (uploaded through another replica)
   misses = s.stats.misses(20);
   CHECK(misses["tracked_keys"] == 2);
   REQUIRE(misses["groups"].size() == 1);
@@ -212,11 +213,11 @@ TEST_CASE("server::UsageStats misses are grouped by op type and scenario with di
 
 TEST_CASE("server::MissTable keeps at most its capacity, dropping the key asked for least, and caps clients per key") {
   MissTable table(3);
-  table.record(key_of('a'), "A", "", 1, 10);
-  table.record(key_of('a'), "A", "", 2, 11);
-  table.record(key_of('b'), "B", "", 1, 12);
-  table.record(key_of('c'), "C", "", 1, 13);
-  table.record(key_of('d'), "D", "", 1, 14);  // full: b (1 request, oldest) goes
+  table.record(uniform_key('a'), "A", "", 1, 10);
+  table.record(uniform_key('a'), "A", "", 2, 11);
+  table.record(uniform_key('b'), "B", "", 1, 12);
+  table.record(uniform_key('c'), "C", "", 1, 13);
+  table.record(uniform_key('d'), "D", "", 1, 14);  // full: b (1 request, oldest) goes
   CHECK(table.size() == 3);
   json groups = table.groups_json(10);
   std::set<std::string> ops;
@@ -226,7 +227,7 @@ TEST_CASE("server::MissTable keeps at most its capacity, dropping the key asked 
   CHECK(ops == std::set<std::string>{"A", "C", "D"});
 
   for (std::uint64_t client = 0; client < k_clients_per_key + 10; ++client) {
-    table.record(key_of('e'), "E", "", client, 20);
+    table.record(uniform_key('e'), "E", "", client, 20);
   }
   groups = table.groups_json(10);
   CHECK(groups[0]["op_type"] == "E");
@@ -249,7 +250,7 @@ TEST_CASE("server::UsageStats ignores lookup headers that are not an op type or 
   CHECK(scenario_from_header(std::string(2052, 'A')).empty());
 
   Stats s;
-  s.lookup("GET", 404, key_of('a'), nullptr, 0, "ci", std::string(200, 'x'), "%%%");
+  s.lookup("GET", 404, uniform_key('a'), nullptr, 0, "ci", std::string(200, 'x'), "%%%");
   const json group = s.stats.misses(5)["groups"][0];
   CHECK(group["op_type"].is_null());
   CHECK(group["scenario"].is_null());
@@ -258,12 +259,12 @@ TEST_CASE("server::UsageStats ignores lookup headers that are not an op type or 
 
 TEST_CASE("server::UsageStats counts activity per token name, most recently seen first") {
   Stats s;
-  const EntryFacts facts{"Add", k_scenario, 5};
-  s.lookup("GET", 200, key_of('a'), &facts, 300, "reader");
+  const EntryFacts facts{"Add", k_stats_scenario, 5};
+  s.lookup("GET", 200, uniform_key('a'), &facts, 300, "reader");
   s.now += 1000;
-  s.upload(key_of('b'), 700, "writer");
+  s.upload(uniform_key('b'), 700, "writer");
   s.now += 1000;
-  s.lookup("GET", 404, key_of('c'), nullptr, 0, "-");
+  s.lookup("GET", 404, uniform_key('c'), nullptr, 0, "-");
   const json tokens = s.stats.tokens()["tokens"];
   REQUIRE(tokens.size() == 3);
   CHECK(tokens[0]["name"] == "-");
@@ -279,11 +280,11 @@ TEST_CASE("server::UsageStats counts activity per token name, most recently seen
 TEST_CASE("server::UsageStats saves its history and loads it back, and refuses a bad file without changing anything") {
   TempDir dir;
   Stats first;
-  const EntryFacts facts{"MatMul", k_scenario, 250};
-  first.lookup("GET", 200, key_of('a'), &facts, 64);
-  first.miss(key_of('b'), "Conv2D", "10.0.0.1");
+  const EntryFacts facts{"MatMul", k_stats_scenario, 250};
+  first.lookup("GET", 200, uniform_key('a'), &facts, 64);
+  first.miss(uniform_key('b'), "Conv2D", "10.0.0.1");
   first.now += 2 * k_hour;
-  first.upload(key_of('c'), 10);
+  first.upload(uniform_key('c'), 10);
   REQUIRE(first.stats.save(dir / "stats.json"));
 
   Stats second;
