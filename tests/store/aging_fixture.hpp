@@ -19,6 +19,7 @@
 #include "store/bundle_writer.hpp"
 #include "store/local_store.hpp"
 #include "store/scenario.hpp"
+#include "tests/support/bundle_inputs.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -37,7 +38,6 @@ using opcache::test::TempDir;
 using opcache::test::write_text;
 namespace fs = std::filesystem;
 
-
 constexpr std::int64_t k_t0 = 1'700'000'000'000;  // Unix ms
 constexpr std::int64_t k_minute = 60'000;
 constexpr std::int64_t k_half_hour = 30 * k_minute;
@@ -52,17 +52,10 @@ inline std::vector<KernelTriple> make_kernels(const fs::path& dir, int count = 1
   return kernels;
 }
 
-// Bundle input with a fixed creation stamp, so the same kernel gives the same
-// bundle bytes (and size) in every store.
-inline BundleInput input_for(const KernelTriple& kernel) {
-  auto scenario = opcache::parse_scenario(opcache::test::k_test_scenario);
-  REQUIRE(scenario.ok());
-  BundleInput input;
-  input.descriptor = nlohmann::json::parse(kernel.descriptor_json);
-  input.scenario = opcache::store::scenario_to_json(*scenario);
-  for (const auto& file : kernel.files()) {
-    input.members.push_back(MemberSource{file.filename().string(), file, ""});
-  }
+// Bundle input (opcache::test::input_for) with a fixed creation stamp, so the
+// same kernel gives the same bundle bytes (and size) in every store.
+inline BundleInput fixed_stamp_input(const KernelTriple& kernel) {
+  BundleInput input = opcache::test::input_for(kernel);
   input.created = "2026-01-02T03:04:05Z";
   return input;
 }
@@ -91,7 +84,7 @@ struct ClockedStore {
   opcache::Entry put_at(const KernelTriple& kernel, std::int64_t at_ms,
                         ReplacePolicy policy = ReplacePolicy::keep_existing) {
     *now = at_ms;
-    auto put = store->put(input_for(kernel), policy);
+    auto put = store->put(fixed_stamp_input(kernel), policy);
     REQUIRE_MESSAGE(put.ok(), (put.ok() ? "" : put.error().message()));
     return entry(put->key);
   }
@@ -176,8 +169,8 @@ inline std::size_t prefix_reaching(const std::vector<opcache::Entry>& lru, std::
   return count;
 }
 
-// Every regular file under `dir`.
-inline std::size_t files_under(const fs::path& dir) {
+// How many regular files are under `dir`, recursively.
+inline std::size_t count_regular_files(const fs::path& dir) {
   std::size_t count = 0;
   for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     count += entry.is_regular_file() ? 1 : 0;

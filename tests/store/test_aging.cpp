@@ -29,7 +29,9 @@
 #include "tests/support/temp_dir.hpp"
 #include "tests/store/aging_fixture.hpp"
 
-using namespace opcache::test::aging;
+// In the fixture's namespace, so its names (k_minute, make_kernels…) do not
+// reach the other files of a unity batch as a using-directive would.
+namespace opcache::test::aging {
 
 TEST_CASE("store::AgingPolicy::target_bytes is limit × ratio / 100, rounded down") {
   CHECK(AgingPolicy{1000, 50, 0}.target_bytes() == 500);
@@ -112,7 +114,7 @@ TEST_CASE("store::LocalStore::collect_garbage removes least recently used idle e
   for (std::size_t i = expected_count; i < lru.size(); ++i) {
     CHECK(store.object_exists(lru[i]));
   }
-  CHECK(files_under(temp / "cache" / "objects") == survivors.size());
+  CHECK(count_regular_files(temp / "cache" / "objects") == survivors.size());
   CHECK(store.counter(opcache::store::counter::evictions) == static_cast<std::int64_t>(expected_count));
   CHECK(store.counter(opcache::store::counter::store_bytes) == report.bytes_after);
   CHECK(store.counter(opcache::store::counter::store_entries) == static_cast<std::int64_t>(survivors.size()));
@@ -379,7 +381,7 @@ TEST_CASE("store::LocalStore keeps the store_bytes and store_entries counters ex
   CHECK_FALSE(store.object_exists(entries[1]));
 
   // Replace one with a bundle of another size (an extra member).
-  BundleInput bigger = input_for(kernels[2]);
+  BundleInput bigger = fixed_stamp_input(kernels[2]);
   write_text(temp / "extra.bin", std::string(4096, 'x') + "tail");
   bigger.members.push_back(MemberSource{"extra.bin", temp / "extra.bin", ""});
   *store.now = k_t0 + 20 * k_minute;
@@ -402,7 +404,7 @@ TEST_CASE("store::LocalStore keeps the store_bytes and store_entries counters ex
   CHECK(store.counter(store_bytes) == replaced->bundle_bytes);
   CHECK(store.counter(store_entries) == 1);
   CHECK(store.counter(removals) == 1);
-  CHECK(files_under(temp / "cache" / "objects") == 1);
+  CHECK(count_regular_files(temp / "cache" / "objects") == 1);
 }
 
 TEST_CASE("store::LocalStore::clear removes every entry, pinned ones too, and leaves a working store") {
@@ -421,7 +423,7 @@ TEST_CASE("store::LocalStore::clear removes every entry, pinned ones too, and le
   CHECK(report->entries_removed == 5);
   CHECK(report->bytes_removed == sum_sizes(entries));
   CHECK(store.keys().empty());
-  CHECK(files_under(temp / "cache" / "objects") == 0);
+  CHECK(count_regular_files(temp / "cache" / "objects") == 0);
   CHECK(store.counter(opcache::store::counter::store_bytes) == 0);
   CHECK(store.counter(opcache::store::counter::store_entries) == 0);
   CHECK(store.counter(opcache::store::counter::removals) == 5);
@@ -508,3 +510,5 @@ TEST_CASE("store::LocalStore::collect_garbage in another process keeps an entry 
   CHECK(ager.present(entries[0].key));
   CHECK(ager.object_exists(entries[0]));
 }
+
+}  // namespace opcache::test::aging

@@ -18,7 +18,9 @@
 #include "store/parallel_unlink.hpp"
 #include "tests/store/aging_fixture.hpp"
 
-using namespace opcache::test::aging;
+// In the fixture's namespace, so its names (k_minute, make_kernels…) do not
+// reach the other files of a unity batch as a using-directive would.
+namespace opcache::test::aging {
 namespace counter = opcache::store::counter;
 
 namespace {
@@ -56,7 +58,7 @@ struct AgingModel {
 std::vector<BundleInput> variants_of(const KernelTriple& kernel, int count) {
   std::vector<BundleInput> inputs;
   for (int i = 0; i < count; ++i) {
-    BundleInput input = input_for(kernel);
+    BundleInput input = fixed_stamp_input(kernel);
     input.descriptor["attrs"]["variant"] = i;
     inputs.push_back(std::move(input));
   }
@@ -163,8 +165,8 @@ TEST_CASE("store::LocalStore::collect_garbage evicts more than one batch, keeps 
   for (const auto& key : survivors) {
     CHECK(store.object_exists(store.entry(key)));
   }
-  CHECK(files_under(temp / "cache" / "objects") == survivors.size());
-  CHECK(files_under(temp / "cache" / "tmp") == 0);
+  CHECK(count_regular_files(temp / "cache" / "objects") == survivors.size());
+  CHECK(count_regular_files(temp / "cache" / "tmp") == 0);
   auto verified = store->verify(false);
   REQUIRE(verified.ok());
   CHECK(verified->problems.empty());
@@ -179,7 +181,7 @@ TEST_CASE("store::unlink_all removes every file, counts a missing one as done, a
   }
   paths.push_back(temp / "never-there");
   CHECK(opcache::store::unlink_all(paths).ok());
-  CHECK(files_under(temp.path()) == 0);
+  CHECK(count_regular_files(temp.path()) == 0);
 
   fs::create_directories(temp / "a-directory");
   write_text(temp / "last", "x");
@@ -189,3 +191,5 @@ TEST_CASE("store::unlink_all removes every file, counts a missing one as done, a
   CHECK_FALSE(fs::exists(temp / "last"));
   CHECK(opcache::store::unlink_all({}).ok());
 }
+
+}  // namespace opcache::test::aging

@@ -18,14 +18,15 @@
 #include <zstd.h>
 #include <nlohmann/json.hpp>
 
+#include "base/canonical_json.hpp"
+#include "base/sha256.hpp"
 #include "store/bundle_reader.hpp"
 #include "store/bundle_writer.hpp"
 #include "store/directory_sink.hpp"
-#include "base/canonical_json.hpp"
 #include "store/key.hpp"
 #include "store/manifest.hpp"
 #include "store/scenario.hpp"
-#include "base/sha256.hpp"
+#include "tests/support/bundle_inputs.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -35,28 +36,23 @@ using nlohmann::json;
 using opcache::ErrorCode;
 using opcache::Result;
 using opcache::Status;
+using opcache::base::ByteSink;
+using opcache::base::ByteSource;
+using opcache::base::sha256_hex;
+using opcache::base::StringSink;
 using opcache::store::BundleInput;
 using opcache::store::BundleLimits;
 using opcache::store::BundleReader;
 using opcache::store::BundleWriteOptions;
-using opcache::base::ByteSink;
-using opcache::base::ByteSource;
 using opcache::store::Manifest;
 using opcache::store::MemberEntry;
 using opcache::store::MemberSink;
 using opcache::store::MemberSource;
-using opcache::base::sha256_hex;
-using opcache::base::StringSink;
 using opcache::store::WrittenBundle;
+using opcache::test::k_test_scenario;
+using opcache::test::scenario_json;
 using opcache::test::TempDir;
 namespace fs = std::filesystem;
-
-json test_scenario() {
-  auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
-  auto scenario = opcache::store::parse_scenario_spec(opcache::test::k_test_scenario, no_env);
-  REQUIRE(scenario.ok());
-  return opcache::store::scenario_to_json(*scenario);
-}
 
 json test_descriptor(const std::string& op = "square") {
   return {{"op_type", op}, {"inputs", {{{"shape", {16}}, {"dtype", "float32"}, {"format", "ND"}}}}};
@@ -146,10 +142,12 @@ Encoded encode(const BundleInput& input, const BundleWriteOptions& options = {})
   return {*written, sink.data()};
 }
 
-BundleInput input_for(const std::vector<fs::path>& files, json descriptor = test_descriptor()) {
+// An input of `files` in the test scenario with a fixed build time and creation
+// time, so two encodings of the same files give the same bytes.
+BundleInput reproducible_input(const std::vector<fs::path>& files, json descriptor = test_descriptor()) {
   BundleInput input;
   input.descriptor = std::move(descriptor);
-  input.scenario = test_scenario();
+  input.scenario = scenario_json(k_test_scenario);
   for (const auto& file : files) {
     input.members.push_back({file.filename().string(), file, ""});
   }
@@ -158,8 +156,8 @@ BundleInput input_for(const std::vector<fs::path>& files, json descriptor = test
   return input;
 }
 
-BundleInput input_for(const opcache::test::KernelTriple& kernel) {
-  return input_for(kernel.files(), json::parse(kernel.descriptor_json));
+BundleInput reproducible_input(const opcache::test::KernelTriple& kernel) {
+  return reproducible_input(kernel.files(), json::parse(kernel.descriptor_json));
 }
 
 // The three parts of a bundle: 16-byte header, manifest text, compressed payload.
@@ -301,7 +299,7 @@ std::vector<fs::path> write_files(const TempDir& dir, const std::vector<std::pai
 json manifest_for(const std::vector<std::pair<std::string, std::string>>& members) {
   Manifest manifest;
   manifest.descriptor = test_descriptor();
-  manifest.scenario = test_scenario();
+  manifest.scenario = scenario_json(k_test_scenario);
   manifest.key = *opcache::store::derive_key(manifest.descriptor, manifest.scenario);
   for (const auto& [name, contents] : members) {
     manifest.members.push_back(
@@ -319,7 +317,7 @@ json manifest_for(const std::vector<std::pair<std::string, std::string>>& member
 TEST_CASE("store::Bundle round-trips a real compiled .o/.json/.info triple byte for byte") {
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir.path(), "square", 16);
-  BundleInput input = input_for(kernel);
+  BundleInput input = reproducible_input(kernel);
   Encoded encoded = encode(input);
 
   CHECK(encoded.written.bytes == encoded.bytes.size());
@@ -372,7 +370,7 @@ TEST_CASE("store::Bundle round-trips a real compiled .o/.json/.info triple byte 
 TEST_CASE("store::verify_bundle returns the manifest and the digest the writer reported") {
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir.path(), "relu", 32);
-  Encoded encoded = encode(input_for(kernel));
+  Encoded encoded = encode(reproducible_input(kernel));
   opcache::base::MemorySource source(encoded.bytes);
   std::string digest;
   auto manifest = opcache::store::verify_bundle(source, {}, &digest);
@@ -385,7 +383,7 @@ TEST_CASE("store::verify_bundle returns the manifest and the digest the writer r
 TEST_CASE("store::Bundle writing is deterministic for the same input") {
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir.path(), "neg", 8);
-  BundleInput input = input_for(kernel);
+  BundleInput input = reproducible_input(kernel);
   Encoded first = encode(input);
   Encoded second = encode(input);
   CHECK(first.bytes == second.bytes);
@@ -401,7 +399,7 @@ TEST_CASE("store::Bundle round-trips zero-length members at the start, middle an
                                  {"empty_mid.json", ""},
                                  {"kernel.info", "{\"job_id\":1}"},
                                  {"empty_last.run", ""}});
-  Encoded encoded = encode(input_for(files));
+  Encoded encoded = encode(reproducible_input(files));
   CollectingSink sink;
   std::string digest;
   Status status = decode(encoded.bytes, sink, {}, SIZE_MAX, &digest);
@@ -423,7 +421,7 @@ TEST_CASE("store::Bundle round-trips zero-length members at the start, middle an
 TEST_CASE("store::Bundle round-trips a bundle whose members are all empty") {
   TempDir dir;
   auto files = write_files(dir, {{"a.o", ""}, {"a.json", ""}});
-  Encoded encoded = encode(input_for(files));
+  Encoded encoded = encode(reproducible_input(files));
   CHECK(encoded.written.manifest.total_size() == 0);
   CollectingSink sink;
   Status status = decode(encoded.bytes, sink);
@@ -442,7 +440,7 @@ TEST_CASE("store::Bundle round-trips the maximum member count and members larger
                        i % 10 == 0 ? std::string() : pseudo_random_bytes(static_cast<std::size_t>(i * 37 % 1000), i));
   }
   auto paths = write_files(dir, files);
-  Encoded encoded = encode(input_for(paths));
+  Encoded encoded = encode(reproducible_input(paths));
   REQUIRE(encoded.written.manifest.members.size() == 128);
 
   // Whole reads, one byte at a time, and an odd chunk size all decode the same.
@@ -464,7 +462,7 @@ TEST_CASE("store::Bundle round-trips the maximum member count and members larger
 TEST_CASE("store::Bundle writer keeps explicit roles and clamps a negative build time") {
   TempDir dir;
   auto files = write_files(dir, {{"kernel.o", "obj"}, {"notes.txt", "n"}});
-  BundleInput input = input_for(files);
+  BundleInput input = reproducible_input(files);
   input.members[0].role = "other";
   input.build_ms = -5;
   Encoded encoded = encode(input);
@@ -483,7 +481,7 @@ TEST_CASE("store::Bundle writer keeps explicit roles and clamps a negative build
 TEST_CASE("store::BundleReader rejects a bundle with a bad magic") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "data"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
   bundle[0] = 'X';
   expect_corrupt(bundle, {"bundle: ", "not an opcache bundle", "bad magic"});
   // A zstd frame or any other file is not a bundle either.
@@ -493,7 +491,7 @@ TEST_CASE("store::BundleReader rejects a bundle with a bad magic") {
 TEST_CASE("store::BundleReader rejects an unsupported format version") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "data"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
   bundle[8] = 2;
   expect_corrupt(bundle, {"format version 2 is not supported", "reads version 1"});
   bundle[8] = 0;
@@ -503,7 +501,7 @@ TEST_CASE("store::BundleReader rejects an unsupported format version") {
 TEST_CASE("store::BundleReader rejects a manifest length of 0 or above the limit") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "data"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
   Parts parts = split(bundle);
 
   std::string zero = opcache::store::encode_bundle_header(0) + parts.manifest + parts.payload;
@@ -529,7 +527,7 @@ TEST_CASE("store::BundleReader rejects a manifest length of 0 or above the limit
 TEST_CASE("store::BundleReader rejects a bundle truncated at every stage") {
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir.path(), "square", 64);
-  std::string bundle = encode(input_for(kernel)).bytes;
+  std::string bundle = encode(reproducible_input(kernel)).bytes;
   Parts parts = split(bundle);
   const std::size_t manifest_end = 16 + parts.manifest.size();
   REQUIRE(parts.payload.size() > 16);
@@ -575,7 +573,7 @@ TEST_CASE("store::BundleReader rejects a bundle truncated at every stage") {
 TEST_CASE("store::BundleReader rejects a frame that ends before the declared members do") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "object bytes"}, {"k.json", "{}"}});
-  Parts parts = split(encode(input_for(files)).bytes);
+  Parts parts = split(encode(reproducible_input(files)).bytes);
   json manifest = json::parse(parts.manifest);
   // Member sizes and digests are not part of the key, so this manifest is
   // otherwise valid: it promises 5 more bytes of k.json than the frame holds.
@@ -591,7 +589,7 @@ TEST_CASE("store::BundleReader rejects a frame that ends before the declared mem
 TEST_CASE("store::BundleReader rejects a flipped bit in the manifest") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "object bytes"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
   Parts parts = split(bundle);
 
   SUBCASE("in the descriptor: the key no longer matches") {
@@ -638,7 +636,7 @@ TEST_CASE("store::BundleReader rejects a flipped bit in the manifest") {
 TEST_CASE("store::BundleReader rejects a flipped bit in the compressed payload") {
   TempDir dir;
   auto kernel = opcache::test::make_kernel(dir.path(), "square", 16);
-  std::string bundle = encode(input_for(kernel)).bytes;
+  std::string bundle = encode(reproducible_input(kernel)).bytes;
   Parts parts = split(bundle);
   const std::size_t payload_start = 16 + parts.manifest.size();
 
@@ -686,7 +684,7 @@ TEST_CASE("store::BundleReader rejects a member whose data was altered and never
                                                             {"k.json", "{\"blockDim\":1}"},
                                                             {"k.info", "{\"job_id\":1}"}};
   auto paths = write_files(dir, files);
-  Parts parts = split(encode(input_for(paths)).bytes);
+  Parts parts = split(encode(reproducible_input(paths)).bytes);
 
   // Re-encode the payload with one bit of k.json flipped; the manifest is untouched.
   std::string plain = zstd_decompress(parts.payload);
@@ -713,7 +711,7 @@ TEST_CASE("store::BundleReader rejects a member whose data was altered and never
 TEST_CASE("store::BundleReader rejects members swapped in the payload") {
   TempDir dir;
   std::vector<std::pair<std::string, std::string>> files = {{"a.o", "AAAA"}, {"b.o", "BBBB"}};
-  Parts parts = split(encode(input_for(write_files(dir, files))).bytes);
+  Parts parts = split(encode(reproducible_input(write_files(dir, files))).bytes);
   std::string tampered = assemble(parts.manifest, zstd_compress("BBBBAAAA"));
   CollectingSink sink;
   expect_error(decode(tampered, sink), ErrorCode::corrupt, {"member \"a.o\" does not match its SHA-256"});
@@ -725,7 +723,7 @@ TEST_CASE("store::BundleReader rejects members swapped in the payload") {
 TEST_CASE("store::BundleReader rejects trailing bytes after the compressed frame") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "object bytes"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
 
   SUBCASE("garbage in the same read") {
     expect_corrupt(bundle + "x", {"unexpected bytes after the compressed payload"});
@@ -747,7 +745,7 @@ TEST_CASE("store::BundleReader rejects trailing bytes after the compressed frame
 TEST_CASE("store::BundleReader rejects a payload with more bytes than the manifest declares") {
   TempDir dir;
   std::vector<std::pair<std::string, std::string>> files = {{"k.o", "object bytes"}};
-  Parts parts = split(encode(input_for(write_files(dir, files))).bytes);
+  Parts parts = split(encode(reproducible_input(write_files(dir, files))).bytes);
   std::string tampered = assemble(parts.manifest, zstd_compress(files[0].second + "more"));
   CollectingSink sink;
   expect_error(decode(tampered, sink), ErrorCode::corrupt, {"payload holds more bytes than the manifest declares"});
@@ -856,7 +854,7 @@ TEST_CASE("store::BundleReader enforces member count, member size and total size
   TempDir dir;
   auto files = write_files(
       dir, {{"a.o", std::string(100, 'a')}, {"b.o", std::string(100, 'b')}, {"c.o", std::string(100, 'c')}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
 
   SUBCASE("too many members") {
     BundleLimits limits;
@@ -887,7 +885,7 @@ TEST_CASE("store::write_bundle enforces member count, member size, total size an
   TempDir dir;
   auto files = write_files(
       dir, {{"a.o", std::string(100, 'a')}, {"b.o", std::string(100, 'b')}, {"c.o", std::string(100, 'c')}});
-  BundleInput input = input_for(files);
+  BundleInput input = reproducible_input(files);
   BundleWriteOptions options;
   opcache::base::StringSink out;
 
@@ -935,14 +933,14 @@ TEST_CASE("store::write_bundle rejects unsafe member names before writing anythi
   };
   for (const auto& [name, needle] : cases) {
     CAPTURE(name);
-    BundleInput input = input_for(files);
+    BundleInput input = reproducible_input(files);
     input.members[0].name = name;
     opcache::base::StringSink out;
     expect_error(write_bundle(input, out), ErrorCode::usage, {"member name", needle});
     CHECK(out.data().empty());
   }
   // 255 bytes is the longest accepted name.
-  BundleInput input = input_for(files);
+  BundleInput input = reproducible_input(files);
   input.members[0].name = std::string(253, 'n') + ".o";
   opcache::base::StringSink out;
   CHECK(write_bundle(input, out).ok());
@@ -951,7 +949,7 @@ TEST_CASE("store::write_bundle rejects unsafe member names before writing anythi
 TEST_CASE("store::write_bundle rejects duplicate member names") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", "one"}, {"other.o", "two"}});
-  BundleInput input = input_for(files);
+  BundleInput input = reproducible_input(files);
   input.members[1].name = "k.o";
   opcache::base::StringSink out;
   expect_error(write_bundle(input, out), ErrorCode::usage, {"two member files share the name \"k.o\""});
@@ -963,20 +961,20 @@ TEST_CASE("store::write_bundle rejects missing files, directories and invalid de
   auto files = write_files(dir, {{"k.o", "one"}});
   opcache::base::StringSink out;
 
-  BundleInput missing = input_for(files);
+  BundleInput missing = reproducible_input(files);
   missing.members.push_back({"gone.o", dir / "gone.o", ""});
   auto result = write_bundle(missing, out);
   REQUIRE_FALSE(result.ok());
   CHECK(result.error().code() == ErrorCode::not_found);
   CHECK(result.error().message().find("gone.o") != std::string::npos);
 
-  BundleInput directory = input_for(files);
+  BundleInput directory = reproducible_input(files);
   fs::create_directory(dir / "sub");
   directory.members.push_back({"sub", dir / "sub", ""});
   expect_error(write_bundle(directory, out), ErrorCode::usage, {"sub", "not a regular file"});
 
   // A descriptor with invalid UTF-8 cannot be hashed.
-  BundleInput bad_descriptor = input_for(files);
+  BundleInput bad_descriptor = reproducible_input(files);
   bad_descriptor.descriptor["attrs"] = std::string("\xc3\x28");
   auto bad = write_bundle(bad_descriptor, out);
   CHECK_FALSE(bad.ok());
@@ -1016,7 +1014,7 @@ void overwrite_in_place(const fs::path& path, std::size_t offset, char byte) {
 TEST_CASE("store::write_bundle fails with io when a member file changes between the hash and compress passes") {
   TempDir dir;
   auto files = write_files(dir, {{"k.o", std::string(5000, 'o')}, {"k.json", "{\"blockDim\":1}"}});
-  BundleInput input = input_for(files);
+  BundleInput input = reproducible_input(files);
 
   SUBCASE("same size, one byte changed") {
     ChangingSink out([&] { overwrite_in_place(files[1], 2, 'X'); });
@@ -1053,7 +1051,7 @@ class RefusingSink final : public MemberSink {
 TEST_CASE("store::BundleReader passes sink and source errors through unchanged") {
   TempDir dir;
   auto files = write_files(dir, {{"a.o", "aaaa"}, {"b.o", "bbbb"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
 
   SUBCASE("sink") {
     opcache::base::MemorySource source(bundle);
@@ -1079,7 +1077,7 @@ TEST_CASE("store::BundleReader passes sink and source errors through unchanged")
 TEST_CASE("store::BundleReader refuses read_members before read_manifest") {
   TempDir dir;
   auto files = write_files(dir, {{"a.o", "aaaa"}});
-  std::string bundle = encode(input_for(files)).bytes;
+  std::string bundle = encode(reproducible_input(files)).bytes;
   opcache::base::MemorySource source(bundle);
   BundleReader reader(source);
   CollectingSink sink;

@@ -15,9 +15,11 @@
 
 #include "opcache/opcache.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/remote_fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
+using opcache::test::counter;
 using opcache::test::KernelTriple;
 using opcache::test::TempDir;
 
@@ -28,7 +30,8 @@ struct StoredKernels {
   std::vector<std::string> keys;
 };
 
-opcache::Store open_store(const fs::path& root) {
+// Opens the cache at `root` with no remote; REQUIREs success.
+opcache::Store open_store_without_remotes(const fs::path& root) {
   opcache::StoreConfig config;
   config.cache_dir = root;
   config.no_remote = true;
@@ -39,7 +42,7 @@ opcache::Store open_store(const fs::path& root) {
 
 StoredKernels put_kernels(const fs::path& root, const fs::path& work, int count, int first_length = 16) {
   const auto scenario = opcache::parse_scenario(opcache::test::k_test_scenario).value();
-  auto store = open_store(root);
+  auto store = open_store_without_remotes(root);
   StoredKernels stored;
   for (int i = 0; i < count; ++i) {
     stored.kernels.push_back(opcache::test::make_kernel(work / ("k" + std::to_string(i)), "Add", first_length + i));
@@ -52,7 +55,7 @@ StoredKernels put_kernels(const fs::path& root, const fs::path& work, int count,
 
 // Reads every entry back (each read is a hit recorded when the store closes).
 void read_all(const fs::path& root, const StoredKernels& stored, const fs::path& out) {
-  auto store = open_store(root);
+  auto store = open_store_without_remotes(root);
   for (std::size_t i = 0; i < stored.keys.size(); ++i) {
     auto hit = store.get(stored.keys[i], out / std::to_string(i));
     REQUIRE(hit.ok());
@@ -61,13 +64,6 @@ void read_all(const fs::path& root, const StoredKernels& stored, const fs::path&
       CHECK(opcache::test::read_text(out / std::to_string(i) / file.filename()) == opcache::test::read_text(file));
     }
   }
-}
-
-std::int64_t counter(opcache::Store& store, const std::string& name) {
-  auto stats = store.stats();
-  REQUIRE(stats.ok());
-  auto found = stats->counters.find(name);
-  return found == stats->counters.end() ? 0 : found->second;
 }
 
 // What a power cut leaves of the log: its synced prefix, then `tail`.
@@ -116,7 +112,7 @@ TEST_CASE("store::durability hit records lost to a power cut leave every entry r
     }
     cut_wal(root, synced_size + cut.keep_of_hits, cut.tail);
 
-    auto store = open_store(root);
+    auto store = open_store_without_remotes(root);
     auto report = store.verify(false);
     REQUIRE(report.ok());
     CHECK(report->entries_checked == 5);
@@ -132,7 +128,7 @@ TEST_CASE("store::durability hit records lost to a power cut leave every entry r
   // And the store goes on: every entry reads byte for byte, and a new entry is stored.
   read_all(root, stored, temp / "after");
   const auto more = put_kernels(root, temp / "more", 1, 100);
-  auto store = open_store(root);
+  auto store = open_store_without_remotes(root);
   auto report = store.verify(false);
   REQUIRE(report.ok());
   CHECK(report->entries_checked == 6);
@@ -146,7 +142,7 @@ TEST_CASE("store::durability a hit process leaves the log in place for the next 
   read_all(root, stored, temp / "out");
   // Closing did not checkpoint (which would have synced and removed the log).
   CHECK(fs::exists(root / "index.db-wal"));
-  auto store = open_store(root);
+  auto store = open_store_without_remotes(root);
   CHECK(counter(store, "hits") == 2);
 }
 
@@ -159,13 +155,13 @@ TEST_CASE("store::durability the log stays short across many one-hit processes, 
   const StoredKernels stored = put_kernels(root, temp / "work", 1);
   constexpr int k_processes = 150;
   for (int i = 0; i < k_processes; ++i) {
-    auto store = open_store(root);
+    auto store = open_store_without_remotes(root);
     auto hit = store.get(stored.keys[0], temp / "out");
     REQUIRE(hit.ok());
     REQUIRE(hit->has_value());
   }
   const std::uintmax_t frame = 24 + 4096;
   CHECK(fs::file_size(root / "index.db-wal") <= 32 + 66 * frame);
-  auto store = open_store(root);
+  auto store = open_store_without_remotes(root);
   CHECK(counter(store, "hits") == k_processes);
 }

@@ -24,7 +24,8 @@ std::string canonical(const std::string& text) {
   return *result;
 }
 
-const char* const k_scenario = R"({"device_mode":"multi","phase":"train","toolchain":"8.0.RC2","soc":"Ascend910B1"})";
+const char* const k_multi_train_scenario =
+    R"({"device_mode":"multi","phase":"train","toolchain":"8.0.RC2","soc":"Ascend910B1"})";
 
 }  // namespace
 
@@ -82,7 +83,7 @@ TEST_CASE("opcache::base::parse_json rejects duplicate keys, bad syntax and huge
 }
 
 TEST_CASE("store::derive_key pins the key of known descriptors") {
-  auto scenario = opcache::base::parse_json(k_scenario, "scenario").value();
+  auto scenario = opcache::base::parse_json(k_multi_train_scenario, "scenario").value();
   auto descriptor = opcache::base::parse_json(R"({"op_type":"Square","inputs":[{"shape":[3],"dtype":"float32"}]})", "d").value();
   auto preimage = opcache::store::key_preimage(descriptor, scenario).value();
   CHECK(preimage ==
@@ -97,7 +98,7 @@ TEST_CASE("store::derive_key pins the key of known descriptors") {
 }
 
 TEST_CASE("store::derive_key ignores key order and whitespace but not semantics") {
-  auto scenario = opcache::base::parse_json(k_scenario, "scenario").value();
+  auto scenario = opcache::base::parse_json(k_multi_train_scenario, "scenario").value();
   auto a = opcache::base::parse_json(R"({"op_type":"MatMul","attrs":{"transpose_a":false,"n":9007199254740993}})", "a").value();
   auto b = opcache::base::parse_json("{ \"attrs\" : { \"n\" : 9007199254740993, \"transpose_a\" : false },\n \"op_type\":\"MatMul\" }",
                       "b")
@@ -111,7 +112,7 @@ TEST_CASE("store::derive_key ignores key order and whitespace but not semantics"
 
 TEST_CASE("store::derive_key separates scenarios") {
   auto descriptor = opcache::base::parse_json(R"({"op_type":"Relu"})", "d").value();
-  auto train = opcache::base::parse_json(k_scenario, "s").value();
+  auto train = opcache::base::parse_json(k_multi_train_scenario, "s").value();
   auto infer = train;
   infer["phase"] = "infer";
   auto single = train;

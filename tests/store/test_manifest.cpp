@@ -10,29 +10,24 @@
 #include <nlohmann/json.hpp>
 
 #include "base/canonical_json.hpp"
+#include "base/sha256.hpp"
 #include "store/key.hpp"
 #include "store/manifest.hpp"
 #include "store/scenario.hpp"
-#include "base/sha256.hpp"
+#include "tests/support/bundle_inputs.hpp"
 
 namespace {
 
 using nlohmann::json;
 using opcache::ErrorCode;
+using opcache::base::sha256_hex;
 using opcache::store::BundleLimits;
 using opcache::store::check_member_name;
 using opcache::store::Manifest;
 using opcache::store::manifest_from_json;
 using opcache::store::manifest_to_json;
 using opcache::store::role_for_member_name;
-using opcache::base::sha256_hex;
-
-json scenario_json(const std::string& spec) {
-  auto no_env = [](const char*) -> std::optional<std::string> { return std::nullopt; };
-  auto scenario = opcache::store::parse_scenario_spec(spec, no_env);
-  REQUIRE(scenario.ok());
-  return opcache::store::scenario_to_json(*scenario);
-}
+using opcache::test::scenario_json;
 
 Manifest sample_manifest() {
   Manifest manifest;

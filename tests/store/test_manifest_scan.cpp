@@ -18,7 +18,7 @@ using opcache::store::scan_manifest_for_hit;
 
 namespace {
 
-nlohmann::json sample_manifest() {
+nlohmann::json sample_manifest_json() {
   opcache::store::Manifest manifest;
   manifest.descriptor = {{"op_type", "Add"}, {"attrs", {{"alpha", 1.5}, {"name", "a \"quoted\" \\ value"}}},
                          {"inputs", nlohmann::json::array({{{"shape", {2, 3}}, {"dtype", "float16"}}})}};
@@ -32,15 +32,17 @@ nlohmann::json sample_manifest() {
   return opcache::store::manifest_to_json(manifest);
 }
 
-std::string canonical(const nlohmann::json& value) { return opcache::base::canonical_json(value).value(); }
+std::string canonical_text(const nlohmann::json& value) {
+  return opcache::base::canonical_json(value).value();
+}
 
 }  // namespace
 
 TEST_CASE("store::scan_manifest_for_hit reads key, members, created and build_ms as the strict parse does") {
-  const nlohmann::json value = sample_manifest();
+  const nlohmann::json value = sample_manifest_json();
   auto strict = opcache::store::manifest_from_json(value, BundleLimits{}, KeyCheck::trust_digest);
   REQUIRE(strict.ok());
-  for (const std::string& text : {canonical(value), value.dump(2)}) {
+  for (const std::string& text : {canonical_text(value), value.dump(2)}) {
     auto scanned = scan_manifest_for_hit(text, BundleLimits{});
     REQUIRE(scanned.has_value());
     CHECK(scanned->key == strict->key);
@@ -52,11 +54,11 @@ TEST_CASE("store::scan_manifest_for_hit reads key, members, created and build_ms
 }
 
 TEST_CASE("store::scan_manifest_for_hit gives up on anything it cannot vouch for") {
-  const nlohmann::json value = sample_manifest();
+  const nlohmann::json value = sample_manifest_json();
   auto with = [&](const char* pointer, const nlohmann::json& replacement) {
     nlohmann::json changed = value;
     changed[nlohmann::json::json_pointer(pointer)] = replacement;
-    return canonical(changed);
+    return canonical_text(changed);
   };
   CHECK_FALSE(scan_manifest_for_hit(with("/members/0/name", "a\nb.o"), {}));       // escaped in JSON
   CHECK_FALSE(scan_manifest_for_hit(with("/members/0/name", "../evil.o"), {}));    // unsafe name
@@ -72,8 +74,8 @@ TEST_CASE("store::scan_manifest_for_hit gives up on anything it cannot vouch for
   CHECK_FALSE(scan_manifest_for_hit(with("/extra", 1), {}));  // unknown field
   BundleLimits small;
   small.max_member_bytes = 100;
-  CHECK_FALSE(scan_manifest_for_hit(canonical(value), small));
-  const std::string text = canonical(value);
+  CHECK_FALSE(scan_manifest_for_hit(canonical_text(value), small));
+  const std::string text = canonical_text(value);
   CHECK_FALSE(scan_manifest_for_hit(text + "x", {}));
   CHECK_FALSE(scan_manifest_for_hit(text.substr(0, text.size() - 1), {}));
   CHECK_FALSE(scan_manifest_for_hit("{\"key\":\"" + value["key"].get<std::string>() + "\"," + text.substr(1), {}));
@@ -89,7 +91,7 @@ TEST_CASE("store::LocalStore::get falls back to the strict parse for a manifest 
   auto store = opcache::store::LocalStore::open(options);
   REQUIRE(store.ok());
   // A '"' in a member name is escaped in the manifest's JSON: the scan gives up.
-  auto input = opcache::test::aging::input_for(kernel);
+  auto input = opcache::test::aging::fixed_stamp_input(kernel);
   opcache::test::write_text(temp / "odd", "odd bytes");
   input.members.push_back(opcache::store::MemberSource{"we\"ird é.bin", temp / "odd", ""});
   auto put = (*store)->put(input, opcache::ReplacePolicy::keep_existing);

@@ -36,7 +36,7 @@ using opcache::store::DetectContext;
 using opcache::test::CannTree;
 using opcache::test::TempDir;
 
-constexpr const char* k_descriptor = R"({"op_type":"Square","inputs":[{"shape":[3],"dtype":"float32"}]})";
+constexpr const char* k_square_descriptor = R"({"op_type":"Square","inputs":[{"shape":[3],"dtype":"float32"}]})";
 
 // The example of docs/formats.md, "Detected scenario fields (`auto`)".
 constexpr std::string_view k_docs_example_scenario =
@@ -88,7 +88,7 @@ struct Machine {
     auto scenario = resolve(spec);
     INFO("spec: " << spec << "; " << (scenario ? "" : scenario.error().message()));
     REQUIRE(scenario.ok());
-    auto key = opcache::derive_key(k_descriptor, *scenario, std::nullopt);
+    auto key = opcache::derive_key(k_square_descriptor, *scenario, std::nullopt);
     REQUIRE(key.ok());
     return *key;
   }

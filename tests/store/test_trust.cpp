@@ -20,7 +20,9 @@
 #include "store/scenario.hpp"
 #include "store/signature.hpp"
 #include "store/trust.hpp"
+#include "tests/support/bundle_inputs.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/signing_keys.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
@@ -31,22 +33,18 @@ using opcache::store::LocalStore;
 using opcache::store::Provenance;
 using opcache::store::RefusalReason;
 using opcache::store::Signature;
-using opcache::store::Signatures;
 using opcache::store::SignatureRequirement;
+using opcache::store::Signatures;
 using opcache::store::TrustedKeys;
 using opcache::store::TrustPolicy;
+using opcache::test::input_for;
 using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
+using opcache::test::new_signing_key;
 using opcache::test::TempDir;
 namespace fs = std::filesystem;
 
 namespace {
-
-Ed25519PrivateKey new_key() {
-  auto key = Ed25519PrivateKey::generate();
-  REQUIRE(key.ok());
-  return std::move(*key);
-}
 
 std::string trusted_line(const std::string& name, const Ed25519PrivateKey& key) {
   return name + ":" + opcache::base::base64_encode(key.public_key()) + "\n";
@@ -59,18 +57,6 @@ std::shared_ptr<const TrustPolicy> policy(const std::string& trusted_text, Signa
   made->trusted = std::move(*parsed);
   made->requirement = requirement;
   return made;
-}
-
-BundleInput input_for(const KernelTriple& kernel) {
-  BundleInput input;
-  input.descriptor = nlohmann::json::parse(kernel.descriptor_json);
-  auto scenario = opcache::parse_scenario(opcache::test::k_test_scenario);
-  REQUIRE(scenario.ok());
-  input.scenario = opcache::store::scenario_to_json(*scenario);
-  for (const auto& file : kernel.files()) {
-    input.members.push_back({file.filename().string(), file, ""});
-  }
-  return input;
 }
 
 // A store at `root` with an optional signing key and policy; warnings recorded.
@@ -147,7 +133,7 @@ void check_refused(TrustFixture& consumer, const RemoteEntry& entry, const Signa
 }  // namespace
 
 TEST_CASE("store::signature formats one signature as two base64 fields and parses only that back") {
-  const auto key = new_key();
+  const auto key = new_signing_key();
   auto signature = opcache::store::sign_entry(key, std::string(64, 'a'), std::string(64, 'b'));
   REQUIRE(signature.ok());
   CHECK(signature->public_key.size() == 32);
@@ -167,7 +153,7 @@ TEST_CASE("store::signature formats one signature as two base64 fields and parse
 }
 
 TEST_CASE("store::signature covers exactly opcache-sig-v1, the key and the digest") {
-  const auto key = new_key();
+  const auto key = new_signing_key();
   const std::string entry_key(64, 'c');
   const std::string digest(64, 'd');
   CHECK(opcache::store::signed_message(entry_key, digest) == "opcache-sig-v1\n" + entry_key + "\n" + digest);
@@ -179,8 +165,8 @@ TEST_CASE("store::signature covers exactly opcache-sig-v1, the key and the diges
 }
 
 TEST_CASE("store::TrustedKeys reads NAME:BASE64 lines with comments and names each malformed line") {
-  const auto a = new_key();
-  const auto b = new_key();
+  const auto a = new_signing_key();
+  const auto b = new_signing_key();
   auto parsed = TrustedKeys::parse("# team keys\n\n  " + trusted_line("ci-2026", a) + trusted_line("dev.alice@x", b),
                                    "keys");
   REQUIRE(parsed.ok());
@@ -206,8 +192,8 @@ TEST_CASE("store::TrustedKeys reads NAME:BASE64 lines with comments and names ea
 }
 
 TEST_CASE("store::judge_signatures accepts one valid trusted signature and names why it refuses otherwise") {
-  const auto trusted_key = new_key();
-  const auto other_key = new_key();
+  const auto trusted_key = new_signing_key();
+  const auto other_key = new_signing_key();
   auto trusted = TrustedKeys::parse(trusted_line("ci", trusted_key), "keys");
   REQUIRE(trusted.ok());
   const std::string key(64, '1');
@@ -238,7 +224,7 @@ TEST_CASE("store::judge_signatures accepts one valid trusted signature and names
 
 TEST_CASE("store::LocalStore signs every entry it puts with the signing key, and only then") {
   TempDir temp;
-  auto key = std::make_shared<const Ed25519PrivateKey>(new_key());
+  auto key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
   TrustFixture signing(temp / "signed", key, nullptr);
   TrustFixture plain(temp / "plain", nullptr, nullptr);
   const auto kernel = make_kernel(temp / "k", "square", 8);
@@ -251,8 +237,8 @@ TEST_CASE("store::LocalStore signs every entry it puts with the signing key, and
 
 TEST_CASE("store::LocalStore refuses remote entries that no trusted key vouches for, each with its reason") {
   TempDir temp;
-  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_key());
-  auto rogue_key = std::make_shared<const Ed25519PrivateKey>(new_key());
+  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
+  auto rogue_key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
   TrustFixture ci(temp / "ci", ci_key, nullptr);
   TrustFixture rogue(temp / "rogue", rogue_key, nullptr);
   TrustFixture unsigned_producer(temp / "plain", nullptr, nullptr);
@@ -297,7 +283,7 @@ TEST_CASE("store::LocalStore refuses remote entries that no trusted key vouches 
 
 TEST_CASE("store::LocalStore keeps only remote signatures that verify, and requires none when the policy is off") {
   TempDir temp;
-  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_key());
+  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
   TrustFixture ci(temp / "ci", ci_key, nullptr);
   TrustFixture consumer(temp / "dev", nullptr, policy(trusted_line("ci", *ci_key), SignatureRequirement::off));
   const auto first = make_remote_entry(ci, make_kernel(temp / "k1", "square", 8));
@@ -313,7 +299,7 @@ TEST_CASE("store::LocalStore keeps only remote signatures that verify, and requi
 
 TEST_CASE("store::LocalStore under require_signature=all refuses unsigned local entries as misses and replaces them") {
   TempDir temp;
-  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_key());
+  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
   const auto kernel = make_kernel(temp / "k", "square", 8);
   std::string key;
   {
@@ -340,8 +326,8 @@ TEST_CASE("store::LocalStore under require_signature=all refuses unsigned local 
 
 TEST_CASE("store::LocalStore::add_signatures merges valid signatures and refuses one that does not verify") {
   TempDir temp;
-  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_key());
-  const auto other = new_key();
+  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
+  const auto other = new_signing_key();
   TrustFixture plain(temp / "cache", nullptr, nullptr);
   const auto entry = make_remote_entry(plain, make_kernel(temp / "k", "square", 8));
   auto mine = opcache::store::sign_entry(*ci_key, entry.key, entry.digest);
@@ -364,7 +350,7 @@ TEST_CASE("store::LocalStore::add_signatures merges valid signatures and refuses
 
 TEST_CASE("store::LocalStore::sign_entries signs every entry once and leaves a corrupt object unsigned") {
   TempDir temp;
-  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_key());
+  auto ci_key = std::make_shared<const Ed25519PrivateKey>(new_signing_key());
   std::vector<RemoteEntry> entries;
   {
     TrustFixture plain(temp / "cache", nullptr, nullptr);
