@@ -90,7 +90,23 @@ bool parse_hit_record(std::string_view line, HitRecord& record) {
          line.empty();
 }
 
-Result<std::int64_t> HitJournal::append(const std::vector<HitRecord>& records) const {
+Result<int> HitJournal::append_fd() {
+  if (m_append.valid()) {
+    return m_append.get();
+  }
+  const auto path = m_layout.hit_journal();
+  base::FileDescriptor journal(::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644));
+  if (!journal.valid()) {
+    return base::errno_error("cannot open", path, errno);
+  }
+  if (m_layout.sharing() == Sharing::group) {
+    OPCACHE_TRY(base::share_with_group_like(S_ISGID | S_IWGRP, journal.get(), path));
+  }
+  m_append = std::move(journal);
+  return m_append.get();
+}
+
+Result<std::int64_t> HitJournal::append(const std::vector<HitRecord>& records) {
   if (records.empty()) {
     return std::int64_t{0};
   }
@@ -99,19 +115,16 @@ Result<std::int64_t> HitJournal::append(const std::vector<HitRecord>& records) c
     lines += format_hit_record(record);
   }
   const auto path = m_layout.hit_journal();
-  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return base::errno_error("cannot open", path, errno);
-  }
-  base::FileDescriptor journal(fd);
-  if (m_layout.sharing() == Sharing::group) {
-    OPCACHE_TRY(base::share_with_group_like(S_ISGID | S_IWGRP, fd, path));
-  }
+  base::MutexLock guard(m_mutex);
+  OPCACHE_TRY_ASSIGN(int fd, append_fd());
   // Shared: appends do not wait for each other, only for a fold in progress.
   OPCACHE_TRY(lock(fd, LOCK_SH, path));
-  OPCACHE_TRY(base::write_all(fd, lines.data(), lines.size(), path));
+  auto written = base::write_all(fd, lines.data(), lines.size(), path);
   struct stat info {};
-  return ::fstat(fd, &info) == 0 ? static_cast<std::int64_t>(info.st_size) : std::int64_t{0};
+  const bool sized = ::fstat(fd, &info) == 0;
+  (void)::flock(fd, LOCK_UN);
+  OPCACHE_TRY(written);
+  return sized ? static_cast<std::int64_t>(info.st_size) : std::int64_t{0};
 }
 
 Result<std::vector<HitRecord>> HitJournal::take() const {

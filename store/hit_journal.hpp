@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "base/file_io.hpp"
+#include "base/mutex.hpp"
 #include "opcache/result.hpp"
 #include "store/cache_root.hpp"
 
@@ -34,8 +36,9 @@ class HitJournal {
   explicit HitJournal(const StoreLayout& layout) : m_layout(layout) {}
 
   /// Appends `records` (nothing when empty). Returns the journal's size
-  /// after the write, in bytes, so the caller can fold a large one.
-  Result<std::int64_t> append(const std::vector<HitRecord>& records) const;
+  /// after the write, in bytes, so the caller can fold a large one. The
+  /// journal stays open for the next append.
+  Result<std::int64_t> append(const std::vector<HitRecord>& records);
 
   /// Takes every record appended so far and empties the journal; the caller
   /// folds them into the index (and appends them again if that fails).
@@ -43,7 +46,12 @@ class HitJournal {
   Result<std::vector<HitRecord>> take() const;
 
  private:
+  // The journal opened for appending (created if missing); REQUIRES m_mutex.
+  Result<int> append_fd() REQUIRES(m_mutex);
+
   const StoreLayout& m_layout;
+  base::Mutex m_mutex;
+  base::FileDescriptor m_append GUARDED_BY(m_mutex);
 };
 
 /// The journal line of `record` (with its newline).

@@ -28,6 +28,9 @@ constexpr auto k_hit_batch_age = std::chrono::seconds(1);
 // is committed, so a second lookup finds the new one.
 constexpr int k_lookup_attempts = 3;
 
+// Key records a store remembers in memory, at most (about 0.5 KiB each).
+constexpr std::size_t k_remembered_records = 4096;
+
 // Temp files of a live process are left alone unless this old.
 constexpr auto k_stale_temp_age = std::chrono::hours(24);
 
@@ -151,7 +154,35 @@ bool LocalStore::index_opened() {
   return m_index.has_value();
 }
 
+std::optional<IndexEntry> LocalStore::key_record(const std::string& key) {
+  {
+    base::MutexLock lock(m_records_mutex);
+    if (auto it = m_records.find(key); it != m_records.end()) {
+      return it->second;
+    }
+  }
+  auto record = m_keys.read(key);
+  if (record) {
+    remember_record(*record);
+  }
+  return record;
+}
+
+void LocalStore::remember_record(const IndexEntry& entry) {
+  base::MutexLock lock(m_records_mutex);
+  if (m_records.size() >= k_remembered_records) {
+    m_records.clear();  // a bound, not a policy: the files stay
+  }
+  m_records.insert_or_assign(entry.key, entry);
+}
+
+void LocalStore::forget_key_record(const std::string& key) {
+  base::MutexLock lock(m_records_mutex);
+  m_records.erase(key);
+}
+
 void LocalStore::write_key_record(const IndexEntry& entry) {
+  remember_record(entry);
   if (auto written = m_keys.write(entry); !written) {
     m_options.warn("key record of " + entry.key + " not written (its hits read the index): " +
                    written.error().message());
@@ -160,6 +191,7 @@ void LocalStore::write_key_record(const IndexEntry& entry) {
 
 void LocalStore::erase_key_records(const std::vector<std::string>& keys) {
   for (const auto& key : keys) {
+    forget_key_record(key);
     if (auto erased = m_keys.erase(key); !erased) {
       m_options.warn("key record of removed entry " + key + " left behind: " + erased.error().message());
     }
@@ -462,13 +494,14 @@ Result<std::optional<GetOutcome>> LocalStore::get(const std::string& key, const 
 
 Result<std::optional<GetOutcome>> LocalStore::get_by_record(const std::string& key,
                                                             const std::filesystem::path& out_dir) {
-  auto entry = m_keys.read(key);
+  auto entry = key_record(key);
   if (!entry || local_refusal(*entry)) {
     return std::optional<GetOutcome>();  // the index decides (and says why)
   }
   std::optional<Error> problem;
   OPCACHE_TRY_ASSIGN(auto files, deliver(*entry, out_dir, problem));
   if (!files) {
+    forget_key_record(key);
     return std::optional<GetOutcome>();  // a stale record, or a bad object the index path drops
   }
   entry->last_access_ms = m_options.clock();

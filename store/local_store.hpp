@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "base/file_io.hpp"
@@ -280,6 +281,13 @@ class LocalStore {
   Result<std::optional<std::vector<std::filesystem::path>>> deliver(const IndexEntry& entry,
                                                                     const std::filesystem::path& out_dir,
                                                                     std::optional<Error>& problem);
+  // The record of `key`: remembered from an earlier read or write of this
+  // store, else read from its file. A remembered record is as safe as the
+  // file (every hit checks the object it names); it only saves the read.
+  std::optional<IndexEntry> key_record(const std::string& key);
+  void remember_record(const IndexEntry& entry);
+  // Forgets the remembered record of `key` (its object turned out stale).
+  void forget_key_record(const std::string& key);
   // Writes the key record of `entry`; a failure is only reported (the index
   // still has the entry).
   void write_key_record(const IndexEntry& entry);
@@ -333,6 +341,9 @@ class LocalStore {
   base::Mutex m_index_mutex;
   std::optional<Index> m_index GUARDED_BY(m_index_mutex);
   KeyTable m_keys{m_layout};
+  // Key records this store read or wrote, at most k_remembered_records.
+  base::Mutex m_records_mutex;
+  std::unordered_map<std::string, IndexEntry> m_records GUARDED_BY(m_records_mutex);
   HitJournal m_journal{m_layout};
   // Hits counted in memory and appended to the journal in batches
   // (flush_hits); never held together with m_index_mutex.
