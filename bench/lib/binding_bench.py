@@ -1,0 +1,87 @@
+"""Scenario python_hit (bench/run): the Python binding's hit, `opcache.Store.get_or_build`
+(ctypes over libopcache.so, bench/lib/python_hit.py run by Debian's /usr/bin/python3), against
+the C++ `Store::get_or_build` hit of the same stored kernel (`bench_store --get-or-build-only`),
+in the same cache directory and the same out_dir; passes alternate which side runs first.
+"""
+import statistics
+import subprocess
+
+from harness import BenchError, clean_env, log, read_json, run
+
+PYTHON = "/usr/bin/python3"
+TARGET_RATIO = 1.5  # the issue: a Python hit within 1.5x of the C++ hit, p50
+
+
+def python_version():
+    return subprocess.run([PYTHON, "--version"], stdout=subprocess.PIPE, text=True).stdout.strip()
+
+
+def cpp_hits(ctx, work, hits, out):
+    """bench_store's get_or_build hit: a fresh store in work/get-or-build/store, `hits` timed hits."""
+    run([ctx.build / "bench" / "bench_store", "--get-or-build-only", "--hits", hits,
+         "--corpus", ctx.corpus_root / "bench_store", "--work", work, "--json", out],
+        env=clean_env(), what="bench_store --get-or-build-only")
+    return read_json(out)["get_or_build_hit"]
+
+
+def python_hits(ctx, cpp_json, out):
+    """python_hit.py on the store and kernel of bench_store's JSON `cpp_json`; fails unless every call hit."""
+    env = clean_env(PYTHONPATH=ctx.repo / "python", OPCACHE_LIBRARY=ctx.build / "libopcache.so")
+    run([PYTHON, ctx.repo / "bench" / "lib" / "python_hit.py", "--bench-store-json", cpp_json, "--json", out],
+        env=env, what="python_hit.py (Store.get_or_build hits)")
+    figure = read_json(out)
+    if figure["builds_during_hits"] != 0:
+        raise BenchError(f"python_hit.py ran the build function {figure['builds_during_hits']} times")
+    return figure
+
+
+def python_hit_figures(ctx, hits, passes):
+    """`passes` passes, each a C++ run and a Python run of `hits` hits, alternating which goes first
+    (the first pass starts with C++, which stores the kernel); medians over the passes of each side's
+    p50 and p99, and their ratios."""
+    work = ctx.work / "python-hit"
+    cpp_json = ctx.results_dir / "bench_store-get_or_build.json"
+    per_pass = []
+    for i in range(passes):
+        order = ("cpp", "python") if i % 2 == 0 else ("python", "cpp")
+        log(f"python_hit pass {i + 1}/{passes}: {hits} get_or_build hits each, {' then '.join(order)}")
+        figures = {}
+        for side in order:
+            if side == "cpp":
+                figures["cpp"] = cpp_hits(ctx, work, hits, cpp_json)
+            else:
+                figures["python"] = python_hits(ctx, cpp_json, ctx.results_dir / f"python_hit-{i + 1}.json")
+        if figures["python"]["key"] != figures["cpp"]["key"]:
+            raise BenchError(f"python_hit.py hit key {figures['python']['key']}, bench_store stored "
+                             f"{figures['cpp']['key']}")
+        per_pass.append({"order": list(order), **{side: {"p50_us": f["p50_us"], "p99_us": f["p99_us"],
+                                                          "cpu_p50_us": f["thread_cpu"]["p50_us"]}
+                                                   for side, f in figures.items()}})
+    cpp, python = figures["cpp"], figures["python"]
+    result = {"kernel": cpp["kernel"], "key": cpp["key"], "raw_bytes": cpp["raw_bytes"], "sources": cpp["sources"],
+              "hits": hits, "warmup": cpp["warmup"], "passes": passes, "out_dir_mode": cpp["what"],
+              "python": python_version(), "library": python["library"], "per_pass": per_pass}
+    for side in ("cpp", "python"):
+        for stat in ("p50_us", "p99_us", "cpu_p50_us"):
+            result.setdefault(f"{side}_us", {})[stat[:-3]] = statistics.median(p[side][stat] for p in per_pass)
+    result["ratio_p50"] = result["python_us"]["p50"] / result["cpp_us"]["p50"]
+    result["ratio_p99"] = result["python_us"]["p99"] / result["cpp_us"]["p99"]
+    log(f"python_hit: Python p50 {result['python_us']['p50']:.1f} us, C++ p50 {result['cpp_us']['p50']:.1f} us, "
+        f"ratio {result['ratio_p50']:.2f}")
+    return result
+
+
+def figure_rows(results):
+    """The report's rows for python_hit (none when it did not run), shaped like report.figure_rows'."""
+    s = results.get("python_hit")
+    if not s:
+        return []
+    cpp, python = s["cpp_us"], s["python_us"]
+    return [
+        {"figure": "Python hit (`Store.get_or_build`) vs C++ `Store::get_or_build` hit, p50 "
+                   f"({s['hits']} hits of one stored kernel, .o + .json, new files; medians of {s['passes']} passes)",
+         "peer": f"{cpp['p50']:.0f} µs", "opcache": f"{python['p50']:.0f} µs", "ratio": f"{s['ratio_p50']:.2f}×",
+         "target": f"≤ {TARGET_RATIO}× C++", "met": s["ratio_p50"] <= TARGET_RATIO},
+        {"figure": "the same, p99", "peer": f"{cpp['p99']:.0f} µs", "opcache": f"{python['p99']:.0f} µs",
+         "ratio": f"{s['ratio_p99']:.2f}×", "target": "—", "met": None},
+    ]
