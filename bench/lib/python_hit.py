@@ -6,10 +6,13 @@ Reads bench_store's JSON (`bench_store --get-or-build-only --work DIR --json FIL
 Store on the same cache directory with the same settings, and times `--hits` calls (default:
 as many as bench_store timed, after as many unmeasured warm-up calls) of
 `store.get_or_build(descriptor, scenario, out_dir, build)` into bench_store's out_dir, whose
-kernel files are removed (untimed) after every call, exactly like the C++ side. The
-descriptor is passed as a dict (as an op compiler would), the scenario as bench_store's spec
-string. Exits 1 when any call is not a hit (the result's source), when the build function
-runs, or when a call writes other bytes than the corpus's files; the figures go to --json.
+kernel files are removed (untimed) after every call, exactly like the C++ side; the scenario
+is bench_store's spec string. Two descriptor forms, alternating call by call (the order
+swapped every round): the JSON text bench_store passed (a str: the same input as the C++ call,
+the headline figure) and that text parsed into a dict (as an op compiler holding a dict would
+call; the binding serialises it on every call). Exits 1 when any call is not a hit (the
+result's source), when the build function runs, or when a call writes other bytes than the
+corpus's files; the figures go to --json.
 
 Run with Debian's python3, the binding on the path and the library named:
 
@@ -51,7 +54,7 @@ class HitTimer:
 
     def __init__(self, store, figure):
         self.store = store
-        self.descriptor = json.loads(figure["descriptor_json"])
+        self.descriptors = {"text": figure["descriptor_json"], "dict": json.loads(figure["descriptor_json"])}
         self.scenario = figure["scenario"]
         self.key = figure["key"]
         self.out_dir = Path(figure["out_dir"])
@@ -80,27 +83,31 @@ class HitTimer:
         for source in self.sources:
             os.unlink(self.out_dir / source.name)
 
-    def once(self):
-        """One call: (wall µs, thread CPU µs); the outputs are checked and removed afterwards."""
+    def once(self, descriptor):
+        """One call: (wall µs, thread CPU µs); the result is checked afterwards."""
         cpu0 = time.thread_time_ns()
         t0 = time.perf_counter_ns()
-        result = self.store.get_or_build(self.descriptor, self.scenario, self.out_dir, self.build)
+        result = self.store.get_or_build(descriptor, self.scenario, self.out_dir, self.build)
         t1 = time.perf_counter_ns()
         cpu1 = time.thread_time_ns()
         self.check(result)
         return (t1 - t0) / 1000, (cpu1 - cpu0) / 1000
 
     def run(self, warmup, hits):
-        walls, cpus = [], []
+        """{form: ([wall µs], [thread CPU µs])} of `hits` calls per descriptor form, after `warmup`
+        rounds; each round calls every form once, in alternating order."""
+        samples = {form: ([], []) for form in self.descriptors}
+        forms = list(self.descriptors)
         for i in range(warmup + hits):
-            wall, cpu = self.once()
-            if i == 0 or i + 1 == warmup + hits:
-                self.same_bytes()
-            self.remove_outputs()
-            if i >= warmup:
-                walls.append(wall)
-                cpus.append(cpu)
-        return walls, cpus
+            for form in (forms if i % 2 == 0 else forms[::-1]):
+                wall, cpu = self.once(self.descriptors[form])
+                if i == 0 or i + 1 == warmup + hits:
+                    self.same_bytes()
+                self.remove_outputs()
+                if i >= warmup:
+                    samples[form][0].append(wall)
+                    samples[form][1].append(cpu)
+        return samples
 
 
 def main(argv):
@@ -120,21 +127,25 @@ def main(argv):
     with opcache.Store(figure["store_dir"], volatile_fields="") as store:
         timer = HitTimer(store, figure)
         try:
-            walls, cpus = timer.run(figure["warmup"], hits)
+            samples = timer.run(figure["warmup"], hits)
         except NotAHit as error:
             print(f"python_hit.py: error: {error}", file=sys.stderr)
             return 1
-    wall = percentiles(walls)
     result = {"what": "opcache.Store.get_or_build hits (Python binding, ctypes) of bench_store's stored kernel, "
-                      "in one process, all into its out_dir, whose kernel files are removed (untimed) after every call",
+                      "in one process, all into its out_dir, whose kernel files are removed (untimed) after every "
+                      "call; the descriptor as bench_store's JSON text (the flat figures) and as a dict, alternating",
               "python": sys.executable, "python_version": sys.version.split()[0],
               "library": opcache.library_path, "opcache_version": opcache.version(),
               "kernel": figure["kernel"], "key": figure["key"], "store_dir": figure["store_dir"],
-              "out_dir": figure["out_dir"], "hits": hits, "warmup": figure["warmup"], "builds_during_hits": timer.builds,
-              "wall": wall, "thread_cpu": percentiles(cpus), "p50_us": wall["p50_us"], "p99_us": wall["p99_us"]}
+              "out_dir": figure["out_dir"], "hits": hits, "warmup": figure["warmup"], "builds_during_hits": timer.builds}
+    for form, (walls, cpus) in samples.items():
+        wall = percentiles(walls)
+        result[f"descriptor_{form}"] = {"wall": wall, "thread_cpu": percentiles(cpus),
+                                        "p50_us": wall["p50_us"], "p99_us": wall["p99_us"]}
+        print(f"python_hit.py: {hits} hits of {figure['kernel']}, descriptor as {form}: p50 {wall['p50_us']:.1f} us, "
+              f"p99 {wall['p99_us']:.1f} us", file=sys.stderr)
+    result.update(result["descriptor_text"])
     args.json.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"python_hit.py: {hits} hits of {figure['kernel']}: p50 {wall['p50_us']:.1f} us, "
-          f"p99 {wall['p99_us']:.1f} us", file=sys.stderr)
     return 0
 
 
