@@ -117,6 +117,13 @@ Result<std::vector<IndexEntry>> LocalStore::evict(const std::vector<IndexEntry>&
   if (candidates.empty()) {
     return removed;
   }
+  // The records first (see remove()); a candidate kept after all gets its
+  // record again at its next hit.
+  std::vector<std::string> keys;
+  for (const auto& candidate : candidates) {
+    keys.push_back(candidate.key);
+  }
+  erase_key_records(keys);
   {
     base::MutexLock lock(m_index_mutex);
     OPCACHE_TRY(open_index());
@@ -134,14 +141,12 @@ Result<std::vector<IndexEntry>> LocalStore::evict(const std::vector<IndexEntry>&
     OPCACHE_TRY(m_index->add_counter(counter::evictions, static_cast<std::int64_t>(removed.size())));
     OPCACHE_TRY(transaction.commit());
   }
-  // The objects, then the records, go only after the rows' removal is committed (see remove()).
-  std::vector<std::string> keys, digests;
+  // The objects go only after the rows' removal is committed (see remove()).
+  std::vector<std::string> digests;
   for (const auto& entry : removed) {
-    keys.push_back(entry.key);
     digests.push_back(entry.digest);
   }
   OPCACHE_TRY(retire_objects(digests));
-  erase_key_records(keys);
   return removed;
 }
 
@@ -292,8 +297,12 @@ Result<ClearReport> LocalStore::clear() {
     if (page.empty()) {
       break;
     }
-    std::vector<std::string> retired, removed_keys;
+    std::vector<std::string> retired, page_keys;
     std::int64_t removed_bytes = 0;
+    for (const auto& entry : page) {
+      page_keys.push_back(entry.key);
+    }
+    erase_key_records(page_keys);  // the records first (see remove())
     {
       base::MutexLock lock(m_index_mutex);
       OPCACHE_TRY(open_index());
@@ -301,7 +310,6 @@ Result<ClearReport> LocalStore::clear() {
       for (const auto& entry : page) {
         OPCACHE_TRY_ASSIGN(bool removed, m_index->remove(entry.key, entry.digest));
         if (removed) {
-          removed_keys.push_back(entry.key);
           retired.push_back(entry.digest);
           removed_bytes += entry.bundle_size;
         }
@@ -311,9 +319,8 @@ Result<ClearReport> LocalStore::clear() {
     }
     report.entries_removed += static_cast<std::int64_t>(retired.size());
     report.bytes_removed += removed_bytes;
-    // The objects, then the records, go only after the rows' removal is committed (see remove()).
+    // The objects go only after the rows' removal is committed (see remove()).
     OPCACHE_TRY(retire_objects(retired));
-    erase_key_records(removed_keys);
   }
   VerifyReport leftovers;
   verify_objects(/*repair=*/true, leftovers);

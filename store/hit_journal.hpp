@@ -17,7 +17,7 @@ namespace opcache::store {
 struct HitRecord {
   std::string key;
   std::int64_t hits = 0;
-  std::int64_t last_access_ms = 0;  ///< the latest of those hits, Unix ms
+  std::int64_t last_access_ms = 0;  ///< the latest of those hits, Unix ms; 0: not kept (aging off)
   std::int64_t bytes = 0;           ///< member bytes served by them
   std::int64_t saved_ms = 0;        ///< build time they saved
 };

@@ -341,6 +341,7 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
 
 void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name) {
   m_options.warn("entry " + entry.key + " (" + entry.op_type + ") is unusable and was dropped: " + why);
+  erase_key_records({entry.key});  // before the row (see remove())
   bool removed = false;
   {
     base::MutexLock lock(m_index_mutex);
@@ -358,7 +359,6 @@ void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why,
   }
   if (removed) {
     (void)retire_objects({entry.digest});
-    erase_key_records({entry.key});
   }
 }
 
@@ -374,7 +374,8 @@ Status LocalStore::record_hit(const IndexEntry& entry) {
     auto& record = pending.keys[entry.key];
     record.key = entry.key;
     ++record.hits;
-    record.last_access_ms = std::max(record.last_access_ms, now);
+    // 0: no access time (aging off here: max_op_cache_size -1 keeps them).
+    record.last_access_ms = m_options.aging.enabled() ? std::max(record.last_access_ms, now) : 0;
     record.bytes += entry.raw_size;
     record.saved_ms += entry.build_ms;
     ++pending.hits;
@@ -424,8 +425,10 @@ Status LocalStore::fold_journal() {
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
     std::int64_t hits = 0, bytes = 0, saved_ms = 0;
     for (const auto& record : records) {
-      // Access times always: the process that ages may not be this one.
-      OPCACHE_TRY(m_index->record_hits(record.key, record.hits, record.last_access_ms, /*update_access=*/true));
+      // The access time as the hitting process kept it (0: it keeps none);
+      // the process that ages may not be this one.
+      OPCACHE_TRY(m_index->record_hits(record.key, record.hits, record.last_access_ms,
+                                       /*update_access=*/record.last_access_ms > 0));
       hits += record.hits;
       bytes += record.bytes;
       saved_ms += record.saved_ms;
@@ -602,13 +605,15 @@ Result<bool> LocalStore::contains(const std::string& key) {
 Result<bool> LocalStore::remove(const std::string& key) {
   OPCACHE_TRY(check_key(key));
   std::optional<IndexEntry> entry;
+  // The record first: from here on a hit asks the index, so a kill at any
+  // later instant cannot leave a record naming a removed entry's object.
+  erase_key_records({key});
   {
     base::MutexLock lock(m_index_mutex);
     OPCACHE_TRY(open_index());
     OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
     OPCACHE_TRY_ASSIGN(entry, m_index->lookup(key));
     if (!entry) {
-      erase_key_records({key});
       return false;
     }
     OPCACHE_TRY(m_index->remove(key));
@@ -616,11 +621,8 @@ Result<bool> LocalStore::remove(const std::string& key) {
     OPCACHE_TRY(transaction.commit());
   }
   // Only after the row is gone for good: a kill in between leaves an orphan
-  // object (verify --repair removes it), never a row without its object. The
-  // record goes last: until then a hit through it finds the object gone and
-  // asks the index, which has no row (and erases the record).
+  // object (verify --repair removes it), never a row without its object.
   OPCACHE_TRY(retire_objects({entry->digest}));
-  erase_key_records({key});
   return true;
 }
 
@@ -719,14 +721,14 @@ void LocalStore::verify_entries(bool repair, VerifyReport& report) {
     }
     if (repair && (problem->kind == "corrupt_entry" || fd.error().code() == ErrorCode::not_found)) {
       bool removed = false;
+      erase_key_records({entry.key});  // before the row (see remove())
       {
         base::MutexLock lock(m_index_mutex);
         auto transaction = m_index->begin();  // open: verify_entries read it
         removed = transaction && m_index->remove(entry.key, entry.digest) && transaction->commit();
       }
-      // The row first, then the object and the record (see remove()).
+      // The row first, then the object (see remove()).
       problem->repaired = removed && retire_objects({entry.digest});
-      erase_key_records({entry.key});
     }
     report.problems.push_back(*problem);
   }

@@ -46,7 +46,7 @@ struct StoreOptions {
   BundleLimits limits;
   int compression_level = 3;
   int busy_timeout_ms = 60000;
-  AgingPolicy aging;               ///< gc runs only when enabled (access times are always recorded)
+  AgingPolicy aging;               ///< access times are recorded and gc runs only when enabled
   /// The aging that follows one write removes at most this many entries (-1:
   /// no bound); a store still above its target is aged further by the next
   /// writes of this process, so no write pays for aging a whole store.
