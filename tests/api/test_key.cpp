@@ -54,5 +54,5 @@ TEST_CASE("api::derive_key reports bad descriptors and settings as usage errors"
 TEST_CASE("api::formats reports the key, bundle and index versions") {
   CHECK(opcache::key_derivation_version() == "opcache-key-v1");
   CHECK(opcache::bundle_format_version() == 1);
-  CHECK(opcache::index_schema_version() == 1);
+  CHECK(opcache::index_schema_version() == 2);
 }

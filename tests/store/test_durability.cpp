@@ -1,13 +1,15 @@
-// Hits are recorded without fsync (store/sqlite.hpp DeferredSync): a power
-// cut may lose the last hit records, never an entry. These tests model the
-// cut by cutting the index's write-ahead log back to what was synced when the
-// last entry was stored — exactly, mid-frame, or with garbage after it — and
+// Hits are recorded without fsync (the hit journal, store/hit_journal.hpp,
+// and its folds into the index, store/sqlite.hpp DeferredSync): a power cut
+// may lose the last hit records, never an entry. These tests model the cut by
+// cutting the journal (emptied, torn mid-line, garbage) and the index's
+// write-ahead log back to what was synced when the last entry was stored, and
 // check that the store still reads every entry byte for byte, verifies clean
 // and keeps working.
 #include <doctest/doctest.h>
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -81,48 +83,71 @@ TEST_CASE("store::durability hit records lost to a power cut leave every entry r
   const fs::path root = temp / "cache";
   const StoredKernels stored = put_kernels(root, temp / "work", 5);
   const fs::path wal = root / "index.db-wal";
+  const fs::path journal = root / "hits.journal";
   // Stores are synced when they return, and closing does not checkpoint: the
   // log as it is now is what a power cut cannot take away.
   REQUIRE(fs::exists(wal));
   const std::uintmax_t synced_size = fs::file_size(wal);
 
   read_all(root, stored, temp / "first");
-  REQUIRE(fs::file_size(wal) > synced_size);  // the hits went to the log, unsynced
+  // The hits went to the journal, unsynced, and not to the index.
+  CHECK(fs::file_size(wal) == synced_size);
+  const std::string journaled = opcache::test::read_text(journal);
+  REQUIRE(std::count(journaled.begin(), journaled.end(), '\n') == 5);
 
-  std::string torn_frame(1000, '\0');
-  for (std::size_t i = 0; i < torn_frame.size(); ++i) {
-    torn_frame[i] = static_cast<char>((i * 131 + 7) % 251);
+  std::string garbage(1000, '\0');
+  for (std::size_t i = 0; i < garbage.size(); ++i) {
+    garbage[i] = static_cast<char>((i * 131 + 7) % 251);
   }
-  const std::uintmax_t hits_size = fs::file_size(wal) - synced_size;
   struct Cut {
     const char* name;
-    std::uintmax_t keep_of_hits;
-    std::string tail;
+    std::string journal;  // what the power cut left of it
+    std::int64_t hits;    // complete lines in it, one hit on one key each
   };
+  const std::string half = journaled.substr(0, journaled.size() / 2);
   const std::vector<Cut> cuts = {
-      {"every hit record lost", 0, ""},
-      {"a frame torn in the middle", hits_size / 2, ""},
-      {"garbage where the hit records were", 0, torn_frame},
+      {"every journaled hit lost", "", 0},
+      {"a line torn in the middle", half, std::count(half.begin(), half.end(), '\n')},
+      {"garbage where the hit lines were", garbage, 0},
+      {"garbage after the hit lines", journaled + garbage, 5},
   };
-  const std::string after_hits = opcache::test::read_text(wal);
   for (const auto& cut : cuts) {
     CAPTURE(cut.name);
+    cut_wal(root, synced_size, "");  // no fold of an earlier cut counts
     {
-      std::ofstream(wal, std::ios::binary | std::ios::trunc) << after_hits;
+      std::ofstream(journal, std::ios::binary | std::ios::trunc) << cut.journal;
     }
-    cut_wal(root, synced_size + cut.keep_of_hits, cut.tail);
-
     auto store = open_store_without_remotes(root);
     auto report = store.verify(false);
     REQUIRE(report.ok());
     CHECK(report->entries_checked == 5);
     CHECK(report->problems.empty());
     CHECK(counter(store, "stores") == 5);
-    // The hits were one unsynced transaction: all of it is gone, nothing else is.
-    CHECK(counter(store, "hits") == 0);
+    // Each complete line is one hit; a torn line or garbage counts nothing.
+    CHECK(counter(store, "hits") == cut.hits);
     auto listed = store.list();
     REQUIRE(listed.ok());
     CHECK(listed->size() == 5);
+  }
+
+  // A cut after a fold: the fold's transaction is not synced either, and all of it goes.
+  cut_wal(root, synced_size, "");
+  {
+    std::ofstream(journal, std::ios::binary | std::ios::trunc) << journaled;
+  }
+  {
+    auto store = open_store_without_remotes(root);
+    CHECK(counter(store, "hits") == 5);  // folded into the log
+  }
+  REQUIRE(fs::file_size(wal) > synced_size);
+  cut_wal(root, synced_size + (fs::file_size(wal) - synced_size) / 2, "");
+  {
+    auto store = open_store_without_remotes(root);
+    auto report = store.verify(false);
+    REQUIRE(report.ok());
+    CHECK(report->entries_checked == 5);
+    CHECK(report->problems.empty());
+    CHECK(counter(store, "hits") == 0);
   }
 
   // And the store goes on: every entry reads byte for byte, and a new entry is stored.
