@@ -34,7 +34,6 @@ using opcache::test::k_test_scenario;
 using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
 using opcache::test::ProcessOptions;
-using opcache::test::ProcessResult;
 using opcache::test::read_text;
 using opcache::test::TempDir;
 using opcache::test::write_text;

@@ -55,7 +55,6 @@ using opcache::test::MindSporeOp;
 using opcache::test::MindSporeRun;
 using opcache::test::MindSporeTree;
 using opcache::test::ProcessOptions;
-using opcache::test::ProcessResult;
 using opcache::test::read_text;
 using opcache::test::TempDir;
 using opcache::test::TorchairOutputs;

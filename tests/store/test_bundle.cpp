@@ -47,7 +47,6 @@ using opcache::store::BundleWriteOptions;
 using opcache::store::Manifest;
 using opcache::store::MemberEntry;
 using opcache::store::MemberSink;
-using opcache::store::MemberSource;
 using opcache::store::WrittenBundle;
 using opcache::test::k_test_scenario;
 using opcache::test::scenario_json;

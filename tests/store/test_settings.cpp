@@ -17,7 +17,6 @@
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
-using opcache::base::EnvLookup;
 using opcache::store::CacheMode;
 using opcache::store::resolve_settings;
 using opcache::store::SettingOverrides;

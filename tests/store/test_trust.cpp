@@ -28,11 +28,9 @@
 using opcache::ErrorCode;
 using opcache::ReplacePolicy;
 using opcache::base::Ed25519PrivateKey;
-using opcache::store::BundleInput;
 using opcache::store::LocalStore;
 using opcache::store::Provenance;
 using opcache::store::RefusalReason;
-using opcache::store::Signature;
 using opcache::store::SignatureRequirement;
 using opcache::store::Signatures;
 using opcache::store::TrustedKeys;
