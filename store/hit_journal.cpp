@@ -41,13 +41,6 @@ std::string_view next_field(std::string_view& line) {
   return field;
 }
 
-void merge(HitRecord& into, const HitRecord& record) {
-  into.hits += record.hits;
-  into.last_access_ms = std::max(into.last_access_ms, record.last_access_ms);
-  into.bytes += record.bytes;
-  into.saved_ms += record.saved_ms;
-}
-
 std::vector<HitRecord> parse_journal(std::string_view text) {
   std::map<std::string, HitRecord, std::less<>> by_key;
   while (!text.empty()) {
@@ -59,7 +52,7 @@ std::vector<HitRecord> parse_journal(std::string_view text) {
     if (parse_hit_record(text.substr(0, newline), record)) {
       auto [it, inserted] = by_key.try_emplace(record.key, record);
       if (!inserted) {
-        merge(it->second, record);
+        add_hits(it->second, record);
       }
     }
     text.remove_prefix(newline + 1);
@@ -73,6 +66,13 @@ std::vector<HitRecord> parse_journal(std::string_view text) {
 }
 
 }  // namespace
+
+void add_hits(HitRecord& into, const HitRecord& more) {
+  into.hits += more.hits;
+  into.last_access_ms = std::max(into.last_access_ms, more.last_access_ms);
+  into.bytes += more.bytes;
+  into.saved_ms += more.saved_ms;
+}
 
 std::string format_hit_record(const HitRecord& record) {
   return record.key + ' ' + std::to_string(record.hits) + ' ' + std::to_string(record.last_access_ms) + ' ' +

@@ -54,6 +54,11 @@ class HitJournal {
   base::FileDescriptor m_append GUARDED_BY(m_mutex);
 };
 
+/// Adds `more`'s hits, bytes and saved time to `into` and keeps the later
+/// access time (same key assumed): how a process batches its hits and how a
+/// fold merges a key's lines.
+void add_hits(HitRecord& into, const HitRecord& more);
+
 /// The journal line of `record` (with its newline).
 std::string format_hit_record(const HitRecord& record);
 

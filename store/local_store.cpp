@@ -371,13 +371,11 @@ Status LocalStore::record_hit(const IndexEntry& entry) {
     if (pending.hits == 0) {
       pending.first = std::chrono::steady_clock::now();
     }
+    // Access time 0: none kept (aging off here: max_op_cache_size -1 keeps them).
+    const HitRecord hit{entry.key, 1, m_options.aging.enabled() ? now : 0, entry.raw_size, entry.build_ms};
     auto& record = pending.keys[entry.key];
     record.key = entry.key;
-    ++record.hits;
-    // 0: no access time (aging off here: max_op_cache_size -1 keeps them).
-    record.last_access_ms = m_options.aging.enabled() ? std::max(record.last_access_ms, now) : 0;
-    record.bytes += entry.raw_size;
-    record.saved_ms += entry.build_ms;
+    add_hits(record, hit);
     ++pending.hits;
     // An access that aging could soon need is journaled at once (so another
     // process's gc never removes an entry in use); the rest wait for a batch.
