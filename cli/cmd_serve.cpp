@@ -1,4 +1,5 @@
-// opcache serve: the team cache server.
+// opcache serve: the team cache server, in the opcache-serve program
+// (cli/serve_main.cpp; `opcache serve` runs it).
 #include <iostream>
 #include <map>
 #include <string>
@@ -106,7 +107,7 @@ int run_serve(const Context& context, const ServeArgs& args) {
 
 std::vector<Command> register_serve_command(CLI::App& app, Context& context) {
   auto args = std::make_shared<ServeArgs>();
-  auto* command = app.add_subcommand("serve", "Run the team cache server (HTTP API v1, docs/protocol.md)");
+  auto* command = app.add_subcommand("serve", k_serve_summary);
   command->footer(
       "Settings come from flags, else OPCACHE_SERVE_* environment variables, else the [serve] section of the\n"
       "--config file, else defaults (docs/operations.md). Booleans take true/false, 1/0, on/off, yes/no.\n"

@@ -18,7 +18,7 @@ const std::vector<CommandFamily>& command_families() {
       {{"import", "export"}, register_layout_commands},
       {{"push", "pull"}, register_transfer_commands},
       {{"trust", "sign"}, register_trust_commands},
-      {{"serve"}, register_serve_command},
+      {{"serve"}, register_serve_summary, "opcache-serve"},
       {{"scenario"}, register_scenario_command},
       {{"config"}, register_config_command},
       {{"version"}, register_version_command},
@@ -63,12 +63,21 @@ std::string find_command_word(const CLI::App& app, int argc, const char* const* 
   return {};
 }
 
-std::vector<Registrar> registrars_for(std::string_view word) {
-  std::vector<Registrar> registrars;
-  for (const auto& family : command_families()) {
+const CommandFamily* family_named(const std::vector<CommandFamily>& families, std::string_view word) {
+  for (const auto& family : families) {
     if (std::find(family.names.begin(), family.names.end(), word) != family.names.end()) {
-      return {family.registrar};
+      return &family;
     }
+  }
+  return nullptr;
+}
+
+std::vector<Registrar> registrars_for(const std::vector<CommandFamily>& families, std::string_view word) {
+  if (const CommandFamily* family = family_named(families, word)) {
+    return {family->registrar};
+  }
+  std::vector<Registrar> registrars;
+  for (const auto& family : families) {
     registrars.push_back(family.registrar);
   }
   return registrars;

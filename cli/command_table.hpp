@@ -20,10 +20,17 @@ using Registrar = std::vector<Command> (*)(CLI::App& app, Context& context);
 struct CommandFamily {
   std::vector<std::string_view> names;
   Registrar registrar;
+  /// When set, the program beside this one that runs these commands
+  /// (cli/sibling_program.hpp); `registrar` then only lists them for --help.
+  const char* program = nullptr;
 };
 
-/// Every family, in the order `opcache --help` lists them.
+/// Every family of `opcache`, in the order `opcache --help` lists them.
+/// `serve` is run by the opcache-serve program.
 const std::vector<CommandFamily>& command_families();
+
+/// The family of `families` that names `word`, or null.
+const CommandFamily* family_named(const std::vector<CommandFamily>& families, std::string_view word);
 
 /// The command word of `argv`: the first argument that is not an option nor
 /// the value of one of `app`'s options that take a value (`--cache-dir DIR`);
@@ -34,6 +41,6 @@ std::string find_command_word(const CLI::App& app, int argc, const char* const* 
 /// The families to register for `word`: the one that names it, or all of
 /// them when none does (so that CLI11 reports unknown words and prints the
 /// full help).
-std::vector<Registrar> registrars_for(std::string_view word);
+std::vector<Registrar> registrars_for(const std::vector<CommandFamily>& families, std::string_view word);
 
 }  // namespace opcache::cli

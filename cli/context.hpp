@@ -131,7 +131,11 @@ std::vector<Command> register_version_command(CLI::App& app, Context& context);
 std::vector<Command> register_config_command(CLI::App& app, Context& context);
 std::vector<Command> register_aging_commands(CLI::App& app, Context& context);
 std::vector<Command> register_exec_command(CLI::App& app, Context& context);
-std::vector<Command> register_serve_command(CLI::App& app, Context& context);
+std::vector<Command> register_serve_command(CLI::App& app, Context& context);  // opcache-serve only
+/// What `serve` does, in both programs' --help.
+inline constexpr const char* k_serve_summary = "Run the team cache server (HTTP API v1, docs/protocol.md)";
+/// `serve` in `opcache --help`: the command opcache-serve runs.
+std::vector<Command> register_serve_summary(CLI::App& app, Context& context);
 std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
 std::vector<Command> register_transfer_commands(CLI::App& app, Context& context);
 std::vector<Command> register_trust_commands(CLI::App& app, Context& context);

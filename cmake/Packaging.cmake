@@ -11,7 +11,7 @@
 #   build --prefix P` never writes to /etc.
 #
 # The .deb: scripts/package.sh, or `cpack --config BUILD/CPackConfig.cmake`
-# after building opcache_cli, opcache_shared and opcache_static. Tested by
+# after building opcache_cli, opcache_serve, opcache_shared and opcache_static. Tested by
 # tests/package/deb.cmake.
 
 set(OPCACHE_PACKAGING_DIR ${PROJECT_SOURCE_DIR}/packaging)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs dependencies (scripts/install-deps.sh) and builds into build/:
-# everything (library, CLI build/opcache, refcc, tests, benchmarks), or only
+# everything (library, CLI build/opcache, the server build/opcache-serve, refcc,
+# tests, benchmarks), or only
 # the CMake targets given as arguments (scripts/demo.sh runs
 # `build.sh --product-only opcache_cli opcache_shared refcc`: what the demo
 # runs, without configuring the test suite).

@@ -64,7 +64,7 @@ build_for_package() {
   # Prefix /usr: GNUInstallDirs then puts the libraries in lib/<multiarch>.
   cmake -S "$repo" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
     -DOPCACHE_BUILD_TESTS=OFF -DOPCACHE_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-  cmake --build "$dir" -j"${OPCACHE_JOBS:-2}" --target opcache_cli opcache_shared opcache_static
+  cmake --build "$dir" -j"${OPCACHE_JOBS:-2}" --target opcache_cli opcache_serve opcache_shared opcache_static
 }
 
 if [[ -z "$build_dir" ]]; then

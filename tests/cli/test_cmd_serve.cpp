@@ -3,6 +3,7 @@
 // default, --no- forms, and refused values (exit 2 naming what was wrong).
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <map>
 #include <string>
 #include <vector>
@@ -94,4 +95,40 @@ TEST_CASE("cli::serve --help lists every setting with its variable, range and de
   CHECK(contains(result.out, "OPCACHE_SERVE_MAX_BODY"));
   CHECK(contains(result.out, "1024..1099511627776"));
   CHECK(contains(result.out, "--bundle-cache"));
+}
+
+TEST_CASE("cli::serve is run by opcache-serve beside opcache, which gets the whole command line") {
+  // The server's own flag (--hash-token), a global option before the word
+  // (--json) and standard input all reach the program opcache serve runs.
+  const auto line = opcache::test::run_cli({"--json", "serve", "--hash-token", "--token-name", "ci"},
+                                           [] {
+                                             auto options = hermetic();
+                                             options.stdin_data = "s3cret\n";
+                                             return options;
+                                           }());
+  CHECK(line.exit_code == 0);
+  CHECK(contains(line.out, " ci read"));
+  const auto direct = opcache::test::run_process(
+      {(std::filesystem::path(opcache::test::cli_path()).parent_path() / "opcache-serve").string(), "serve",
+       "--hash-token", "--token-name", "ci"},
+      [] {
+        auto options = hermetic();
+        options.stdin_data = "s3cret\n";
+        return options;
+      }());
+  CHECK(direct.exit_code == 0);
+  CHECK(direct.out == line.out);
+}
+
+TEST_CASE("cli::serve without opcache-serve beside opcache is exit 2 naming the missing program") {
+  TempDir temp;
+  const auto lonely = temp / "opcache";
+  std::filesystem::copy_file(opcache::test::cli_path(), lonely);
+  std::filesystem::permissions(lonely, std::filesystem::perms::owner_all);
+  const auto result = opcache::test::run_process({lonely.string(), "serve", "--help"}, hermetic());
+  CHECK(result.exit_code == 2);
+  CHECK(contains(result.err, (temp / "opcache-serve").string() + " is missing"));
+  CHECK(contains(result.err, "opcache_serve target"));
+  // Every other command still runs without it.
+  CHECK(opcache::test::run_process({lonely.string(), "version"}, hermetic()).exit_code == 0);
 }

@@ -71,7 +71,7 @@ echo "test_deb: the package's files:"
 sed 's/^/  /' "$tmp/files"
 libdir=$(sed -n 's|^\(.*\)/pkgconfig/opcache\.pc$|\1|p' "$tmp/files")
 [[ -n "$libdir" ]] || failed "no pkgconfig/opcache.pc in the package"
-for file in /usr/bin/opcache "$libdir/libopcache.so" "$libdir/libopcache.so.0" "$libdir/libopcache.so.$version" \
+for file in /usr/bin/opcache /usr/bin/opcache-serve "$libdir/libopcache.so" "$libdir/libopcache.so.0" "$libdir/libopcache.so.$version" \
   "$libdir/libopcache.a" /usr/include/opcache/opcache.h /usr/include/opcache/opcache.hpp \
   /usr/include/opcache/version.hpp "$libdir/cmake/opcache/opcacheConfig.cmake" \
   "$libdir/cmake/opcache/opcacheConfigVersion.cmake" "$libdir/cmake/opcache/opcacheTargets.cmake" \
@@ -96,6 +96,7 @@ mode_is() {
 mode_is /etc/opcache/tokens "-rw-r----- root/root"
 mode_is /etc/opcache/serve.ini "-rw-r--r-- root/root"
 mode_is /usr/bin/opcache "-rwxr-xr-x root/root"
+mode_is /usr/bin/opcache-serve "-rwxr-xr-x root/root"
 mode_is /lib/systemd/system/opcache-serve.service "-rw-r--r-- root/root"
 
 # --- control files ----------------------------------------------------------
@@ -139,7 +140,7 @@ step "serve.ini's keys against opcache serve --help"
 while read -r key; do
   grep -qF "[serve] $key;" "$tmp/serve-help" || failed "serve.ini names '$key', which is no [serve] key of opcache serve"
 done < <(sed -n 's/^#\{0,1\} *\([a-z_]*\) *= .*/\1/p' "$root/etc/opcache/serve.ini")
-for binary in "$root/usr/bin/opcache" "$usr_libdir/libopcache.so.$version"; do
+for binary in "$root/usr/bin/opcache" "$root/usr/bin/opcache-serve" "$usr_libdir/libopcache.so.$version"; do
   if file -L "$binary" | grep -q 'not stripped'; then
     failed "$(basename "$binary") is not stripped"
   fi
@@ -170,7 +171,8 @@ package_of_soname() {
   done
   return 1
 }
-needed=$( (readelf -d "$root/usr/bin/opcache"; readelf -d "$usr_libdir/libopcache.so.$version") |
+needed=$( (readelf -d "$root/usr/bin/opcache"; readelf -d "$root/usr/bin/opcache-serve"
+  readelf -d "$usr_libdir/libopcache.so.$version") |
   sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort -u)
 # remote/curl_library.cpp passes the soname to dlopen(), in both binaries.
 curl_soname=$(grep -aoE -m 1 'libcurl[-a-z]*\.so\.[0-9]+' "$usr_libdir/libopcache.so.$version" | head -n 1 || true)
@@ -184,10 +186,12 @@ for soname in $needed $curl_soname; do
     failed "$soname is needed (package $package) but Depends does not name $package"
   fi
 done
-for archive in libssl libcrypto libsqlite3 libzstd libinih libstdc++; do
-  if readelf -d "$root/usr/bin/opcache" | grep -q "NEEDED.*\[$archive\.so"; then
-    failed "/usr/bin/opcache loads $archive dynamically, yet the package says it is linked statically"
-  fi
+for program in opcache opcache-serve; do
+  for archive in libssl libcrypto libsqlite3 libzstd libinih libstdc++; do
+    if readelf -d "$root/usr/bin/$program" | grep -q "NEEDED.*\[$archive\.so"; then
+      failed "/usr/bin/$program loads $archive dynamically, yet the package says it is linked statically"
+    fi
+  done
 done
 description=$(field Description)
 for source in openssl sqlite3 libzstd libinih; do

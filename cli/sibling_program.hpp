@@ -1,0 +1,22 @@
+// Running a program installed beside this one: `opcache serve` becomes
+// opcache-serve. Beside means in the directory of /proc/self/exe (build/
+// in a build tree, /usr/bin in the package), so a build tree and an
+// installed copy never run each other's server.
+#pragma once
+
+#include <filesystem>
+
+#include "opcache/result.hpp"
+
+namespace opcache::cli {
+
+/// The path of `program` beside the running executable.
+std::filesystem::path sibling_program_path(const char* program);
+
+/// Replaces this process with `program` (found beside it), given `argv`
+/// unchanged but for argv[0]: same PID, same standard streams, same
+/// environment. Returns only on failure, with the reason: a usage error
+/// naming the missing path and how to build or install it, or an I/O error.
+Error run_sibling_program(const char* program, char** argv);
+
+}  // namespace opcache::cli
