@@ -27,6 +27,9 @@ def _fmt(value, unit=""):
 # times curl --parallel's time. Other RTTs are reported without a target.
 LATENCY_WARM_START_SPEEDUP = {5: 3, 50: 10}
 LATENCY_PULL_RATIO = {50: 2}
+# The team server's GETs against nginx's, small and large bundles at 64 and 512 connections
+# (issue 22, item 4; issue 9 asked 0.8).
+SERVER_RPS_RATIO = 0.9
 
 
 def _row(figure, peer, opcache, ratio, target, met):
@@ -80,8 +83,8 @@ def figure_rows(r):
         bad = cell["non_2xx_all_passes"]
         rows.append(_row(f"{what}: requests/s (non-2xx answers over all passes: opcache {bad['opcache_serve']:,}, "
                          f"nginx {bad['nginx']:,})", _fmt(n["requests_per_second"]), _fmt(o["requests_per_second"]),
-                         f"{cell['ratio_rps']:.2f}×", "≥ 0.8× nginx, no non-2xx",
-                         cell["ratio_rps"] >= 0.8 and bad["opcache_serve"] == 0))
+                         f"{cell['ratio_rps']:.2f}×", f"≥ {SERVER_RPS_RATIO}× nginx, no non-2xx",
+                         cell["ratio_rps"] >= SERVER_RPS_RATIO and bad["opcache_serve"] == 0))
         rows.append(_row(f"{what}: p99 latency", _fmt(n["latency_us"]["p99"] / 1000, " ms"),
                          _fmt(o["latency_us"]["p99"] / 1000, " ms"), f"{cell['ratio_p99']:.2f}×",
                          "≤ 2× nginx", cell["ratio_p99"] <= 2))
