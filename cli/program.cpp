@@ -1,7 +1,9 @@
 #include "cli/program.hpp"
 
+#include <algorithm>
 #include <exception>
 #include <iostream>
+#include <string_view>
 
 #include "cli/context.hpp"
 #include "cli/sibling_program.hpp"
@@ -25,7 +27,11 @@ int run(int argc, char** argv, const std::vector<CommandFamily>& families) {
 
   const std::string word = find_command_word(app, argc, argv);
   if (const CommandFamily* family = family_named(families, word); family != nullptr && family->program != nullptr) {
-    // Returns only when the program could not be started.
+    // Returns only when the program could not be started. Nothing is parsed
+    // here, so --json is looked for as the program would find it.
+    context.options.json = std::any_of(argv + 1, argv + argc, [](const char* argument) {
+      return std::string_view(argument) == "--json";
+    });
     return context.fail(run_sibling_program(family->program, argv));
   }
   std::vector<Command> commands;

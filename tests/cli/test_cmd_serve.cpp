@@ -1,7 +1,10 @@
 // `opcache serve`'s settings through the real CLI (cli/cmd_serve.cpp): flags
 // from the table, ranges, precedence flag > environment > [serve] file >
-// default, --no- forms, and refused values (exit 2 naming what was wrong).
+// default, --no- forms, refused values (exit 2 naming what was wrong), and
+// `opcache serve` becoming the opcache-serve program (cli/program.cpp).
 #include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
 
 #include <filesystem>
 #include <map>
@@ -129,6 +132,11 @@ TEST_CASE("cli::serve without opcache-serve beside opcache is exit 2 naming the 
   CHECK(result.exit_code == 2);
   CHECK(contains(result.err, (temp / "opcache-serve").string() + " is missing"));
   CHECK(contains(result.err, "opcache_serve target"));
+  const auto json = opcache::test::run_process({lonely.string(), "--json", "serve"}, hermetic());
+  CHECK(json.exit_code == 2);
+  const auto document = nlohmann::json::parse(json.out, nullptr, false);
+  CHECK(document.value("error", "") == "usage");
+  CHECK(contains(document.value("message", ""), "opcache-serve is missing"));
   // Every other command still runs without it.
   CHECK(opcache::test::run_process({lonely.string(), "version"}, hermetic()).exit_code == 0);
 }
