@@ -2,6 +2,12 @@
 // (with the same arguments). A program of its own so that the command-line
 // tool does not carry Boost.Beast and the server: building it is most of the
 // build's time, and the demo and a compiler wrapper need none of it.
+// Run directly, the word `serve` may be left out: `opcache-serve --listen
+// :8080 --storage DIR` is `opcache serve --listen :8080 --storage DIR`.
+#include <algorithm>
+#include <string_view>
+#include <vector>
+
 #include "cli/context.hpp"
 #include "cli/program.hpp"
 
@@ -9,5 +15,13 @@ int main(int argc, char** argv) {
   static const std::vector<opcache::cli::CommandFamily> families = {
       {{"serve"}, opcache::cli::register_serve_command, nullptr},
   };
-  return opcache::cli::program_main(argc, argv, families);
+  std::vector<char*> arguments(argv, argv + argc);
+  const bool named = std::any_of(arguments.begin() + 1, arguments.end(),
+                                 [](const char* argument) { return std::string_view(argument) == "serve"; });
+  if (!named) {
+    static char serve_word[] = "serve";
+    arguments.insert(arguments.begin() + 1, serve_word);
+  }
+  arguments.push_back(nullptr);
+  return opcache::cli::program_main(static_cast<int>(arguments.size()) - 1, arguments.data(), families);
 }
