@@ -131,7 +131,9 @@ std::vector<Command> register_version_command(CLI::App& app, Context& context);
 std::vector<Command> register_config_command(CLI::App& app, Context& context);
 std::vector<Command> register_aging_commands(CLI::App& app, Context& context);
 std::vector<Command> register_exec_command(CLI::App& app, Context& context);
-std::vector<Command> register_serve_command(CLI::App& app, Context& context);  // opcache-serve only
+/// `serve` itself, with every server setting: registered by opcache-serve only
+/// (cli/serve_main.cpp; it links the server).
+std::vector<Command> register_serve_command(CLI::App& app, Context& context);
 /// What `serve` does, in both programs' --help.
 inline constexpr const char* k_serve_summary = "Run the team cache server (HTTP API v1, docs/protocol.md)";
 /// `serve` in `opcache --help`: the command opcache-serve runs.

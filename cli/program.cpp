@@ -1,3 +1,5 @@
+// program_main: the global options, the command table, CLI11's parse and
+// the hand-over of `serve` to opcache-serve (cli/program.hpp).
 #include "cli/program.hpp"
 
 #include <algorithm>
@@ -32,7 +34,7 @@ int run(int argc, char** argv, const std::vector<CommandFamily>& families) {
     context.options.json = std::any_of(argv + 1, argv + argc, [](const char* argument) {
       return std::string_view(argument) == "--json";
     });
-    return context.fail(run_sibling_program(family->program, argv));
+    return context.fail(run_sibling_program(family->program, argc, argv));
   }
   std::vector<Command> commands;
   for (auto registrar : registrars_for(families, word)) {

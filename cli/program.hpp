@@ -10,7 +10,8 @@
 
 namespace opcache::cli {
 
-/// Runs the command `argv` names among `families`. A family that names a
+/// Runs the command `argv` (argc arguments, program name first) names among
+/// `families`. A family that names a
 /// program (CommandFamily::program) is not run here: this process becomes
 /// that program, with the same arguments. Never throws; an exception that
 /// escapes a command is reported as an internal error (exit 8).

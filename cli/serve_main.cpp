@@ -16,9 +16,11 @@ int main(int argc, char** argv) {
       {{"serve"}, opcache::cli::register_serve_command, nullptr},
   };
   std::vector<char*> arguments(argv, argv + argc);
-  const bool named = std::any_of(arguments.begin() + 1, arguments.end(),
+  // An argument `serve` is taken for the word (also as an option's value:
+  // `--token-name serve` then needs the word written out).
+  const bool named = std::any_of(arguments.begin() + (argc > 0 ? 1 : 0), arguments.end(),
                                  [](const char* argument) { return std::string_view(argument) == "serve"; });
-  if (!named) {
+  if (!named && argc > 0) {
     static char serve_word[] = "serve";
     arguments.insert(arguments.begin() + 1, serve_word);
   }

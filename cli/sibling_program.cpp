@@ -9,18 +9,26 @@
 
 namespace opcache::cli {
 
-std::filesystem::path sibling_program_path(const char* program) {
+Result<std::filesystem::path> sibling_program_path(const char* program) {
   std::error_code error;
   const auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return (error ? std::filesystem::path(".") : self.parent_path()) / program;
+  if (error) {
+    return Error::io(std::string("cannot find ") + program + ": /proc/self/exe, the path of this program, " +
+                     "cannot be read (" + error.message() + ")");
+  }
+  return self.parent_path() / program;
 }
 
-Error run_sibling_program(const char* program, char** argv) {
-  const std::string path = sibling_program_path(program).string();
+Error run_sibling_program(const char* program, int argc, char** argv) {
+  auto found = sibling_program_path(program);
+  if (!found) {
+    return found.error();
+  }
+  const std::string path = found->string();
   std::vector<char*> arguments;
   arguments.push_back(const_cast<char*>(path.c_str()));
-  for (char** argument = argv + 1; *argument != nullptr; ++argument) {
-    arguments.push_back(*argument);
+  for (int i = 1; i < argc; ++i) {
+    arguments.push_back(argv[i]);
   }
   arguments.push_back(nullptr);
   ::execv(path.c_str(), arguments.data());

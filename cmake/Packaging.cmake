@@ -101,12 +101,12 @@ list(JOIN OPCACHE_DEB_BUILT_USING ", " OPCACHE_DEB_BUILT_USING_TEXT)
 # Docs (continued): the copyright file names the static copies above.
 if(OPCACHE_DEB_STATIC_NAMES)
   list(JOIN OPCACHE_DEB_STATIC_NAMES "\n  " _opcache_static_lines)
-  set(OPCACHE_COPYRIGHT_STATIC "/usr/bin/opcache contains static copies of libraries from these Debian
+  set(OPCACHE_COPYRIGHT_STATIC "/usr/bin/opcache and /usr/bin/opcache-serve contain static copies of libraries from these Debian
  source packages (upstream versions; exact versions in Built-Using):
   ${_opcache_static_lines}
  Their licences apply to those parts:")
 else()
-  set(OPCACHE_COPYRIGHT_STATIC "This build of /usr/bin/opcache links the libraries below dynamically;
+  set(OPCACHE_COPYRIGHT_STATIC "This build of /usr/bin/opcache and /usr/bin/opcache-serve links the libraries below dynamically;
  their licences apply to them:")
 endif()
 configure_file(${OPCACHE_PACKAGING_DIR}/copyright.in ${PROJECT_BINARY_DIR}/packaging/copyright @ONLY)

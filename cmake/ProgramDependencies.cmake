@@ -1,15 +1,15 @@
-# How opcache's programs link their dependencies.
+# How opcache's programs (opcache, opcache-serve) link their dependencies.
 #
 # A cache hit through `opcache exec` is a whole process; with OpenSSL, SQLite,
 # zstd, inih and libstdc++ as shared objects the dynamic loader spends more
 # time resolving their symbols (~7,600 symbol relocations) than the hit spends
-# on its work. The CLI therefore links Debian's static archives of them
+# on its work. The programs therefore link Debian's static archives of them
 # (packages libssl-dev, libsqlite3-dev, libzstd-dev, libinih-dev, and GCC's
 # libstdc++.a), and loads libcurl only when a remote is used
 # (remote/curl_library.cpp). The libraries (libopcache.so, libopcache.a) keep
 # linking the shared objects: they are for other programs to link.
 #
-# The CLI is also linked as a position-dependent executable (-no-pie): as a
+# The programs are also linked as position-dependent executables (-no-pie): as a
 # PIE, its 28,663 relative relocations (vtables and the static archives'
 # method tables, 450 KiB of .data.rel.ro) were applied by the loader in every
 # process, 123 of a hit's 318 page faults (`perf stat -e page-faults`, an
@@ -21,9 +21,9 @@
 # Defines the INTERFACE target opcache_program_dependencies.
 
 option(OPCACHE_STATIC_PROGRAM_DEPENDENCIES
-  "Link the opcache CLI against static archives of OpenSSL, SQLite, zstd, inih and libstdc++ (faster start-up)" ON)
+  "Link the opcache programs against static archives of OpenSSL, SQLite, zstd, inih and libstdc++ (faster start-up)" ON)
 
-option(OPCACHE_PIE "Link the opcache CLI as a position-independent executable (slower start-up)" OFF)
+option(OPCACHE_PIE "Link the opcache programs as position-independent executables (slower start-up)" OFF)
 
 add_library(opcache_program_dependencies INTERFACE)
 if(NOT OPCACHE_PIE)

@@ -70,6 +70,7 @@ done
 [[ -f "$libdir/libopcache.a" ]] || failed "libopcache.a is not installed in $libdir"
 [[ -f "$libdir/cmake/opcache/opcacheConfig.cmake" ]] || failed "opcacheConfig.cmake is not installed in $libdir/cmake/opcache"
 [[ -x "$prefix/bin/opcache" ]] || failed "bin/opcache is not installed"
+[[ -x "$prefix/bin/opcache-serve" ]] || failed "bin/opcache-serve (the team server, which opcache serve runs) is not installed"
 
 # --- (a) C consumer through pkg-config ------------------------------------
 step "pkg-config --cflags --libs opcache (PKG_CONFIG_PATH=$libdir/pkgconfig)"

@@ -1,6 +1,6 @@
 # The Debian package (scripts/package.sh, cmake/Packaging.cmake), made from
 # this build directory as it is (package.sh --build-dir: nothing is built;
-# the CLI and both libraries must be, as after a full build):
+# the CLI, opcache-serve and both libraries must be, as after a full build):
 #   package.deb.build    the fixture: the .deb into <build>/package-deb-test/
 #   package.deb          its fields, control files, contents and modes; the
 #                        extracted tree's opcache, C/CMake/pkg-config consumers
