@@ -22,6 +22,7 @@
 #include "store/local_store.hpp"
 #include "store/scenario.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace hit_path_test {
@@ -29,26 +30,10 @@ namespace hit_path_test {
 namespace fs = std::filesystem;
 using opcache::store::LocalStore;
 
-// A store whose clock and warnings the test controls.
-struct Cache {
-  explicit Cache(const fs::path& root, opcache::store::AgingPolicy aging = {}) {
-    opcache::store::StoreOptions options;
-    options.root = root;
-    options.aging = aging;
-    options.clock = [this] { return now_ms; };
-    options.warn = [this](const std::string& message) { warnings.push_back(message); };
-    auto opened = LocalStore::open(std::move(options));
-    REQUIRE_MESSAGE(opened.ok(), (opened.ok() ? "" : opened.error().message()));
-    store = std::move(opened).value();
-  }
-  Cache(const Cache&) = delete;
-  Cache& operator=(const Cache&) = delete;
-
-  LocalStore* operator->() { return store.get(); }
-
-  std::int64_t now_ms = 1'790'000'000'000;
-  std::vector<std::string> warnings;
-  std::unique_ptr<LocalStore> store;
+// A store whose clock and warnings the test controls (tests/support/store_fixture.hpp), its clock in 2026.
+struct Cache : opcache::test::StoreFixture {
+  explicit Cache(const fs::path& root, opcache::store::AgingPolicy aging = {})
+      : StoreFixture(root, aging, 1'790'000'000'000) {}
 };
 
 opcache::store::BundleInput kernel_input(const opcache::test::KernelTriple& kernel, std::int64_t build_ms = 250) {

@@ -30,6 +30,7 @@
 #include "store/scenario.hpp"
 #include "tests/support/bundle_inputs.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/store_fixture.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
@@ -43,6 +44,7 @@ using opcache::test::KernelTriple;
 using opcache::test::make_kernel;
 using opcache::test::read_text;
 using opcache::test::scenario_json;
+using opcache::test::StoreFixture;
 using opcache::test::TempDir;
 using opcache::test::write_text;
 namespace fs = std::filesystem;
@@ -50,31 +52,6 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* k_fixed_created = "2026-01-02T03:04:05Z";
-
-// A store under `temp/cache` with a settable clock and a warning recorder.
-// Not movable: the callbacks point into it.
-struct StoreFixture {
-  explicit StoreFixture(const fs::path& root_dir, opcache::store::AgingPolicy aging = {}) : root(root_dir) {
-    StoreOptions options;
-    options.root = root;
-    options.aging = aging;
-    options.clock = [this] { return now_ms; };
-    options.warn = [this](const std::string& message) { warnings.push_back(message); };
-    auto opened = LocalStore::open(std::move(options));
-    REQUIRE_MESSAGE(opened.ok(), (opened.ok() ? "" : opened.error().message()));
-    store = std::move(opened).value();
-  }
-  StoreFixture(const StoreFixture&) = delete;
-  StoreFixture& operator=(const StoreFixture&) = delete;
-
-  LocalStore& operator*() { return *store; }
-  LocalStore* operator->() { return store.get(); }
-
-  fs::path root;
-  std::int64_t now_ms = 1'700'000'000'000;
-  std::vector<std::string> warnings;
-  std::unique_ptr<LocalStore> store;
-};
 
 std::string key_of(const BundleInput& input) {
   auto key = opcache::store::derive_key(input.descriptor, input.scenario);
