@@ -217,8 +217,9 @@ def charts(r, out_dir: Path, work: Path):
     ws = r.get("warm_start")
     if ws:
         labels = {"ccache_nginx": "ccache + nginx WebDAV", "opcache_layered": "opcache exec, layered",
-                  "opcache_pull_exec": "opcache pull + exec"}
-        (work / "warm.dat").write_text("".join(f"\"{labels[m]}\" {ws['seconds'][m]:.4f}\n" for m in labels))
+                  "opcache_pull_exec": "opcache pull + exec", "process_floor": "floor: /bin/true"}
+        (work / "warm.dat").write_text("".join(f"\"{labels[m]}\" {ws['seconds'][m]:.4f}\n"
+                                               for m in labels if m in ws["seconds"]))
         drawn["warm_start"] = _plot(
             f"set title 'Remote warm start: {ws['kernels']} kernels, empty local cache, xargs -P2'\n"
             "set ylabel 'seconds (median)'\nset style data histograms\nset style fill solid 0.8 border -1\n"
@@ -229,6 +230,9 @@ def charts(r, out_dir: Path, work: Path):
         loopback = ws or latency.get("loopback_warm_start")
         points = ([(0, loopback)] if loopback else []) + [(p["rtt_ms"], p["warm_start"]) for p in latency["points"]]
         methods = ("ccache_nginx", "opcache_layered", "opcache_pull_exec")
+        # The floor (300 processes that do nothing) when every point has it (results before it do not).
+        with_floor = all("process_floor" in w["seconds"] for _, w in points)
+        methods += ("process_floor",) if with_floor else ()
         (work / "latency.dat").write_text("# rtt_ms " + " ".join(methods) + "\n" + "".join(
             f"{rtt} " + " ".join(f"{w['seconds'][m]:.4f}" for m in methods) + "\n" for rtt, w in points))
         xtics = ", ".join(f"'{rtt}' {rtt}" for rtt, _ in points)
@@ -240,7 +244,8 @@ def charts(r, out_dir: Path, work: Path):
             f"set xtics ({xtics})\nset offsets graph 0.04, graph 0.04, 0, 0\n"
             f"plot '{work}/latency.dat' using 1:2 with linespoints lw 2 pt 7 title 'ccache + nginx WebDAV', "
             "'' using 1:3 with linespoints lw 2 pt 5 title 'opcache exec, layered', "
-            "'' using 1:4 with linespoints lw 2 pt 9 title 'opcache pull + exec'\n",
+            "'' using 1:4 with linespoints lw 2 pt 9 title 'opcache pull + exec'"
+            + (", '' using 1:5 with lines lw 1 dt 2 title 'floor: 300 × /bin/true'" if with_floor else "") + "\n",
             out_dir / "latency-warm-start.svg", work)
     soak = (r.get("server") or {}).get("soak")
     if soak:
