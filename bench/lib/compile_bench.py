@@ -107,14 +107,13 @@ def warm_hits(ctx, corpus, stems, passes, scenario, cold_plain_passes=0):
                                                 cwd=corpus.dir))
             corpora.check_outputs(corpus, out, [stem], "cold compile")
     before_o, before_c = opc.stats(store), ccache.stats()
-    times = {"opcache": {s: [] for s in stems}, "ccache": {s: [] for s in stems}}
+    times = {tool: {s: [] for s in stems} for tool in ("opcache", "ccache", "process_floor")}
     # The floor: a process that does nothing (/bin/true), started the same way. No tool that runs
     # as a process per kernel, as both wrappers do, can be faster than it.
     commands = {"opcache": lambda s: (opc.exec_cmd(store, corpus, s, out, scenario), opc.env),
                 "ccache": lambda s: (["ccache", *corpus.compile_command(s, out / corpus.output_name(s))], ccache.env),
                 "process_floor": lambda s: (["/bin/true", *corpus.compile_command(s, out / corpus.output_name(s))],
                                             opc.env)}
-    times["process_floor"] = {s: [] for s in stems}
     for p in range(passes):
         log(f"{corpus.name}: warm hits, pass {p + 1}/{passes} (opcache exec and ccache, kernel by kernel)")
         for k, stem in enumerate(stems):

@@ -76,6 +76,14 @@ void cut_wal(const fs::path& root, std::uintmax_t synced_size, const std::string
   fs::remove(root / "index.db-shm");  // shared memory does not survive a power cut
 }
 
+// `verify` finds `entries` entries and no problem.
+void check_verifies_sound(opcache::Store& store, std::int64_t entries) {
+  auto report = store.verify(false);
+  REQUIRE(report.ok());
+  CHECK(report->entries_checked == entries);
+  CHECK(report->problems.empty());
+}
+
 }  // namespace
 
 TEST_CASE("store::durability hit records lost to a power cut leave every entry readable and the store sound") {
@@ -118,10 +126,7 @@ TEST_CASE("store::durability hit records lost to a power cut leave every entry r
       std::ofstream(journal, std::ios::binary | std::ios::trunc) << cut.journal;
     }
     auto store = open_store_without_remotes(root);
-    auto report = store.verify(false);
-    REQUIRE(report.ok());
-    CHECK(report->entries_checked == 5);
-    CHECK(report->problems.empty());
+    check_verifies_sound(store, 5);
     CHECK(counter(store, "stores") == 5);
     // Each complete line is one hit; a torn line or garbage counts nothing.
     CHECK(counter(store, "hits") == cut.hits);
@@ -143,10 +148,7 @@ TEST_CASE("store::durability hit records lost to a power cut leave every entry r
   cut_wal(root, synced_size + (fs::file_size(wal) - synced_size) / 2, "");
   {
     auto store = open_store_without_remotes(root);
-    auto report = store.verify(false);
-    REQUIRE(report.ok());
-    CHECK(report->entries_checked == 5);
-    CHECK(report->problems.empty());
+    check_verifies_sound(store, 5);
     CHECK(counter(store, "hits") == 0);
   }
 
@@ -154,10 +156,7 @@ TEST_CASE("store::durability hit records lost to a power cut leave every entry r
   read_all(root, stored, temp / "after");
   const auto more = put_kernels(root, temp / "more", 1, 100);
   auto store = open_store_without_remotes(root);
-  auto report = store.verify(false);
-  REQUIRE(report.ok());
-  CHECK(report->entries_checked == 6);
-  CHECK(report->problems.empty());
+  check_verifies_sound(store, 6);
 }
 
 TEST_CASE("store::durability a hit process leaves the log in place for the next process") {
