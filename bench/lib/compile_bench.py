@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import corpus as corpora
-from harness import BenchError, distribution, log, median, ratio, run, timed
+from harness import BenchError, distribution, log, median, ratio, run, timed, timed_faults
 from peers import Ccache
 
 SCENARIO = "device=single,phase=train,toolchain=gcc-12,soc=x86_64"
@@ -107,7 +107,9 @@ def warm_hits(ctx, corpus, stems, passes, scenario, cold_plain_passes=0):
                                                 cwd=corpus.dir))
             corpora.check_outputs(corpus, out, [stem], "cold compile")
     before_o, before_c = opc.stats(store), ccache.stats()
-    times = {tool: {s: [] for s in stems} for tool in ("opcache", "ccache", "process_floor")}
+    tools = ("opcache", "ccache", "process_floor")
+    times = {tool: {s: [] for s in stems} for tool in tools}
+    faults = {tool: {s: [] for s in stems} for tool in tools}
     # The floor: a process that does nothing (/bin/true), started the same way. No tool that runs
     # as a process per kernel, as both wrappers do, can be faster than it.
     commands = {"opcache": lambda s: (opc.exec_cmd(store, corpus, s, out, scenario), opc.env),
@@ -121,7 +123,9 @@ def warm_hits(ctx, corpus, stems, passes, scenario, cold_plain_passes=0):
             for tool in order + ["process_floor"]:
                 fresh_dir(out)
                 command, env = commands[tool](stem)
-                times[tool][stem].append(1e3 * timed(command, env=env, cwd=corpus.dir))
+                seconds, minor_faults = timed_faults(command, env=env, cwd=corpus.dir)
+                times[tool][stem].append(1e3 * seconds)
+                faults[tool][stem].append(minor_faults)
                 if tool != "process_floor":
                     corpora.check_outputs(corpus, out, [stem], f"{tool} (warm)")
     after_o, after_c = opc.stats(store), ccache.stats()
@@ -142,6 +146,8 @@ def warm_hits(ctx, corpus, stems, passes, scenario, cold_plain_passes=0):
               "ccache_note": ccache_note,
               "process_floor_ms": distribution(per_kernel["process_floor"]),
               "per_kernel_ms": {tool: dict(zip(stems, per_kernel[tool])) for tool in per_kernel},
+              # Minor page faults per run (the process and what it waited for), median per kernel.
+              "page_faults": {tool: distribution([median(v) for v in faults[tool].values()]) for tool in tools},
               "verified": {"opcache_hits": o_hits, "ccache_direct_hits": c_hits,
                            "outputs_identical_to_cold_compile": True},
               "cold": {}}

@@ -4,6 +4,7 @@ ports, and the cleanup of servers and temp directories. Standard library only.
 """
 import json
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -52,6 +53,14 @@ def timed(command, env=None, cwd=None, what=None):
     start = time.perf_counter()
     run(command, env=env, cwd=cwd, stdout=subprocess.DEVNULL, what=what)
     return time.perf_counter() - start
+
+
+def timed_faults(command, env=None, cwd=None, what=None):
+    """Like timed; returns (wall seconds, minor page faults): the faults of the command's process
+    and of every process it waited for (getrusage of this process's waited-for children)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
+    seconds = timed(command, env=env, cwd=cwd, what=what)
+    return seconds, resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before
 
 
 def median(values):

@@ -37,6 +37,19 @@ def _row(figure, peer, opcache, ratio, target, met):
             "met": None if ratio is None and met is None else met}
 
 
+def _page_fault_rows(s, label):
+    """The minor page faults of one warm hit, opcache exec against ccache (issue 22: fewer than
+    ccache's direct-mode hit), with /bin/true's as the floor; none for results without them."""
+    faults = s.get("page_faults")
+    if not faults or not faults.get("ccache"):
+        return []
+    peer, ours, floor = (faults[tool]["p50"] for tool in ("ccache", "opcache", "process_floor"))
+    what = label.replace("warm hit", "page faults per warm hit", 1).replace(", p50 per kernel", "")
+    return [_row(f"{what}: minor faults of the process and what it waits for, median per kernel "
+                 f"(`/bin/true` started the same way: {floor:.0f})", f"{peer:.0f}", f"{ours:.0f}",
+                 f"{ours / peer:.2f}×", "fewer than ccache", ours < peer)]
+
+
 def figure_rows(r):
     """Every figure of the results `r` as table rows (missing scenarios are skipped)."""
     rows = []
@@ -55,6 +68,7 @@ def figure_rows(r):
             rows.append(_row("floor: a process that does nothing (`/bin/true`), started the same way, p50; "
                              "the ratio is the least any wrapper run as a process per kernel can reach",
                              _fmt(peer, " ms"), _fmt(floor, " ms"), f"{floor / peer:.2f}×", "—", None))
+        rows += _page_fault_rows(s, label)
         if key == "cuda" and s.get("cold", {}).get("plain_ms"):
             cold = s["cold"]["plain_ms"]["p50"]
             rows.append(_row("CUDA: cold nvcc (no cache) vs warm `opcache exec`, p50 per kernel",
