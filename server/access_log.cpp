@@ -1,7 +1,6 @@
 #include "server/access_log.hpp"
 
 #include <fcntl.h>
-#include <limits.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -52,34 +51,54 @@ void write_all(int fd, std::string_view line) {
 
 }  // namespace
 
-Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat format) {
+Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat format,
+                                  std::chrono::milliseconds flush_interval) {
   if (path.empty() || path == "-") {
-    return AccessLog(STDERR_FILENO, false, format);
+    return AccessLog(STDERR_FILENO, false, format, flush_interval);
   }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   if (fd < 0) {
     return Error::io("cannot open access log " + path.string() + ": " + std::strerror(errno));
   }
-  return AccessLog(fd, true, format);
+  return AccessLog(fd, true, format, flush_interval);
 }
 
-AccessLog::AccessLog(AccessLog&& other) noexcept : m_fd(other.m_fd), m_owned(other.m_owned), m_format(other.m_format) {
+AccessLog::AccessLog(AccessLog&& other) noexcept
+    : m_fd(other.m_fd), m_owned(other.m_owned), m_format(other.m_format), m_flush_interval(other.m_flush_interval) {
+  base::MutexLock lock(other.m_mutex);
+  m_waiting = std::move(other.m_waiting);
+  m_oldest = other.m_oldest;
+  other.m_waiting.clear();
   other.m_owned = false;
 }
 
 AccessLog::~AccessLog() {
+  flush();
   if (m_owned) {
     ::close(m_fd);
   }
 }
 
-void AccessLog::emit(std::string_view line) {
-  if (line.size() > PIPE_BUF) {
-    base::MutexLock lock(m_mutex);  // a pipe may split a longer write; keep our own lines whole at least
-    write_all(m_fd, line);
-    return;
+void AccessLog::write_waiting() {
+  write_all(m_fd, m_waiting);
+  m_waiting.clear();
+}
+
+void AccessLog::flush() {
+  base::MutexLock lock(m_mutex);
+  write_waiting();
+}
+
+void AccessLog::emit(std::string_view line, bool now_too) {
+  const auto now = Clock::now();
+  base::MutexLock lock(m_mutex);
+  if (m_waiting.empty()) {
+    m_oldest = now;
   }
-  write_all(m_fd, line);
+  m_waiting.append(line);
+  if (now_too || m_waiting.size() >= k_batch_bytes || now - m_oldest >= m_flush_interval) {
+    write_waiting();
+  }
 }
 
 void AccessLog::write(const AccessRecord& record) {
@@ -111,7 +130,7 @@ void AccessLog::write(const AccessRecord& record) {
     line.append(" ").append(duration, static_cast<std::size_t>(duration_length)).append("ms token=");
     line.append(record.token_name).append("\n");
   }
-  emit(line);
+  emit(line, false);
 }
 
 void AccessLog::event(const std::string& message) {
@@ -121,7 +140,7 @@ void AccessLog::event(const std::string& message) {
   } else {
     line = store::rfc3339_now() + " opcache serve: " + message + "\n";
   }
-  emit(line);
+  emit(line, true);
 }
 
 }  // namespace opcache::server

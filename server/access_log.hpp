@@ -2,6 +2,7 @@
 // token name (never the token). Text or JSON lines.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
@@ -27,32 +28,53 @@ struct AccessRecord {
   std::string_view token_name = "-";
 };
 
-/// Writes access records to a file or standard error. Thread-safe without a
-/// lock around the I/O: each line is one write(2) on a descriptor opened
-/// with O_APPEND (or standard error), so lines never interleave (lines
-/// longer than PIPE_BUF to a pipe are written under a lock).
+/// Writes access records to a file or standard error. Lines wait in memory
+/// and are written together, so a busy server makes one write(2) per batch
+/// rather than one per request: when the oldest waiting line has waited
+/// `flush_interval` (checked as each line arrives, and by flush(), which the
+/// server calls on a timer), when k_batch_bytes are waiting, before every
+/// event, and when the log is destroyed. A zero interval writes each line at
+/// once. Thread-safe: lines are kept and written under one lock, so they
+/// never interleave and keep their order. A kill -9 loses at most the lines
+/// still waiting.
 class AccessLog {
  public:
+  /// Waiting lines are written once they reach this many bytes.
+  static constexpr std::size_t k_batch_bytes = 64 << 10;
+
   /// `path` empty or "-" means standard error.
-  static Result<AccessLog> open(const std::filesystem::path& path, LogFormat format);
+  static Result<AccessLog> open(const std::filesystem::path& path, LogFormat format,
+                                std::chrono::milliseconds flush_interval = std::chrono::milliseconds(0));
   AccessLog(AccessLog&& other) noexcept;
   AccessLog& operator=(AccessLog&&) = delete;
+  /// Writes the lines still waiting.
   ~AccessLog();
 
+  /// Keeps (or writes, as the class comment says) the line of one request.
   void write(const AccessRecord& record);
-  /// A free-form line for server events (start-up, reloads, shutdown).
+  /// A free-form line for server events (start-up, reloads, shutdown),
+  /// written at once, after the lines waiting before it.
   void event(const std::string& message);
+  /// Writes the lines waiting now.
+  void flush();
 
  private:
-  AccessLog(int fd, bool owned, LogFormat format) : m_fd(fd), m_owned(owned), m_format(format) {}
+  using Clock = std::chrono::steady_clock;
 
-  // Writes `line` with one write(2) when it can.
-  void emit(std::string_view line);
+  AccessLog(int fd, bool owned, LogFormat format, std::chrono::milliseconds flush_interval)
+      : m_fd(fd), m_owned(owned), m_format(format), m_flush_interval(flush_interval) {}
+
+  // Keeps `line`, then writes the waiting lines if they are due (or `now_too`).
+  void emit(std::string_view line, bool now_too);
+  void write_waiting() REQUIRES(m_mutex);
 
   int m_fd;
   bool m_owned;
   LogFormat m_format;
-  base::Mutex m_mutex;  // held while writing a line longer than PIPE_BUF
+  std::chrono::milliseconds m_flush_interval;
+  base::Mutex m_mutex;
+  std::string m_waiting GUARDED_BY(m_mutex);  // whole lines, oldest first
+  Clock::time_point m_oldest GUARDED_BY(m_mutex);
 };
 
 }  // namespace opcache::server

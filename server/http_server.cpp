@@ -98,7 +98,8 @@ HttpServer::~HttpServer() {
 
 Result<std::vector<std::string>> HttpServer::start() {
   auto& state = *m_state;
-  auto log = AccessLog::open(state.config.access_log, state.config.log_format);
+  auto log = AccessLog::open(state.config.access_log, state.config.log_format,
+                             std::chrono::milliseconds(state.config.access_log_flush_ms));
   if (!log) {
     return log.error();
   }
@@ -149,6 +150,7 @@ Result<std::vector<std::string>> HttpServer::start() {
   }
   state.wait_for_signal();
   state.save_usage_periodically();
+  state.flush_log_periodically();
   for (const auto& address : bound) {
     state.log->event(std::string("listening on ") + (state.config.tls() ? "https://" : "http://") + address +
                      " (storage: " + state.storage->describe() + ")");

@@ -50,6 +50,7 @@ struct ServerConfig {
   std::uint64_t bundle_cache_bytes = 64u << 20;  ///< small bundles of a local store kept in memory (0: none)
   LogFormat log_format = LogFormat::text;
   std::filesystem::path access_log;         ///< empty or "-": standard error
+  int access_log_flush_ms = 1000;           ///< access-log lines wait in memory at most this long (0: none)
   std::filesystem::path port_file;          ///< if set, bound ports are written here (one per line) when ready
   std::filesystem::path temp_dir;           ///< uploads to S3 are spooled here (default: system temp)
   std::filesystem::path trusted_keys_file;  ///< NAME:BASE64 per line (store/trust.hpp); reloaded on SIGHUP

@@ -72,6 +72,7 @@ void HttpServer::State::begin_stop() {
   boost::system::error_code ignored;
   signals.cancel(ignored);
   usage_timer.cancel();
+  log_flush_timer.cancel();
   extra_guards.clear();  // the other I/O threads end once their connections have
   for (auto& acceptor : acceptors) {
     acceptor->close(ignored);
@@ -134,6 +135,20 @@ void HttpServer::State::save_usage_periodically() {
       }
     });
     self->save_usage_periodically();
+  });
+}
+
+void HttpServer::State::flush_log_periodically() {
+  if (config.access_log_flush_ms == 0) {
+    return;
+  }
+  log_flush_timer.expires_after(std::chrono::milliseconds(config.access_log_flush_ms));
+  log_flush_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
+    if (ec || self->stopping) {
+      return;
+    }
+    self->log->flush();
+    self->flush_log_periodically();
   });
 }
 

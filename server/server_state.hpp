@@ -56,7 +56,8 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
         workers(static_cast<std::size_t>(config.workers)),
         signals(ioc, SIGTERM, SIGINT, SIGHUP),
         shutdown_timer(ioc),
-        usage_timer(ioc) {
+        usage_timer(ioc),
+        log_flush_timer(ioc) {
     for (int i = 1; i < config.threads; ++i) {
       extra_contexts.push_back(std::make_unique<net::io_context>(1));
       extra_guards.push_back(net::make_work_guard(*extra_contexts.back()));
@@ -85,6 +86,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   net::signal_set signals;
   net::steady_timer shutdown_timer;
   net::steady_timer usage_timer;  // saves the usage history every UsageHistory::k_save_interval_s
+  net::steady_timer log_flush_timer;  // writes the access log's waiting lines (flush_log_periodically)
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
 
   std::atomic<bool> stopping{false};
@@ -148,6 +150,10 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   /// Saves the usage history on the worker pool every
   /// UsageHistory::k_save_interval_s until the stop begins.
   void save_usage_periodically();
+
+  /// Writes the access log's waiting lines every access_log_flush_ms (none
+  /// when it is 0) until the stop begins; the "stopped" event writes the rest.
+  void flush_log_periodically();
 };
 
 }  // namespace opcache::server

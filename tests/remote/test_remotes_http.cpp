@@ -170,6 +170,17 @@ TEST_CASE("remote::http: a read-only remote never receives uploads, and push to 
   // ...and the read-only one got nothing.
   CHECK(read_only.head(first.key) == 404);
   CHECK(read_only.head(second.key) == 404);
+  // The access log keeps its lines in order: once the line of a HEAD made
+  // last is written, a PUT before it would be too.
+  const auto head_lines = [&] {
+    const std::string log = read_only.process->log_text(), line = "HEAD /v1/entries/" + second.key + " 404";
+    std::size_t count = 0;
+    for (auto at = log.find(line); at != std::string::npos; at = log.find(line, at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  REQUIRE(eventually([&] { return head_lines() >= 1; }));
   CHECK(read_only.process->log_text().find("PUT ") == std::string::npos);
 
   opcache::Store::TransferOptions options;
@@ -178,6 +189,9 @@ TEST_CASE("remote::http: a read-only remote never receives uploads, and push to 
   REQUIRE_FALSE(pushed.ok());
   CHECK(pushed.error().code() == ErrorCode::usage);
   CHECK(pushed.error().message().find("read-only") != std::string::npos);
+  const std::size_t heads_before = head_lines();
+  CHECK(read_only.head(second.key) == 404);
+  REQUIRE(eventually([&] { return head_lines() > heads_before; }));
   CHECK(read_only.process->log_text().find("PUT ") == std::string::npos);
 }
 
