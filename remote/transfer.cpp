@@ -3,6 +3,7 @@
 #include <chrono>
 #include <thread>
 #include <unordered_set>
+#include <utility>
 
 #include "base/mutex.hpp"
 #include "base/try.hpp"
@@ -147,6 +148,16 @@ Error absent_error(const std::string& key, Fetched found) {
                                                     : "the remote no longer has " + key);
 }
 
+// What a pulled bundle that failed verification or storing reports; a
+// corrupt one is counted.
+Error pulled_error(store::LocalStore& local, const Error& error) {
+  if (error.code() == ErrorCode::corrupt) {
+    (void)local.record_counter("remote_corrupt", 1);
+    return Error::corrupt("failed verification, not stored: " + error.message());
+  }
+  return error;
+}
+
 // Verifies and stores a pulled bundle; its bytes.
 Result<std::int64_t> adopt_pulled(store::LocalStore& local, const std::string& key, base::AtomicFile file,
                                   const store::Provenance& provenance) {
@@ -154,37 +165,65 @@ Result<std::int64_t> adopt_pulled(store::LocalStore& local, const std::string& k
   auto adopted =
       local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred, provenance);
   if (!adopted) {
-    if (adopted.error().code() == ErrorCode::corrupt) {
-      (void)local.record_counter("remote_corrupt", 1);
-      return Error::corrupt("failed verification, not stored: " + adopted.error().message());
-    }
-    return adopted.error();
+    return pulled_error(local, adopted.error());
   }
   return adopted->bundle_bytes;
 }
 
-// Stores the bundles of a batch fetch as they arrive, counting each in the run.
+// Stores the bundles of a batch fetch as they arrive, counting each in the
+// run: each is verified at once, and stored with k_adopt_batch others in one
+// index transaction (LocalStore::adopt_batch); flush() stores the rest.
 class PullReceiver final : public BatchReceiver {
  public:
+  static constexpr std::size_t k_adopt_batch = 64;
+
   PullReceiver(store::LocalStore& local, const Remote& remote, const TransferRequest& request, TransferRun& run)
       : m_local(local), m_remote(remote), m_request(request), m_run(run) {}
 
   Result<base::AtomicFile> create_file() override { return m_local.create_temp(); }
 
   void received(const std::string& key, base::AtomicFile file, store::Signatures signatures) override {
-    const store::Provenance provenance{true, m_remote.store->name(), std::move(signatures)};
-    m_run.finish(key, adopt_pulled(m_local, key, std::move(file), provenance));
+    // Not fsynced: a pulled entry is a copy of the remote's (docs/remotes.md).
+    store::Provenance provenance{true, m_remote.store->name(), std::move(signatures)};
+    auto verified =
+        m_local.verify_for_adoption(std::move(file), key, base::Durability::deferred, std::move(provenance));
+    if (!verified) {
+      m_run.finish(key, pulled_error(m_local, verified.error()));
+      return;
+    }
+    m_waiting.push_back(std::move(*verified));
+    if (m_waiting.size() >= k_adopt_batch) {
+      flush();
+    }
   }
 
   void absent(const std::string& key, Fetched why) override { m_run.finish(key, absent_error(key, why)); }
 
   bool stopping() const override { return m_request.cancel != nullptr && m_request.cancel->load(); }
 
+  /// Stores the verified bundles still waiting.
+  void flush() {
+    if (m_waiting.empty()) {
+      return;
+    }
+    std::vector<std::string> keys;
+    for (const auto& bundle : m_waiting) {
+      keys.push_back(bundle.manifest.key);
+    }
+    auto outcomes = m_local.adopt_batch(std::exchange(m_waiting, {}), ReplacePolicy::keep_existing,
+                                        base::Durability::deferred);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      m_run.finish(keys[i], outcomes[i] ? Result<std::int64_t>(outcomes[i]->bundle_bytes)
+                                        : Result<std::int64_t>(pulled_error(m_local, outcomes[i].error())));
+    }
+  }
+
  private:
   store::LocalStore& m_local;
   const Remote& m_remote;
   const TransferRequest& m_request;
   TransferRun& m_run;
+  std::vector<store::VerifiedBundle> m_waiting;  // verified, not yet stored
 };
 
 int parallelism_of(const Remote& remote, const TransferRequest& request) {
@@ -267,6 +306,7 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
   // In as few requests as the remote allows; what it did not answer, one at a time.
   PullReceiver receiver(local, remote, request, run);
   const auto singles = remote.store->fetch_batch(fetchable, receiver);
+  receiver.flush();
   run.run(singles, parallelism_of(remote, request), [&](const std::string& key) -> Result<std::int64_t> {
     OPCACHE_TRY_ASSIGN(auto file, local.create_temp());
     store::Provenance provenance{true, remote.store->name(), {}};

@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <set>
@@ -251,8 +252,8 @@ Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy polic
 
 Result<base::AtomicFile> LocalStore::create_temp() const { return base::AtomicFile::create(m_layout.tmp()); }
 
-Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
-                                     base::Durability durability, const Provenance& provenance) {
+Result<VerifiedBundle> LocalStore::verify_for_adoption(base::AtomicFile file, const std::string& expected_key,
+                                                       base::Durability durability, Provenance provenance) {
   OPCACHE_TRY(file.finish_writing(durability));
   OPCACHE_TRY_ASSIGN(base::FileDescriptor fd, base::open_for_reading(file.temp_path()));
   base::FdSource source(fd.get(), file.temp_path());
@@ -261,8 +262,15 @@ Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& e
   if (manifest.key != expected_key) {
     return Error::corrupt("bundle is for key " + manifest.key + ", not the requested " + expected_key);
   }
-  return adopt_verified(std::move(file), manifest, digest, static_cast<std::int64_t>(source_bytes(fd.get())), policy,
-                        durability, provenance);
+  const auto bytes = static_cast<std::int64_t>(source_bytes(fd.get()));
+  return VerifiedBundle{std::move(file), std::move(manifest), std::move(digest), bytes, std::move(provenance)};
+}
+
+Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& expected_key, ReplacePolicy policy,
+                                     base::Durability durability, const Provenance& provenance) {
+  OPCACHE_TRY_ASSIGN(VerifiedBundle bundle, verify_for_adoption(std::move(file), expected_key, durability, provenance));
+  return adopt_verified(std::move(bundle.file), bundle.manifest, bundle.digest, bundle.bundle_bytes, policy, durability,
+                        bundle.provenance);
 }
 
 Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
@@ -281,12 +289,27 @@ Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manif
 Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                        std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
                                        Signatures signatures) {
+  OPCACHE_TRY_ASSIGN(Publication publication,
+                     stage(std::move(file), manifest, digest, bundle_bytes, policy, durability, std::move(signatures)));
+  {
+    base::MutexLock lock(m_index_mutex);
+    OPCACHE_TRY(open_index());
+    auto unsynced_commit = m_index->defer_sync_if(durability == base::Durability::deferred);
+    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
+    OPCACHE_TRY(record_row(publication, policy, durability));
+    OPCACHE_TRY(transaction.commit());
+  }
+  OPCACHE_TRY(finish_publication(publication));
+  return publication.outcome;
+}
+
+Result<LocalStore::Publication> LocalStore::stage(base::AtomicFile file, const Manifest& manifest,
+                                                  const std::string& digest, std::int64_t bundle_bytes,
+                                                  ReplacePolicy policy, base::Durability durability,
+                                                  Signatures signatures) {
   const auto object = m_layout.object_path(digest);
   OPCACHE_TRY(m_layout.ensure_directory(object.parent_path()));
   OPCACHE_TRY(file.link_if_absent(object, durability));
-
-  PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
-  std::optional<std::string> retired_digest;
   IndexEntry entry = entry_from_manifest(manifest, digest, bundle_bytes, m_options.clock());
   entry.signatures = std::move(signatures);
   if (policy == ReplacePolicy::replace) {
@@ -294,49 +317,111 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
     // must not leave the old record naming the old object, still there.
     erase_key_records({manifest.key});
   }
-  {
-    base::MutexLock lock(m_index_mutex);
-    OPCACHE_TRY(open_index());
-    auto unsynced_commit = m_index->defer_sync_if(durability == base::Durability::deferred);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
-    OPCACHE_TRY_ASSIGN(auto existing, m_index->lookup(manifest.key));
-    if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest) &&
-        !local_refusal(*existing)) {
-      // Another process stored this key first; keep its entry.
-      if (existing->digest != digest) {
-        OPCACHE_TRY(unlink_if_unreferenced(digest));
-      }
-      OPCACHE_TRY(m_index->add_counter(counter::already_present, 1));
-      OPCACHE_TRY(transaction.commit());
-      return PutOutcome{existing->key, existing->digest, existing->bundle_size, existing->raw_size, false};
+  PutOutcome outcome{manifest.key, digest, bundle_bytes, static_cast<std::int64_t>(manifest.total_size()), true};
+  return Publication{std::move(file), std::move(entry), std::move(outcome), std::nullopt};
+}
+
+Status LocalStore::record_row(Publication& publication, ReplacePolicy policy, base::Durability durability) {
+  IndexEntry& entry = publication.entry;
+  OPCACHE_TRY_ASSIGN(auto existing, m_index->lookup(entry.key));
+  if (existing && policy == ReplacePolicy::keep_existing && object_exists(existing->digest) &&
+      !local_refusal(*existing)) {
+    // Another process stored this key first; keep its entry.
+    if (existing->digest != entry.digest) {
+      OPCACHE_TRY(unlink_if_unreferenced(entry.digest));
     }
-    // A concurrent `verify --repair` may have taken our object for an orphan.
-    if (!object_exists(digest)) {
-      OPCACHE_TRY(m_layout.ensure_directory(object.parent_path()));
-      OPCACHE_TRY(file.link_if_absent(object, durability));
+    publication.outcome = PutOutcome{existing->key, existing->digest, existing->bundle_size, existing->raw_size, false};
+    return m_index->add_counter(counter::already_present, 1);
+  }
+  // A concurrent `verify --repair` may have taken our object for an orphan.
+  if (!object_exists(entry.digest)) {
+    const auto object = m_layout.object_path(entry.digest);
+    OPCACHE_TRY(m_layout.ensure_directory(object.parent_path()));
+    OPCACHE_TRY(publication.file.link_if_absent(object, durability));
+  }
+  if (existing) {
+    entry.pinned = existing->pinned;
+    if (existing->digest != entry.digest) {
+      publication.retired_digest = existing->digest;
     }
-    if (existing) {
-      entry.pinned = existing->pinned;
-      if (existing->digest != digest) {
-        retired_digest = existing->digest;
-      }
-    }
-    OPCACHE_TRY(m_index->upsert(entry));
-    OPCACHE_TRY(m_index->add_counter(counter::stores, 1));
-    OPCACHE_TRY(m_index->add_counter(counter::bytes_stored, bundle_bytes));
-    OPCACHE_TRY(transaction.commit());
+  }
+  OPCACHE_TRY(m_index->upsert(entry));
+  OPCACHE_TRY(m_index->add_counter(counter::stores, 1));
+  return m_index->add_counter(counter::bytes_stored, entry.bundle_size);
+}
+
+Status LocalStore::finish_publication(const Publication& publication) {
+  if (!publication.outcome.stored) {
+    return {};  // the entry another process stored stays as it is
   }
   // After the commit (the index is the truth), and before the old object
   // goes, so a hit that read the old record finds its object gone and asks
   // the index.
-  write_key_record(entry);
-  if (retired_digest) {
+  write_key_record(publication.entry);
+  if (publication.retired_digest) {
     // After the commit, so a reader of the old row either still opens the old
     // object or, finding it gone, looks up again and sees the new row.
-    OPCACHE_TRY(retire_objects({*retired_digest}));
+    OPCACHE_TRY(retire_objects({*publication.retired_digest}));
   }
-  age_after_write(manifest.key);
-  return outcome;
+  age_after_write(publication.entry.key);
+  return {};
+}
+
+Result<PutOutcome> LocalStore::stage_adoption(VerifiedBundle& bundle, ReplacePolicy policy, base::Durability durability,
+                                              std::optional<Publication>& staged) {
+  OPCACHE_TRY_ASSIGN(Signatures signatures, admit(bundle.manifest.key, bundle.digest, bundle.provenance));
+  if (policy == ReplacePolicy::keep_existing) {
+    OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(bundle.manifest.key));
+    if (kept) {
+      return *kept;
+    }
+  }
+  OPCACHE_TRY_ASSIGN(Publication publication, stage(std::move(bundle.file), bundle.manifest, bundle.digest,
+                                                    bundle.bundle_bytes, policy, durability, std::move(signatures)));
+  PutOutcome pending = publication.outcome;
+  staged.emplace(std::move(publication));
+  return pending;
+}
+
+Status LocalStore::record_rows(std::vector<std::optional<Publication>>& staged, ReplacePolicy policy,
+                               base::Durability durability) {
+  if (std::none_of(staged.begin(), staged.end(), [](const auto& publication) { return publication.has_value(); })) {
+    return {};
+  }
+  base::MutexLock lock(m_index_mutex);
+  OPCACHE_TRY(open_index());
+  auto unsynced_commit = m_index->defer_sync_if(durability == base::Durability::deferred);
+  OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
+  for (auto& publication : staged) {
+    if (publication) {
+      OPCACHE_TRY(record_row(*publication, policy, durability));
+    }
+  }
+  return transaction.commit();
+}
+
+std::vector<Result<PutOutcome>> LocalStore::adopt_batch(std::vector<VerifiedBundle> bundles, ReplacePolicy policy,
+                                                        base::Durability durability) {
+  std::vector<Result<PutOutcome>> outcomes;
+  outcomes.reserve(bundles.size());
+  std::vector<std::optional<Publication>> staged(bundles.size());
+  for (std::size_t i = 0; i < bundles.size(); ++i) {
+    outcomes.push_back(stage_adoption(bundles[i], policy, durability, staged[i]));
+  }
+  const Status committed = record_rows(staged, policy, durability);
+  for (std::size_t i = 0; i < bundles.size(); ++i) {
+    if (!staged[i]) {
+      continue;  // refused, kept early, or failed before its row
+    }
+    if (!committed) {
+      outcomes[i] = committed.error();
+    } else if (auto finished = finish_publication(*staged[i]); !finished) {
+      outcomes[i] = finished.error();
+    } else {
+      outcomes[i] = staged[i]->outcome;
+    }
+  }
+  return outcomes;
 }
 
 void LocalStore::drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name) {

@@ -71,6 +71,17 @@ struct Provenance {
   Signatures signatures;   ///< as received; only those that verify are kept
 };
 
+/// A bundle in a temp file (made by LocalStore::create_temp), verified for
+/// the key it was asked for by LocalStore::verify_for_adoption: what
+/// LocalStore::adopt_batch stores.
+struct VerifiedBundle {
+  base::AtomicFile file;
+  Manifest manifest;
+  std::string digest;  ///< of the whole bundle: its object's name
+  std::int64_t bundle_bytes = 0;
+  Provenance provenance;
+};
+
 /// The outcome of add_signatures().
 struct SignatureUpdate {
   int added = 0;    ///< signatures that were new
@@ -142,6 +153,20 @@ class LocalStore {
                                     std::int64_t bundle_bytes, ReplacePolicy policy,
                                     base::Durability durability = base::Durability::synced,
                                     const Provenance& provenance = {});
+
+  /// adopt()'s checks without the storing: finishes writing `file` with
+  /// `durability`, verifies the bundle, and that it is for `expected_key`
+  /// (`corrupt` otherwise).
+  Result<VerifiedBundle> verify_for_adoption(base::AtomicFile file, const std::string& expected_key,
+                                             base::Durability durability, Provenance provenance);
+
+  /// adopt_verified() of many bundles with one index transaction, for a
+  /// pull: each bundle is admitted (the trust policy) and its object linked
+  /// first, then every row is written in one transaction, then the key
+  /// records. One outcome per bundle, in order; a transaction that fails
+  /// fails every bundle in it (their objects stay, unreferenced, for gc).
+  std::vector<Result<PutOutcome>> adopt_batch(std::vector<VerifiedBundle> bundles, ReplacePolicy policy,
+                                              base::Durability durability);
 
   /// Adds `signatures` to the entry of `key`. Every one must verify for the
   /// entry's key and bundle digest (else `untrusted`, nothing added);
@@ -255,9 +280,36 @@ class LocalStore {
  private:
   explicit LocalStore(StoreOptions options);
 
+  // A bundle on its way in (publish, adopt_batch): its object linked, its
+  // row written in a transaction, then finished.
+  struct Publication {
+    base::AtomicFile file;
+    IndexEntry entry;
+    PutOutcome outcome;
+    std::optional<std::string> retired_digest;  // the object of the row it replaced
+  };
+
   Result<PutOutcome> publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                              std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
                              Signatures signatures);
+  // Links the object of the bundle in `file` (and, replacing, removes the
+  // key's record first).
+  Result<Publication> stage(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
+                            std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
+                            Signatures signatures);
+  // Writes the row of `publication` in the caller's transaction, or keeps
+  // the entry another process stored first (then `outcome` is that entry's).
+  Status record_row(Publication& publication, ReplacePolicy policy, base::Durability durability)
+      REQUIRES(m_index_mutex);
+  // After the commit: the key record, the replaced object's retirement, aging.
+  Status finish_publication(const Publication& publication);
+  // adopt_batch's first step for one bundle: admits it and stages it into
+  // `staged`; the outcome of a bundle kept or refused here is final.
+  Result<PutOutcome> stage_adoption(VerifiedBundle& bundle, ReplacePolicy policy, base::Durability durability,
+                                    std::optional<Publication>& staged);
+  // adopt_batch's rows: every staged publication's, in one transaction.
+  Status record_rows(std::vector<std::optional<Publication>>& staged, ReplacePolicy policy,
+                     base::Durability durability);
   // The signatures an adopted bundle is stored with: those of `provenance`
   // that verify; refused (`untrusted`, counted, reported) when the trust
   // policy requires a trusted one and none is there.

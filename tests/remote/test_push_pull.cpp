@@ -498,6 +498,25 @@ TEST_CASE("remote::pull from opcache serve fetches 40 entries in one batch reque
   check_pulled(temp / "fresh", kernels);
 }
 
+TEST_CASE("remote::pull stores a batch response 64 bundles at a time: 150 entries, every one stored and sound") {
+  TempDir temp;
+  std::vector<TestKernel> kernels;
+  for (int i = 0; i < 150; ++i) {  // past two of PullReceiver's batches of 64: two full ones and the rest
+    kernels.push_back(make_cheap_kernel(temp / "src", i));
+  }
+  PushPullServer server(kernels);
+  auto pulled = opcache_cli(temp / "fresh", server.url(), server.token_file, {"--json", "pull"});
+  REQUIRE_MESSAGE(pulled.exit_code == 0, pulled.err);
+  CHECK(summary_of(pulled)["transferred"] == 150);
+  CHECK(requests_of(metrics_of(server), "fetch", "POST") == 1);
+  check_pulled(temp / "fresh", kernels);
+  auto verified = opcache_cli(temp / "fresh", server.url(), server.token_file, {"--json", "verify"});
+  REQUIRE_MESSAGE(verified.exit_code == 0, verified.out << verified.err);
+  const auto report = nlohmann::json::parse(verified.out);
+  CHECK(report["entries_checked"] == 150);
+  CHECK(report["problems"].empty());
+}
+
 TEST_CASE("remote::pull from a server without batch fetch falls back to one GET per entry") {
   TempDir temp;
   const auto kernels = batch_kernels(temp / "src");
