@@ -276,31 +276,21 @@ Result<PutOutcome> LocalStore::adopt(base::AtomicFile file, const std::string& e
 Result<PutOutcome> LocalStore::adopt_verified(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                               std::int64_t bundle_bytes, ReplacePolicy policy,
                                               base::Durability durability, const Provenance& provenance) {
-  OPCACHE_TRY_ASSIGN(Signatures signatures, admit(manifest.key, digest, provenance));
-  if (policy == ReplacePolicy::keep_existing) {
-    OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(manifest.key));
-    if (kept) {
-      return *kept;
-    }
-  }
-  return publish(std::move(file), manifest, digest, bundle_bytes, policy, durability, std::move(signatures));
+  std::vector<VerifiedBundle> one;
+  one.push_back(VerifiedBundle{std::move(file), manifest, digest, bundle_bytes, provenance});
+  return std::move(adopt_batch(std::move(one), policy, durability).front());
 }
 
 Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& manifest, const std::string& digest,
                                        std::int64_t bundle_bytes, ReplacePolicy policy, base::Durability durability,
                                        Signatures signatures) {
+  std::vector<std::optional<Publication>> staged;
   OPCACHE_TRY_ASSIGN(Publication publication,
                      stage(std::move(file), manifest, digest, bundle_bytes, policy, durability, std::move(signatures)));
-  {
-    base::MutexLock lock(m_index_mutex);
-    OPCACHE_TRY(open_index());
-    auto unsynced_commit = m_index->defer_sync_if(durability == base::Durability::deferred);
-    OPCACHE_TRY_ASSIGN(Transaction transaction, m_index->begin());
-    OPCACHE_TRY(record_row(publication, policy, durability));
-    OPCACHE_TRY(transaction.commit());
-  }
-  OPCACHE_TRY(finish_publication(publication));
-  return publication.outcome;
+  staged.emplace_back(std::move(publication));
+  OPCACHE_TRY(record_rows(staged, policy, durability));
+  OPCACHE_TRY(finish_publication(*staged.front()));
+  return staged.front()->outcome;
 }
 
 Result<LocalStore::Publication> LocalStore::stage(base::AtomicFile file, const Manifest& manifest,

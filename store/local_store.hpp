@@ -307,7 +307,7 @@ class LocalStore {
   // `staged`; the outcome of a bundle kept or refused here is final.
   Result<PutOutcome> stage_adoption(VerifiedBundle& bundle, ReplacePolicy policy, base::Durability durability,
                                     std::optional<Publication>& staged);
-  // adopt_batch's rows: every staged publication's, in one transaction.
+  // The rows of every staged publication (publish, adopt_batch), in one transaction.
   Status record_rows(std::vector<std::optional<Publication>>& staged, ReplacePolicy policy,
                      base::Durability durability);
   // The signatures an adopted bundle is stored with: those of `provenance`
