@@ -16,6 +16,7 @@
 #   scripts/install-deps.sh          what the build and the demo need (scripts/demo.sh, build.sh)
 #   scripts/install-deps.sh --test   also what the test suite needs (scripts/test.sh)
 #   scripts/install-deps.sh --bench  also what bench/run needs (wrk, nginx, gnuplot; ccache is a baseline too)
+#                                    and valgrind (scripts/hit-path-order.sh)
 #   scripts/install-deps.sh --fuzz   also what scripts/fuzz.sh needs (clang 14 and its libFuzzer runtime)
 # The demo's list is short on purpose: a first result within minutes on a
 # fresh machine (README.md, "Set up"); the browser, clang and the package
@@ -50,7 +51,8 @@ case "${1:-}" in
   --test) with_tests=true ;;
   --bench) with_tests=true
     # baselines bench/run measures against in the same run, and gnuplot for its charts
-    packages+=(wrk nginx-light gnuplot-nox) ;;
+    # (valgrind: scripts/hit-path-order.sh lists the functions a hit runs)
+    packages+=(wrk nginx-light gnuplot-nox valgrind) ;;
   --fuzz) with_tests=true
     packages+=(libclang-rt-14-dev) ;;  # and clang-14, among the test packages
   *) echo "usage: install-deps.sh [--test|--bench|--fuzz]" >&2
