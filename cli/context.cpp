@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "base/file_io.hpp"
+#include "base/text.hpp"
 
 namespace opcache::cli {
 
@@ -37,10 +38,49 @@ CLI::Validator setting_check(const SettingDescriptor& row) {
 
 }  // namespace
 
-void GlobalOptions::add_to(CLI::App& app) {
+NamedOptions::NamedOptions(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view argument = argv[i];
+    if (argument == "--") {
+      break;  // the rest is positional (exec's command line)
+    }
+    if (argument == "-h" || argument == "--help" || argument == "--help-all") {
+      m_everything = true;
+      return;
+    }
+    if (argument.substr(0, 2) == "--") {
+      m_names.emplace(argument.substr(0, argument.find('=')));
+    } else if (argument.size() > 2 && argument[0] == '-') {
+      m_everything = true;  // "-Cdir" or "-vq": CLI11 reads names out of it
+      return;
+    } else if (argument.size() == 2 && argument[0] == '-') {
+      m_names.emplace(argument);
+    }
+  }
+}
+
+NamedOptions NamedOptions::everything() {
+  NamedOptions named;
+  named.m_everything = true;
+  return named;
+}
+
+bool NamedOptions::any_of(std::string_view names) const {
+  if (m_everything) {
+    return true;
+  }
+  for (auto name : base::split_on(names, ',')) {
+    if (m_names.count(base::trim_space(name)) > 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void GlobalOptions::add_to(CLI::App& app, const NamedOptions& named) {
   app.add_flag("--json", json, "Machine-readable output: one JSON document on stdout");
   for (const auto& row : setting_descriptors()) {
-    if (!row.settable || row.flag.empty()) {
+    if (!row.settable || row.flag.empty() || !named.any_of(row.flag)) {
       continue;
     }
     const std::string name(row.name);

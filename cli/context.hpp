@@ -6,7 +6,9 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <CLI/CLI.hpp>
@@ -33,16 +35,38 @@ enum ExitCode : int {
 /// The exit code for an error.
 int exit_code_for(const Error& error);
 
+/// The option names a command line uses before its `--`, so that only those
+/// of the settings table's ~40 flags are registered with CLI11: registering
+/// all of them cost an `opcache exec` hit 14 % of its instructions (an
+/// Option, its checks and strings per flag), the same as computing its key.
+/// Every name counts as used when help is asked for (it lists them all) or
+/// when a word could hide one (a short option with its value attached, `-Cdir`).
+class NamedOptions {
+ public:
+  /// The names in argv[1..argc) before the first "--"; "--name=value" counts as "--name".
+  NamedOptions(int argc, const char* const* argv);
+  /// Every name counts as used.
+  static NamedOptions everything();
+
+  /// Whether any name of a CLI11 name list ("--cache-dir,-C") is used.
+  bool any_of(std::string_view names) const;
+
+ private:
+  NamedOptions() = default;
+  bool m_everything = false;
+  std::set<std::string, std::less<>> m_names;
+};
+
 /// Options given before or after any subcommand: one per settable row of
 /// the settings table (opcache::setting_descriptors()), and --json.
 class GlobalOptions {
  public:
   bool json = false;
 
-  /// Adds the options to the top-level command: each row's flag, checked
-  /// while parsing. A repeatable option takes exactly one value per
-  /// occurrence, so positional arguments after it stay positional.
-  void add_to(CLI::App& app);
+  /// Adds the options `named` uses to the top-level command: each row's
+  /// flag, checked while parsing. A repeatable option takes exactly one value
+  /// per occurrence, so positional arguments after it stay positional.
+  void add_to(CLI::App& app, const NamedOptions& named = NamedOptions::everything());
 
   /// A StoreConfig holding every setting given on the command line.
   StoreConfig store_config() const;

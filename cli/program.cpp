@@ -25,7 +25,7 @@ int run(int argc, char** argv, const std::vector<CommandFamily>& families) {
       "Exit status: 0 ok, 1 not found, 2 usage or configuration error, 3 integrity failure,\n"
       "4 remote failure, 5 local I/O error, 6 timeout, 8 internal error.\n"
       "Run `opcache COMMAND --help` for the options of a command.");
-  context.options.add_to(app);
+  context.options.add_to(app, NamedOptions(argc, argv));
 
   const std::string word = find_command_word(app, argc, argv);
   if (const CommandFamily* family = family_named(families, word); family != nullptr && family->program != nullptr) {

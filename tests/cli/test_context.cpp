@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "opcache/opcache.hpp"
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
@@ -87,5 +88,49 @@ TEST_CASE("cli::GlobalOptions --remote=URL and the global form before the subcom
                                          hermetic());
     CHECK(result.exit_code == 2);
     CHECK(result.err.find("extra") != std::string::npos);
+  }
+}
+
+// The CLI registers only the global options a command line names before its
+// `--` (cli/context.hpp, NamedOptions): every spelling must still be read,
+// and help must still list every one.
+TEST_CASE("cli::GlobalOptions registered by name: every spelling is read, help lists them all") {
+  Stores stores;
+  SUBCASE("-C DIR, --cache-dir=DIR and the attached short form -CDIR name the same cache") {
+    for (const std::vector<std::string>& args :
+         {std::vector<std::string>{"-C", stores.cache, "ls"}, std::vector<std::string>{"--cache-dir=" + stores.cache, "ls"},
+          std::vector<std::string>{"ls", "-C", stores.cache}, std::vector<std::string>{"-C" + stores.cache, "ls"}}) {
+      CAPTURE(args[0]);
+      CHECK(run_json(args)["entries"].size() == 1);
+    }
+  }
+  SUBCASE("an option after `--` is the command's, not opcache's") {
+    const auto out = (stores.dir / "out").string();
+    auto result = opcache::test::run_cli({"--cache-dir", stores.cache, "exec", "--desc", (stores.dir / "d.json").string(),
+                                          "--scenario", opcache::test::k_test_scenario, "--out", out, "--", "sh",
+                                          "-c", "echo x > \"$0\"/f", out, "--mode", "force"},
+                                         hermetic());
+    INFO("stderr: ", result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(fs::exists(fs::path(out) / "f"));
+    CHECK(run_json({"--cache-dir", stores.cache, "ls"})["entries"].size() == 2);  // stored, in the named cache
+  }
+  SUBCASE("an unknown option is still named") {
+    auto result = opcache::test::run_cli({"--cache-dri", stores.cache, "ls"}, hermetic());
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("--cache-dri") != std::string::npos);
+  }
+  SUBCASE("--help lists every settable option of the settings table") {
+    auto help = opcache::test::run_cli({"--help"}, hermetic());
+    REQUIRE(help.exit_code == 0);
+    for (const auto& row : opcache::setting_descriptors()) {
+      if (!row.settable || row.flag.empty()) {
+        continue;
+      }
+      const std::string flag(row.flag);
+      const std::string first = flag.substr(0, flag.find(','));
+      CAPTURE(first);
+      CHECK(help.out.find(first) != std::string::npos);
+    }
   }
 }
