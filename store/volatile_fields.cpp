@@ -1,5 +1,7 @@
 #include "store/volatile_fields.hpp"
 
+#include <algorithm>
+
 #include "base/text.hpp"
 #include "base/try.hpp"
 
@@ -22,10 +24,7 @@ const std::vector<std::string>& VolatileFieldFilter::default_patterns() {
 Result<VolatileFieldFilter> VolatileFieldFilter::compile(const std::vector<std::string>& patterns) {
   VolatileFieldFilter filter;
   for (const auto& pattern : patterns) {
-    std::vector<std::string> segments;
-    for (auto segment : base::split_on(pattern, '.')) {
-      segments.emplace_back(segment);
-    }
+    const auto segments = base::split_on(pattern, '.');
     for (const auto& segment : segments) {
       if (segment.empty()) {
         return Error::usage("volatile field pattern \"" + pattern +
@@ -36,8 +35,39 @@ Result<VolatileFieldFilter> VolatileFieldFilter::compile(const std::vector<std::
       return Error::usage("volatile field pattern \"" + pattern + "\" must end with a field name or \"*\"");
     }
     filter.m_patterns.push_back(pattern);
-    filter.m_segments.push_back(std::move(segments));
+    filter.m_initial.push_back(static_cast<std::uint32_t>(filter.m_states.size()));
+    for (std::size_t i = 0; i < segments.size(); ++i) {
+      const auto kind = segments[i] == "**" ? SegmentKind::any_levels
+                        : segments[i] == "*" ? SegmentKind::any_one
+                                             : SegmentKind::literal;
+      filter.m_states.push_back({kind, i + 1 == segments.size(),
+                                 kind == SegmentKind::literal ? std::string(segments[i]) : std::string()});
+    }
   }
+  // Close the first states over "**" (a pattern's "**" may match no level).
+  StateSet closed;
+  for (const auto state : filter.m_initial) {
+    for (auto s = state; !std::count(closed.begin(), closed.end(), s); ++s) {
+      closed.push_back(s);
+      if (filter.m_states[s].kind != SegmentKind::any_levels) {
+        break;
+      }
+    }
+  }
+  filter.m_initial = std::move(closed);
+  filter.m_initial_is_stable = true;
+  for (const auto state : filter.m_initial) {
+    const SegmentState& at = filter.m_states[state];
+    const bool after_any_levels = state > 0 && filter.m_states[state - 1].kind == SegmentKind::any_levels &&
+                                  std::count(filter.m_initial.begin(), filter.m_initial.end(), state - 1) > 0;
+    if (at.kind == SegmentKind::any_one || (at.kind == SegmentKind::literal && !after_any_levels)) {
+      filter.m_initial_is_stable = false;
+    }
+    if (at.kind == SegmentKind::literal) {
+      filter.m_initial_names.push_back(at.name);
+    }
+  }
+  std::sort(filter.m_initial_names.begin(), filter.m_initial_names.end());
   return filter;
 }
 
@@ -60,70 +90,103 @@ Result<VolatileFieldFilter> VolatileFieldFilter::from_setting(const std::optiona
   return compile(patterns);
 }
 
-bool VolatileFieldFilter::advance(const std::vector<State>& states, std::string_view segment,
-                                  std::vector<State>& next) const {
+// Marks states already in the set being built: a state is in it when its
+// mark equals the current generation, so no set is cleared or searched.
+struct VolatileFieldFilter::Scratch {
+  std::vector<std::uint32_t> marks;
+  std::uint32_t generation = 0;
+};
+
+void VolatileFieldFilter::add_state(std::uint32_t state, StateSet& set, Scratch& scratch) const {
+  while (scratch.marks[state] != scratch.generation) {
+    scratch.marks[state] = scratch.generation;
+    set.push_back(state);
+    if (m_states[state].kind != SegmentKind::any_levels) {
+      return;
+    }
+    ++state;  // "**" may match no level: the next segment applies here too
+  }
+}
+
+bool VolatileFieldFilter::advance(const StateSet& states, std::string_view segment, StateSet& next,
+                                  Scratch& scratch) const {
+  ++scratch.generation;
+  next.clear();
   bool matched = false;
-  auto push_unique = [&next](State state) {
-    for (const auto& existing : next) {
-      if (existing.pattern == state.pattern && existing.position == state.position) {
-        return;
-      }
-    }
-    next.push_back(state);
-  };
-  // Work list: a "**" may also match zero levels, which is an epsilon move.
-  std::vector<State> pending(states.begin(), states.end());
-  while (!pending.empty()) {
-    State state = pending.back();
-    pending.pop_back();
-    const auto& segments = m_segments[state.pattern];
-    const std::string& want = segments[state.position];
-    if (want == "**") {
-      push_unique(state);                                       // consume this level, stay on "**"
-      pending.push_back({state.pattern, state.position + 1});  // or match nothing
-      continue;
-    }
-    if (want == "*" || want == segment) {
-      if (state.position + 1 == segments.size()) {
+  for (const auto state : states) {
+    const SegmentState& at = m_states[state];
+    if (at.kind == SegmentKind::any_levels) {
+      add_state(state, next, scratch);  // consume this level, stay on "**"
+    } else if (at.kind == SegmentKind::any_one || at.name == segment) {
+      if (at.last) {
         matched = true;
       } else {
-        push_unique({state.pattern, state.position + 1});
+        add_state(state + 1, next, scratch);
       }
     }
   }
   return matched;
 }
 
-nlohmann::json VolatileFieldFilter::strip_node(const nlohmann::json& value, const std::vector<State>& states) const {
+bool VolatileFieldFilter::names_indices(const StateSet& states) const {
+  return std::any_of(states.begin(), states.end(),
+                     [this](std::uint32_t state) { return m_states[state].kind == SegmentKind::literal; });
+}
+
+bool VolatileFieldFilter::step(const StateSet& states, std::string_view segment, StateSet& storage,
+                               const StateSet*& next, Scratch& scratch) const {
+  if (&states == &m_initial && m_initial_is_stable &&
+      !std::binary_search(m_initial_names.begin(), m_initial_names.end(), segment)) {
+    next = &m_initial;
+    return false;
+  }
+  next = &storage;
+  return advance(states, segment, storage, scratch);
+}
+
+void VolatileFieldFilter::strip_node(nlohmann::json& value, const StateSet& states, Scratch& scratch) const {
   if (states.empty() || !value.is_structured()) {
-    return value;
+    return;
   }
-  nlohmann::json out = value.is_object() ? nlohmann::json::object() : nlohmann::json::array();
-  std::vector<State> next;
+  StateSet storage;
+  const StateSet* next = nullptr;
   if (value.is_object()) {
-    for (const auto& [name, child] : value.items()) {
-      next.clear();
-      if (!advance(states, name, next)) {
-        out[name] = strip_node(child, next);
+    for (auto member = value.begin(); member != value.end();) {
+      if (step(states, member.key(), storage, next, scratch)) {
+        member = value.erase(member);
+        continue;
       }
+      strip_node(member.value(), *next, scratch);
+      ++member;
     }
-  } else {
-    for (std::size_t i = 0; i < value.size(); ++i) {
-      next.clear();
-      if (!advance(states, std::to_string(i), next)) {
-        out.push_back(strip_node(value[i], next));
-      }
-    }
+    return;
   }
-  return out;
+  const bool by_index = names_indices(states);
+  nlohmann::json::array_t& elements = value.get_ref<nlohmann::json::array_t&>();
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < elements.size(); ++i) {
+    if (step(states, by_index ? std::to_string(i) : std::string(), storage, next, scratch)) {
+      continue;  // removed: later elements shift down
+    }
+    strip_node(elements[i], *next, scratch);
+    if (kept != i) {
+      elements[kept] = std::move(elements[i]);
+    }
+    ++kept;
+  }
+  elements.resize(kept);
+}
+
+void VolatileFieldFilter::strip_in_place(nlohmann::json& value) const {
+  Scratch scratch;
+  scratch.marks.assign(m_states.size(), 0);
+  strip_node(value, m_initial, scratch);
 }
 
 nlohmann::json VolatileFieldFilter::strip(const nlohmann::json& value) const {
-  std::vector<State> initial;
-  for (std::size_t i = 0; i < m_segments.size(); ++i) {
-    initial.push_back({i, 0});
-  }
-  return strip_node(value, initial);
+  nlohmann::json copy = value;
+  strip_in_place(copy);
+  return copy;
 }
 
 }  // namespace opcache::store

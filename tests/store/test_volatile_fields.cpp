@@ -124,6 +124,20 @@ TEST_CASE("store::VolatileFieldFilter '**' matches at any depth, including zero 
                              "x": {"op_list": {"name": "n1"}}})");
   CHECK(two.strip(ops) ==
         json::parse(R"({"name": "top", "op_list": [{"desc": [{"shape": [1]}]}], "x": {"op_list": {}}})"));
+
+  // '**' twice in a row is one '**'; the same pattern twice, or two patterns
+  // reaching one field, remove it once.
+  auto doubled = compiled({"**.**.pid", "**.pid", "a.pid"});
+  CHECK(doubled.strip(json::parse(R"({"pid": 1, "a": {"pid": 2, "b": [{"pid": 3, "k": 4}]}})")) ==
+        json::parse(R"({"a": {"b": [{"k": 4}]}})"));
+  // Patterns anchored at the top beside ones that start with '**'.
+  auto mixed = compiled({"**.pid", "a.b"});
+  CHECK(mixed.strip(json::parse(R"({"x": {"a": {"b": 1}}, "a": {"b": 2, "pid": 3, "c": {"pid": 4}}})")) ==
+        json::parse(R"({"x": {"a": {"b": 1}}, "a": {"c": {}}})"));
+  // In place, the same result as the copy.
+  json in_place = nested;
+  middle.strip_in_place(in_place);
+  CHECK(in_place == middle.strip(nested));
 }
 
 TEST_CASE("store::VolatileFieldFilter '*' matches one object key or array index, and removed elements shift") {
