@@ -12,6 +12,8 @@
 #include <mutex>
 #include <string>
 
+#include "base/shared_object.hpp"
+
 #ifndef OPCACHE_LIBCURL_SONAME
 #define OPCACHE_LIBCURL_SONAME "libcurl.so.4"
 #endif
@@ -38,16 +40,6 @@ struct CurlFunctions {
 
 CurlFunctions g_curl;
 
-// Resolves `name` into `out`; false (and `missing` = name) when absent.
-template <class Function>
-bool resolve(void* library, const char* name, Function& out, std::string& missing) {
-  out = reinterpret_cast<Function>(dlsym(library, name));
-  if (out == nullptr && missing.empty()) {
-    missing = name;
-  }
-  return out != nullptr;
-}
-
 Status load_once() {
   void* library = dlopen(OPCACHE_LIBCURL_SONAME, RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
@@ -59,7 +51,7 @@ Status load_once() {
   CurlFunctions functions;
   std::string missing;
   bool complete = true;
-#define OPCACHE_CURL_RESOLVE(member, name) complete = resolve(library, #name, functions.member, missing) && complete;
+#define OPCACHE_CURL_RESOLVE(member, name) complete = base::resolve_function(library, #name, functions.member, missing) && complete;
   OPCACHE_CURL_FUNCTIONS(OPCACHE_CURL_RESOLVE)
 #undef OPCACHE_CURL_RESOLVE
   if (!complete) {

@@ -1,7 +1,6 @@
 // libcurl is loaded on demand (remote/curl_library.hpp): a process that never
 // talks to a remote never maps it. Checked on the real CLI through the
-// dynamic loader's own trace (LD_DEBUG=files), which names every object it
-// maps, whether at start-up or by dlopen().
+// dynamic loader's own trace (tests/support/loader_trace.hpp).
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -12,6 +11,7 @@
 
 #include "remote/curl_library.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/loader_trace.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -20,23 +20,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs the CLI with the loader's trace written under `trace_dir`; returns
-// the run and the trace (every file the loader wrote, concatenated).
-std::pair<ProcessResult, std::string> run_traced(const std::vector<std::string>& args, const fs::path& trace_dir) {
-  fs::remove_all(trace_dir);
-  fs::create_directories(trace_dir);
-  ProcessOptions options;
-  options.env = {{"LD_DEBUG", "files"}, {"LD_DEBUG_OUTPUT", (trace_dir / "ld").string()}};
-  options.unset_env = hermetic_variables();
-  auto result = run_cli(args, options);
-  std::string trace;
-  for (const auto& file : fs::directory_iterator(trace_dir)) {
-    trace += read_text(file.path());
-  }
-  return {result, trace};
-}
-
-bool maps_libcurl(const std::string& trace) { return trace.find("libcurl.so") != std::string::npos; }
+bool maps_libcurl(const std::string& trace) { return trace_maps(trace, "libcurl.so"); }
 
 }  // namespace
 

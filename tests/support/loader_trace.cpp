@@ -1,0 +1,28 @@
+#include "tests/support/loader_trace.hpp"
+
+#include "tests/support/temp_dir.hpp"
+
+namespace opcache::test {
+
+namespace fs = std::filesystem;
+
+std::pair<ProcessResult, std::string> run_traced(const std::vector<std::string>& args, const fs::path& trace_dir) {
+  fs::remove_all(trace_dir);
+  fs::create_directories(trace_dir);
+  ProcessOptions options;
+  options.env = {{"LD_DEBUG", "files"}, {"LD_DEBUG_OUTPUT", (trace_dir / "ld").string()}};
+  options.unset_env = hermetic_variables();
+  auto result = run_cli(args, options);
+  std::string trace;
+  for (const auto& file : fs::directory_iterator(trace_dir)) {
+    trace += read_text(file.path());
+  }
+  return {result, trace};
+}
+
+bool trace_maps(const std::string& trace, const std::string& soname_prefix) {
+  return trace.find("file=" + soname_prefix) != std::string::npos ||
+         trace.find("/" + soname_prefix) != std::string::npos;
+}
+
+}  // namespace opcache::test
