@@ -67,7 +67,7 @@ set(OPCACHE_DEB_BUILT_USING)
 set(OPCACHE_DEB_STATIC_NAMES)
 if(OPCACHE_DPKG_QUERY AND OPCACHE_STATIC_PROGRAM_DEPENDENCIES)
   set(_opcache_static_files)
-  foreach(_name ssl crypto sqlite3 zstd inih)
+  foreach(_name ssl crypto zstd inih m)  # m: fegetround and fesetround (cmake/ProgramDependencies.cmake)
     list(APPEND _opcache_static_files ${OPCACHE_ARCHIVE_${_name}})
   endforeach()
   # -static-libstdc++ -static-libgcc: GCC's own archives.

@@ -4,10 +4,17 @@
 # zstd, inih and libstdc++ as shared objects the dynamic loader spends more
 # time resolving their symbols (~7,600 symbol relocations) than the hit spends
 # on its work. The programs therefore link Debian's static archives of them
-# (packages libssl-dev, libsqlite3-dev, libzstd-dev, libinih-dev, and GCC's
-# libstdc++.a), and loads libcurl only when a remote is used
-# (remote/curl_library.cpp). The libraries (libopcache.so, libopcache.a) keep
-# linking the shared objects: they are for other programs to link.
+# (packages libssl-dev, libzstd-dev, libinih-dev, and GCC's libstdc++.a), and
+# loads libcurl only when a remote is used (remote/curl_library.cpp) and SQLite
+# only when the index is (store/sqlite_library.cpp). The libraries
+# (libopcache.so, libopcache.a) keep linking the shared objects: they are for
+# other programs to link.
+#
+# Nor do the programs map libm: Debian's SQLite was what needed it (the SQL
+# math functions), and loading libm costs a small process 11 % of its time.
+# libstdc++'s floating-point to_chars, which canonical JSON uses, needs only
+# fegetround and fesetround: they are taken from libm.a, and --as-needed
+# drops the libm.so that g++ adds to every link.
 #
 # The programs are also linked as position-dependent executables (-no-pie): as a
 # PIE, its 28,663 relative relocations (vtables and the static archives'
@@ -21,7 +28,7 @@
 # Defines the INTERFACE target opcache_program_dependencies.
 
 option(OPCACHE_STATIC_PROGRAM_DEPENDENCIES
-  "Link the opcache programs against static archives of OpenSSL, SQLite, zstd, inih and libstdc++ (faster start-up)" ON)
+  "Link the opcache programs against static archives of OpenSSL, zstd, inih and libstdc++ (faster start-up)" ON)
 
 option(OPCACHE_PIE "Link the opcache programs as position-independent executables (slower start-up)" OFF)
 
@@ -32,7 +39,7 @@ endif()
 if(OPCACHE_STATIC_PROGRAM_DEPENDENCIES)
   set(_opcache_archives)
   # Order matters for static archives: a library before the ones it needs.
-  foreach(_pair "ssl;libssl-dev" "crypto;libssl-dev" "sqlite3;libsqlite3-dev" "zstd;libzstd-dev" "inih;libinih-dev")
+  foreach(_pair "ssl;libssl-dev" "crypto;libssl-dev" "zstd;libzstd-dev" "inih;libinih-dev" "m;libc6-dev")
     list(GET _pair 0 _name)
     list(GET _pair 1 _package)
     find_library(OPCACHE_ARCHIVE_${_name} NAMES lib${_name}.a)
@@ -42,8 +49,9 @@ if(OPCACHE_STATIC_PROGRAM_DEPENDENCIES)
     endif()
     list(APPEND _opcache_archives ${OPCACHE_ARCHIVE_${_name}})
   endforeach()
-  target_link_libraries(opcache_program_dependencies INTERFACE ${_opcache_archives} ${CMAKE_DL_LIBS} Threads::Threads m)
-  target_link_options(opcache_program_dependencies INTERFACE -static-libstdc++ -static-libgcc)
+  target_link_libraries(opcache_program_dependencies INTERFACE ${_opcache_archives} ${CMAKE_DL_LIBS} Threads::Threads)
+  target_link_options(opcache_program_dependencies INTERFACE -static-libstdc++ -static-libgcc
+    "LINKER:--undefined=fegetround,--undefined=fesetround" "LINKER:--as-needed")
 else()
   target_link_libraries(opcache_program_dependencies INTERFACE
     OpenSSL::SSL OpenSSL::Crypto zstd::libzstd_shared SQLite::SQLite3 PkgConfig::INIH Threads::Threads ${CMAKE_DL_LIBS})

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "base/try.hpp"
+#include "store/sqlite_library.hpp"
 
 namespace opcache::store {
 
@@ -111,6 +112,7 @@ std::string Statement::column_text(int index) const {
 bool Statement::column_is_null(int index) const { return sqlite3_column_type(m_stmt.get(), index) == SQLITE_NULL; }
 
 Result<Database> Database::open(const std::filesystem::path& path, int busy_timeout_ms) {
+  OPCACHE_TRY(load_sqlite());  // loaded on first use: a hit never needs it (store/sqlite_library.hpp)
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);

@@ -3,7 +3,7 @@
 # without installing it on this machine:
 #  * dpkg-deb fields: Package, Version, Architecture; Depends names the
 #    package of every library the program and libopcache.so need (NEEDED, and
-#    libcurl, which is loaded with dlopen) plus python3, adduser and procps;
+#    libcurl and SQLite, which are loaded with dlopen) plus python3, adduser and procps;
 #    Built-Using names the static archives' source packages;
 #  * control files: conffiles, executable maintainer scripts that `sh -n`
 #    (and shellcheck, when installed) accept, the ldconfig trigger, shlibs;
@@ -152,7 +152,7 @@ fi
 
 # Depends against what the binaries really need. The program's libraries
 # linked statically must not be NEEDED (the description says they are inside).
-step "Depends covers NEEDED and dlopen's libcurl"
+step "Depends covers NEEDED and dlopen's libcurl and SQLite"
 # $1: a soname; the package that holds it on this machine (ldconfig's
 # cache). dpkg knows a file by the path its package ships, which with
 # Debian 12's merged /usr may be /lib/… or /usr/lib/…, the link or its target.
@@ -178,7 +178,10 @@ needed=$( (readelf -d "$root/usr/bin/opcache"; readelf -d "$root/usr/bin/opcache
 curl_soname=$(grep -aoE -m 1 'libcurl[-a-z]*\.so\.[0-9]+' "$usr_libdir/libopcache.so.$version" | head -n 1 || true)
 [[ -n "$curl_soname" ]] || failed "no libcurl soname in libopcache.so (remote/curl_library.cpp loads it by name)"
 grep -aqF "$curl_soname" "$root/usr/bin/opcache" || failed "no $curl_soname in /usr/bin/opcache"
-for soname in $needed $curl_soname; do
+# store/sqlite_library.cpp loads SQLite by name too, when the index is first used.
+sqlite_soname=$(grep -aoE -m 1 'libsqlite3\.so\.[0-9]+' "$root/usr/bin/opcache" | head -n 1 || true)
+[[ -n "$sqlite_soname" ]] || failed "no libsqlite3 soname in /usr/bin/opcache (store/sqlite_library.cpp loads it by name)"
+for soname in $needed $curl_soname $sqlite_soname; do
   package=$(package_of_soname "$soname" || true)
   if [[ -z "$package" ]]; then
     failed "no package on this machine holds $soname"
@@ -187,14 +190,14 @@ for soname in $needed $curl_soname; do
   fi
 done
 for program in opcache opcache-serve; do
-  for archive in libssl libcrypto libsqlite3 libzstd libinih libstdc++; do
+  for archive in libssl libcrypto libsqlite3 libzstd libinih libstdc++ libm; do
     if readelf -d "$root/usr/bin/$program" | grep -q "NEEDED.*\[$archive\.so"; then
       failed "/usr/bin/$program loads $archive dynamically, yet the package says it is linked statically"
     fi
   done
 done
 description=$(field Description)
-for source in openssl sqlite3 libzstd libinih; do
+for source in openssl libzstd libinih glibc; do
   field_names "$built_using" "$source" || failed "Built-Using does not name $source (linked statically into opcache)"
   grep -q "^ *$source [0-9]" <<<"$description" || failed "Description does not list $source"
 done
