@@ -150,35 +150,42 @@ if(NOT OPCACHE_DPKG_QUERY)
   return()
 endif()
 
-# libcurl is loaded with dlopen (remote/curl_library.cpp), so dpkg-shlibdeps
-# cannot see it: its package and version floor come from the shlibs file of
-# the package owning the library cmake/Dependencies.cmake found (for Debian
-# 12: "libcurl4 (>= 7.88.1)"; the code needs 7.85 for CURLOPT_PROTOCOLS_STR).
-get_target_property(_opcache_curl_location CURL::libcurl LOCATION)
-opcache_deb_package_of("${_opcache_curl_location}" _opcache_curl_package)
-set(OPCACHE_DEB_CURL_DEPENDS "")
-if(_opcache_curl_package)
-  execute_process(COMMAND ${OPCACHE_DPKG_QUERY} --control-path ${_opcache_curl_package} shlibs
-                  OUTPUT_VARIABLE _shlibs_file RESULT_VARIABLE _result ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
-  if(_result EQUAL 0 AND EXISTS "${_shlibs_file}")
-    file(STRINGS "${_shlibs_file}" _shlibs_lines)
-    # The soname libcurl.so.4 is "libcurl 4 <dependency>" there.
-    string(REGEX REPLACE "^(.+)\\.so\\.([0-9]+)$" "\\1 \\2 " _shlibs_key "${OPCACHE_LIBCURL_SONAME}")
-    foreach(_line ${_shlibs_lines})
-      string(FIND "${_line}" "${_shlibs_key}" _at)
-      if(_at EQUAL 0)
-        string(LENGTH "${_shlibs_key}" _length)
-        string(SUBSTRING "${_line}" ${_length} -1 OPCACHE_DEB_CURL_DEPENDS)
-        break()
-      endif()
-    endforeach()
+# libcurl and SQLite are loaded with dlopen (remote/curl_library.cpp,
+# store/sqlite_library.cpp), so dpkg-shlibdeps cannot see them: the package and
+# version floor of each come from the shlibs file of the package owning the
+# library cmake/Dependencies.cmake found (for Debian 12: "libcurl4 (>= 7.88.1)"
+# and "libsqlite3-0 (>= 3.40.1)"), else `fallback`, into `out`.
+function(opcache_deb_dlopen_depends target soname fallback out)
+  get_target_property(location ${target} LOCATION)
+  opcache_deb_package_of("${location}" package)
+  set(depends "")
+  if(package)
+    execute_process(COMMAND ${OPCACHE_DPKG_QUERY} --control-path ${package} shlibs
+                    OUTPUT_VARIABLE shlibs_file RESULT_VARIABLE result ERROR_QUIET OUTPUT_STRIP_TRAILING_WHITESPACE)
+    if(result EQUAL 0 AND EXISTS "${shlibs_file}")
+      file(STRINGS "${shlibs_file}" shlibs_lines)
+      # The soname libcurl.so.4 is "libcurl 4 <dependency>" there.
+      string(REGEX REPLACE "^(.+)\\.so\\.([0-9]+)$" "\\1 \\2 " shlibs_key "${soname}")
+      foreach(line ${shlibs_lines})
+        string(FIND "${line}" "${shlibs_key}" at)
+        if(at EQUAL 0)
+          string(LENGTH "${shlibs_key}" length)
+          string(SUBSTRING "${line}" ${length} -1 depends)
+          break()
+        endif()
+      endforeach()
+    endif()
   endif()
-endif()
-if(NOT OPCACHE_DEB_CURL_DEPENDS)
-  set(OPCACHE_DEB_CURL_DEPENDS "libcurl4 (>= 7.85)")
-  message(STATUS "opcache: no dpkg shlibs entry for ${OPCACHE_LIBCURL_SONAME}; the package depends on "
-    "${OPCACHE_DEB_CURL_DEPENDS}")
-endif()
+  if(NOT depends)
+    set(depends "${fallback}")
+    message(STATUS "opcache: no dpkg shlibs entry for ${soname}; the package depends on ${depends}")
+  endif()
+  set(${out} "${depends}" PARENT_SCOPE)
+endfunction()
+# The code needs libcurl 7.85 (CURLOPT_PROTOCOLS_STR) and SQLite 3.37 (sqlite3_changes64 is 3.37).
+opcache_deb_dlopen_depends(CURL::libcurl "${OPCACHE_LIBCURL_SONAME}" "libcurl4 (>= 7.85)" OPCACHE_DEB_CURL_DEPENDS)
+opcache_deb_dlopen_depends(SQLite::SQLite3 "${OPCACHE_LIBSQLITE_SONAME}" "libsqlite3-0 (>= 3.37)"
+                           OPCACHE_DEB_SQLITE_DEPENDS)
 
 execute_process(COMMAND dpkg --print-architecture OUTPUT_VARIABLE OPCACHE_DEB_ARCHITECTURE
                 OUTPUT_STRIP_TRAILING_WHITESPACE)
@@ -204,12 +211,12 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
 set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE ${OPCACHE_DEB_ARCHITECTURE})
 set(CPACK_DEBIAN_PACKAGE_SECTION devel)
 set(CPACK_DEBIAN_PACKAGE_PRIORITY optional)
-# dpkg-shlibdeps: libc6 for the program; libssl3, libsqlite3-0, libzstd1,
-# libinih1, libstdc++6 and libgcc-s1 for libopcache.so. By hand: libcurl
+# dpkg-shlibdeps: libc6 for the program; libssl3, libzstd1, libinih1,
+# libstdc++6 and libgcc-s1 for libopcache.so. By hand: libcurl and SQLite
 # (dlopen), python3 (the binding), adduser (postinst) and procps (/bin/kill,
 # the unit's ExecReload).
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
-set(CPACK_DEBIAN_PACKAGE_DEPENDS "${OPCACHE_DEB_CURL_DEPENDS}, python3, adduser, procps")
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "${OPCACHE_DEB_CURL_DEPENDS}, ${OPCACHE_DEB_SQLITE_DEPENDS}, python3, adduser, procps")
 # What building against libopcache needs (opcache.pc's Requires.private, opcacheConfig.cmake's find_dependency).
 set(CPACK_DEBIAN_PACKAGE_SUGGESTS "libssl-dev, libsqlite3-dev, libzstd-dev, libinih-dev, pkg-config")
 # A shlibs file for libopcache.so.0 and the ldconfig trigger.
