@@ -26,19 +26,11 @@ bool maps_libcurl(const std::string& trace) { return trace_maps(trace, "libcurl.
 
 TEST_CASE("remote::curl_library: the CLI maps libcurl only when a remote is asked, not for a local hit") {
   TempDir dir;
-  const auto kernel = make_kernel(dir / "kernel", "square", 48);
-  write_text(dir / "square.desc.json", kernel.descriptor_json);
-  const std::vector<std::string> cache{"--cache-dir", (dir / "cache").string()};
-
-  std::vector<std::string> put = cache;
-  put.insert(put.end(), {"--json", "put", "--desc", (dir / "square.desc.json").string(), "--scenario", k_test_scenario});
-  for (const auto& file : kernel.files()) put.push_back(file.string());
-  auto [stored, put_trace] = run_traced(put, dir / "trace");
+  auto [kernel, cache, stored, put_trace, key] = put_kernel_traced(dir.path());
   INFO("put: ", stored.err);
   REQUIRE(stored.exit_code == 0);
-  const std::string key = nlohmann::json::parse(stored.out).at("key");
   CHECK_FALSE(maps_libcurl(put_trace));
-  REQUIRE(put_trace.find("libc.so") != std::string::npos);  // the trace does name mapped libraries
+  REQUIRE(trace_maps(put_trace, "libc.so"));  // the trace does name mapped libraries
 
   std::vector<std::string> hit = cache;
   hit.insert(hit.end(), {"get", key, "--out", (dir / "out").string()});

@@ -18,19 +18,11 @@
 TEST_CASE("store::sqlite_library: a hit maps neither SQLite nor libm, the first index write loads SQLite") {
   using namespace opcache::test;
   TempDir dir;
-  const auto kernel = make_kernel(dir / "kernel", "square", 48);
-  write_text(dir / "square.desc.json", kernel.descriptor_json);
-  const std::vector<std::string> cache{"--cache-dir", (dir / "cache").string()};
-
-  std::vector<std::string> put = cache;
-  put.insert(put.end(), {"--json", "put", "--desc", (dir / "square.desc.json").string(), "--scenario", k_test_scenario});
-  for (const auto& file : kernel.files()) put.push_back(file.string());
-  auto [stored, put_trace] = run_traced(put, dir / "trace");
+  auto [kernel, cache, stored, put_trace, key] = put_kernel_traced(dir.path());
   INFO("put: ", stored.err);
   REQUIRE(stored.exit_code == 0);
   REQUIRE(trace_maps(put_trace, "libc.so"));  // the trace does name mapped libraries
   CHECK(trace_maps(put_trace, "libsqlite3.so"));
-  const std::string key = nlohmann::json::parse(stored.out).at("key");
 
   std::vector<std::string> hit = cache;
   hit.insert(hit.end(), {"get", key, "--out", (dir / "out").string()});

@@ -1,5 +1,9 @@
 #include "tests/support/loader_trace.hpp"
 
+#include <tuple>
+
+#include <nlohmann/json.hpp>
+
 #include "tests/support/temp_dir.hpp"
 
 namespace opcache::test {
@@ -18,6 +22,21 @@ std::pair<ProcessResult, std::string> run_traced(const std::vector<std::string>&
     trace += read_text(file.path());
   }
   return {result, trace};
+}
+
+TracedPut put_kernel_traced(const fs::path& dir) {
+  TracedPut put{make_kernel(dir / "kernel", "square", 48), {"--cache-dir", (dir / "cache").string()}, {}, {}, {}};
+  write_text(dir / "square.desc.json", put.kernel.descriptor_json);
+  std::vector<std::string> args = put.cache;
+  args.insert(args.end(), {"--json", "put", "--desc", (dir / "square.desc.json").string(), "--scenario", k_test_scenario});
+  for (const auto& file : put.kernel.files()) {
+    args.push_back(file.string());
+  }
+  std::tie(put.result, put.trace) = run_traced(args, dir / "trace");
+  if (put.result.exit_code == 0) {
+    put.key = nlohmann::json::parse(put.result.out).at("key").get<std::string>();
+  }
+  return put;
 }
 
 bool trace_maps(const std::string& trace, const std::string& soname_prefix) {

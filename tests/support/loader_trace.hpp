@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/kernels.hpp"
 #include "tests/support/process.hpp"
 
 namespace opcache::test {
@@ -17,6 +18,19 @@ namespace opcache::test {
 /// (every file the loader wrote, concatenated).
 std::pair<ProcessResult, std::string> run_traced(const std::vector<std::string>& args,
                                                  const std::filesystem::path& trace_dir);
+
+/// A kernel stored in `dir`/cache by `opcache put`, run under the loader's trace.
+struct TracedPut {
+  KernelTriple kernel;
+  std::vector<std::string> cache;  // "--cache-dir", `dir`/cache: for the next commands
+  ProcessResult result;
+  std::string trace;
+  std::string key;  // empty when the put failed
+};
+
+/// Makes a kernel in `dir`/kernel and stores it with `opcache put` under the
+/// loader's trace (written under `dir`/trace).
+TracedPut put_kernel_traced(const std::filesystem::path& dir);
 
 /// Whether `trace` shows an object whose file name contains `soname_prefix` mapped.
 bool trace_maps(const std::string& trace, const std::string& soname_prefix);
