@@ -21,6 +21,13 @@ const std::vector<std::string>& VolatileFieldFilter::default_patterns() {
   return k_defaults;
 }
 
+// Marks states already in the set being built: a state is in it when its
+// mark equals the current generation, so no set is cleared or searched.
+struct VolatileFieldFilter::Scratch {
+  std::vector<std::uint32_t> marks;
+  std::uint32_t generation = 0;
+};
+
 Result<VolatileFieldFilter> VolatileFieldFilter::compile(const std::vector<std::string>& patterns) {
   VolatileFieldFilter filter;
   for (const auto& pattern : patterns) {
@@ -45,21 +52,19 @@ Result<VolatileFieldFilter> VolatileFieldFilter::compile(const std::vector<std::
     }
   }
   // Close the first states over "**" (a pattern's "**" may match no level).
+  Scratch scratch;
+  scratch.marks.assign(filter.m_states.size(), 0);
+  ++scratch.generation;
   StateSet closed;
   for (const auto state : filter.m_initial) {
-    for (auto s = state; !std::count(closed.begin(), closed.end(), s); ++s) {
-      closed.push_back(s);
-      if (filter.m_states[s].kind != SegmentKind::any_levels) {
-        break;
-      }
-    }
+    filter.add_state(state, closed, scratch);
   }
   filter.m_initial = std::move(closed);
   filter.m_initial_is_stable = true;
   for (const auto state : filter.m_initial) {
     const SegmentState& at = filter.m_states[state];
     const bool after_any_levels = state > 0 && filter.m_states[state - 1].kind == SegmentKind::any_levels &&
-                                  std::count(filter.m_initial.begin(), filter.m_initial.end(), state - 1) > 0;
+                                  scratch.marks[state - 1] == scratch.generation;  // that "**" is in m_initial
     if (at.kind == SegmentKind::any_one || (at.kind == SegmentKind::literal && !after_any_levels)) {
       filter.m_initial_is_stable = false;
     }
@@ -89,13 +94,6 @@ Result<VolatileFieldFilter> VolatileFieldFilter::from_setting(const std::optiona
   }
   return compile(patterns);
 }
-
-// Marks states already in the set being built: a state is in it when its
-// mark equals the current generation, so no set is cleared or searched.
-struct VolatileFieldFilter::Scratch {
-  std::vector<std::uint32_t> marks;
-  std::uint32_t generation = 0;
-};
 
 void VolatileFieldFilter::add_state(std::uint32_t state, StateSet& set, Scratch& scratch) const {
   while (scratch.marks[state] != scratch.generation) {
