@@ -21,4 +21,8 @@ bool resolve_function(void* library, const char* name, Function& out, std::strin
   return out != nullptr;
 }
 
+/// Whether the shared object `soname` is mapped into this process, whoever
+/// loaded it; maps nothing itself.
+inline bool is_mapped(const char* soname) noexcept { return dlopen(soname, RTLD_NOLOAD | RTLD_LAZY) != nullptr; }
+
 }  // namespace opcache::base

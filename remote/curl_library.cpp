@@ -78,9 +78,7 @@ Status load_curl() {
   return outcome;
 }
 
-bool curl_is_loaded() noexcept {
-  return dlopen(OPCACHE_LIBCURL_SONAME, RTLD_NOLOAD | RTLD_LAZY) != nullptr;
-}
+bool curl_is_loaded() noexcept { return base::is_mapped(OPCACHE_LIBCURL_SONAME); }
 
 }  // namespace opcache::remote
 

@@ -77,7 +77,7 @@ Status load_sqlite() {
   return outcome;
 }
 
-bool sqlite_is_loaded() noexcept { return dlopen(OPCACHE_LIBSQLITE_SONAME, RTLD_NOLOAD | RTLD_LAZY) != nullptr; }
+bool sqlite_is_loaded() noexcept { return base::is_mapped(OPCACHE_LIBSQLITE_SONAME); }
 
 }  // namespace opcache::store
 
