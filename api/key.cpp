@@ -1,5 +1,7 @@
 #include "opcache/key.hpp"
 
+#include <utility>
+
 #include "base/json_parse.hpp"
 #include "base/try.hpp"
 #include "store/descriptor.hpp"
@@ -13,7 +15,7 @@ Result<std::string> derive_key(std::string_view descriptor_json, const Scenario&
                                const std::optional<std::string>& volatile_fields) {
   OPCACHE_TRY_ASSIGN(auto filter, store::VolatileFieldFilter::from_setting(volatile_fields));
   OPCACHE_TRY_ASSIGN(auto raw, base::parse_json(descriptor_json, "descriptor"));
-  OPCACHE_TRY_ASSIGN(auto descriptor, store::normalize_descriptor(raw, filter, "descriptor"));
+  OPCACHE_TRY_ASSIGN(auto descriptor, store::normalize_descriptor(std::move(raw), filter, "descriptor"));
   return store::derive_key(descriptor.normalized, store::scenario_to_json(scenario));
 }
 

@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <utility>
 
 #include "api/store_impl.hpp"
 #include "base/canonical_json.hpp"
@@ -30,7 +31,7 @@ Result<bool> Store::Impl::fetch_from_remotes(const std::string& key, const remot
 
 Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {
   OPCACHE_TRY_ASSIGN(auto raw, base::parse_json(json_text, "descriptor"));
-  return store::normalize_descriptor(raw, volatile_fields, "descriptor");
+  return store::normalize_descriptor(std::move(raw), volatile_fields, "descriptor");
 }
 
 Store::Store(std::unique_ptr<Impl> impl) : m_impl(std::move(impl)) {}

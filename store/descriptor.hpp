@@ -18,7 +18,8 @@ struct Descriptor {
 
 /// Checks that `raw` is an object with a non-empty string "op_type", then
 /// removes volatile fields. Errors are `usage` and start with `origin`.
-Result<Descriptor> normalize_descriptor(const nlohmann::json& raw, const VolatileFieldFilter& filter,
+/// Takes `raw` by value: a caller done with it moves it in and nothing is copied.
+Result<Descriptor> normalize_descriptor(nlohmann::json raw, const VolatileFieldFilter& filter,
                                         const std::string& origin);
 
 /// Checks a descriptor that is already normalized (as stored in a manifest):
