@@ -2,9 +2,11 @@
 // turns every failure, including exceptions, into a status code.
 #include "opcache/opcache.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
@@ -338,6 +340,13 @@ opcache_source source_of(opcache::BuildSource source) {
                                                  : OPCACHE_SOURCE_BYPASSED;
 }
 
+// The paths sorted by file name, as opcache_get_or_build_json reports them.
+std::vector<std::filesystem::path> files_by_name(std::vector<std::filesystem::path> files) {
+  std::sort(files.begin(), files.end(),
+            [](const std::filesystem::path& a, const std::filesystem::path& b) { return a.filename() < b.filename(); });
+  return files;
+}
+
 // Store::get_or_build with a C build callback; `what` names the C function in messages.
 opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const char* descriptor_json,
                                                      const char* scenario, const char* out_dir,
@@ -391,7 +400,7 @@ opcache_status opcache_get_or_build_json(opcache_store* store, const char* descr
       return fail(result.error());
     }
     nlohmann::json files = nlohmann::json::array();
-    for (const auto& file : result->files) {
+    for (const auto& file : files_by_name(result->files)) {
       files.push_back(file.string());
     }
     static constexpr const char* k_source_names[] = {"hit", "built", "bypassed"};

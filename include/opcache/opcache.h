@@ -137,8 +137,8 @@ opcache_status opcache_get_or_build(opcache_store* store, const char* descriptor
 /* opcache_get_or_build, reporting what it did: on OPCACHE_OK,
  * *result_json_out is a JSON object {"key","source","files","build_ms","note"}
  * where "source" is "hit", "built" or "bypassed" and "files" lists the paths
- * of the kernel's files written into out_dir, in bundle order (others' files
- * in out_dir are not listed). The caller frees it with opcache_string_free;
+ * of the kernel's files written into out_dir, sorted by file name (others'
+ * files in out_dir are not listed). The caller frees it with opcache_string_free;
  * on failure it is NULL. Files are written in place: no staging directory. */
 opcache_status opcache_get_or_build_json(opcache_store* store, const char* descriptor_json, const char* scenario,
                                          const char* out_dir, opcache_build_fn build, void* user_data,

@@ -176,23 +176,33 @@ class Store:
         where = self._options.get("cache_dir", "<default root>")
         return f"<opcache.Store {where} {'closed' if self.closed else 'open'}>"
 
-    @contextlib.contextmanager
-    def _using(self) -> Iterator[ctypes.c_void_p]:
-        """The handle, kept open for the duration of the block."""
+    def _acquire(self) -> ctypes.c_void_p:
+        """The handle, counted as in use until the matching _release()."""
         with self._cond:
             if self._handle is None or self._closing:
                 raise UsageError("the opcache Store is closed")
             self._active += 1
             handle = self._handle
-        self._local.depth = getattr(self._local, "depth", 0) + 1
+        local = self._local
+        local.depth = getattr(local, "depth", 0) + 1
+        return handle
+
+    def _release(self) -> None:
+        """Ends what _acquire() began; the last call out wakes a waiting close()."""
+        self._local.depth -= 1
+        with self._cond:
+            self._active -= 1
+            if not self._active:
+                self._cond.notify_all()
+
+    @contextlib.contextmanager
+    def _using(self) -> Iterator[ctypes.c_void_p]:
+        """The handle, kept open for the duration of the block."""
+        handle = self._acquire()
         try:
             yield handle
         finally:
-            self._local.depth -= 1
-            with self._cond:
-                self._active -= 1
-                if not self._active:
-                    self._cond.notify_all()
+            self._release()
 
     # -- operations ---------------------------------------------------------
 
@@ -291,7 +301,7 @@ class Store:
         CacheTimeoutError, UsageError, CacheIOError.
         """
         desc, scen = descriptor_text(descriptor), scenario_text(scenario)
-        out = Path(out_dir)
+        out_bytes = os.fsencode(out_dir)
         failure: list[BaseException] = []
         build_ms = [0]
 
@@ -311,10 +321,13 @@ class Store:
         try:
             # opcache_get_or_build_json writes the files into out_dir itself and
             # names them (and the key): no staging directory, no key() call.
-            with self._using() as handle:
-                code = lib.opcache_get_or_build_json(
-                    handle, desc, scen, os.fsencode(out), c_callback, None, ctypes.byref(text)
-                )
+            # A plain acquire/release, not `with self._using()`: a generator-based
+            # context manager costs as much as the rest of this wrapper.
+            handle = self._acquire()
+            try:
+                code = lib.opcache_get_or_build_json(handle, desc, scen, out_bytes, c_callback, None, ctypes.byref(text))
+            finally:
+                self._release()
             if failure:
                 error = failure.pop()
                 if hasattr(error, "add_note"):
@@ -324,14 +337,15 @@ class Store:
                 finally:
                     del error
             _check(code)
-            report = json.loads(ctypes.string_at(text.value).decode("utf-8"))
+            report = json.loads(ctypes.string_at(text.value))
         finally:
             if text.value:
                 lib.opcache_string_free(text)
             del c_callback
         name = report["source"]
-        files = sorted((Path(os.fsdecode(path)) for path in report["files"]), key=lambda path: path.name)
-        return Result(key=report["key"], source=name, files=files, out_dir=out,
+        out = out_dir if isinstance(out_dir, Path) else Path(os.fsdecode(out_bytes))
+        # The report lists the files sorted by name (opcache_get_or_build_json).
+        return Result(key=report["key"], source=name, files=[Path(path) for path in report["files"]], out_dir=out,
                       build_ms=0 if name == "hit" else build_ms[0])
 
     def cached(

@@ -423,6 +423,20 @@ class GetOrBuildTest(TempDirTestCase):
         self.assertEqual(caught.exception.status, "build_failed")
         self.assertIn("no files", str(caught.exception))
 
+    def test_hit_lists_files_by_name_and_out_dir_as_given(self) -> None:
+        store = self.store()
+        staged = self.tmp / "staged"
+        staged.mkdir()
+        for name in ("z.o", "a.json"):
+            (staged / name).write_bytes(name.encode())
+        store.put(descriptor(), SCENARIO, [staged / "z.o", staged / "a.json"])  # stored in this order
+        out = str(self.tmp / "kernel_meta")  # a str: Result.out_dir is a Path all the same
+        result = store.get_or_build(descriptor(), SCENARIO, out, lambda d: self.fail("a hit builds nothing"))
+        self.assertEqual(result.source, "hit")
+        self.assertEqual(result.files, [Path(out) / "a.json", Path(out) / "z.o"])
+        self.assertEqual(result.out_dir, Path(out))
+        self.assertIsInstance(result.out_dir, Path)
+
     def test_mode_disable_bypasses(self) -> None:
         store = self.store(mode="disable")
         calls = []

@@ -326,8 +326,10 @@ TEST_CASE("C API opcache_get_or_build_json writes the files in place and names t
   } builds;
   auto build = [](const char* work_dir, void* user_data) -> int {
     ++static_cast<Builds*>(user_data)->count;
-    opcache::test::write_text(fs::path(work_dir) / "scale.o", "object");
-    opcache::test::write_text(fs::path(work_dir) / "scale.json", "{}");
+    // More members than two, so that the work directory's order is unlikely to be the names' order.
+    for (const char* name : {"scale.o", "scale.json", "z_tail.bin", "a_head.bin", "scale.info"}) {
+      opcache::test::write_text(fs::path(work_dir) / name, name == std::string("scale.o") ? "object" : name);
+    }
     return 0;
   };
   const fs::path out = temp / "kernel_meta";
@@ -344,13 +346,29 @@ TEST_CASE("C API opcache_get_or_build_json writes the files in place and names t
     opcache_string_free(report);
     CHECK(parsed["source"] == expected);
     CHECK(parsed["key"] == key);
-    std::vector<std::string> files = parsed["files"];
-    std::sort(files.begin(), files.end());
-    CHECK(files == std::vector<std::string>{(out / "scale.json").string(), (out / "scale.o").string()});
+    std::vector<std::string> files = parsed["files"];  // sorted by file name, built or hit
+    CHECK(files == std::vector<std::string>{(out / "a_head.bin").string(), (out / "scale.info").string(),
+                                            (out / "scale.json").string(), (out / "scale.o").string(),
+                                            (out / "z_tail.bin").string()});
     CHECK(read_text(out / "scale.o") == "object");
   }
   CHECK(builds.count == 1);
-  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 3);  // no staging left behind
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 6);  // no staging left behind
+  // A kernel put with its files in another order is reported by name too.
+  const std::string put_descriptor = R"({"op_type":"scale","inputs":[{"shape":[16],"dtype":"float16"}]})";
+  const fs::path staged = temp / "staged";
+  opcache::test::write_text(staged / "z.o", "z");
+  opcache::test::write_text(staged / "a.json", "a");
+  const std::string z = (staged / "z.o").string(), a = (staged / "a.json").string();
+  const char* put_files[] = {z.c_str(), a.c_str()};
+  REQUIRE(opcache_put(handle.store, put_descriptor.c_str(), k_scenario_spec, put_files, 2, 0, key) == OPCACHE_OK);
+  char* put_report = nullptr;
+  REQUIRE(opcache_get_or_build_json(handle.store, put_descriptor.c_str(), k_scenario_spec, (temp / "put_out").c_str(),
+                                    build, &builds, &put_report) == OPCACHE_OK);
+  auto put_parsed = nlohmann::json::parse(put_report);
+  opcache_string_free(put_report);
+  CHECK(put_parsed["source"] == "hit");
+  CHECK(put_parsed["files"] == nlohmann::json{(temp / "put_out" / "a.json").string(), (temp / "put_out" / "z.o").string()});
   // A failing build: its status, and no report.
   char* report = reinterpret_cast<char*>(0x1);
   auto failing = [](const char*, void*) -> int { return 3; };
