@@ -154,6 +154,7 @@ struct StoreResults {
   Throughput put, get_cold, get_warm, get_replace;
   std::uint64_t bundle_bytes = 0;
   Latency hit_get, hit_copy, hit_copy_hash;  // into an output directory without the files
+  Latency hit_publish;                       // the copy through temp files renamed into place
   Latency replace_get, replace_copy;         // over the same files written earlier
 };
 
@@ -218,6 +219,24 @@ class HitTimer {
     return time_once([&] {
       for (const auto& file : m_kernels[which].files) {
         plain_copy(file, out_dir / file.filename());
+      }
+    });
+  }
+
+  // The floor of a hit that publishes its files atomically, as get does (a
+  // reader of out_dir never sees half a file): each file copied to a hidden
+  // temp file, then every temp file renamed to its name.
+  Sample publish(std::size_t which, const fs::path& out_dir) {
+    return time_once([&] {
+      const auto& files = m_kernels[which].files;
+      for (const auto& file : files) {
+        plain_copy(file, out_dir / ("." + file.filename().string() + ".tmp"));
+      }
+      for (const auto& file : files) {
+        const auto target = out_dir / file.filename();
+        if (::rename((out_dir / ("." + file.filename().string() + ".tmp")).c_str(), target.c_str()) != 0) {
+          fail("cannot rename into " + target.string() + ": " + std::strerror(errno));
+        }
       }
     });
   }
@@ -291,7 +310,9 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   const fs::path get_dir = work / "hit-get";
   const fs::path copy_dir = work / "hit-copy";
   const fs::path copy_hash_dir = work / "hit-copy-sha256";
+  const fs::path publish_dir = work / "hit-copy-publish";
   fs::create_directories(get_dir);
+  fs::create_directories(publish_dir);
   fs::create_directories(copy_dir);
   fs::create_directories(copy_hash_dir);
   std::mt19937_64 random(k_seed);
@@ -299,26 +320,29 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   const std::size_t warmup = std::min<std::size_t>(100, hit_count);
   progress("hit latency: " + std::to_string(hit_count) + " random hits (+" + std::to_string(warmup) +
            " warm-up), get vs plain copy, new files");
-  std::vector<Sample> get_samples, copy_samples, copy_hash_samples;
+  std::vector<Sample> get_samples, copy_samples, copy_hash_samples, publish_samples;
   for (std::size_t i = 0; i < warmup + hit_count; ++i) {
     const std::size_t which = pick(random);
-    Sample g, c, h;
+    Sample g, c, h, a;
     if (i % 2 == 0) {
       g = timer.get(which, get_dir);
       c = timer.copy(which, copy_dir);
       h = timer.copy_and_hash(which, copy_hash_dir);
+      a = timer.publish(which, publish_dir);
     } else {
+      a = timer.publish(which, publish_dir);
       h = timer.copy_and_hash(which, copy_hash_dir);
       c = timer.copy(which, copy_dir);
       g = timer.get(which, get_dir);
     }
-    remove_outputs(kernels[which], get_dir);
-    remove_outputs(kernels[which], copy_dir);
-    remove_outputs(kernels[which], copy_hash_dir);
+    for (const auto& dir : {get_dir, copy_dir, copy_hash_dir, publish_dir}) {
+      remove_outputs(kernels[which], dir);
+    }
     if (i >= warmup) {
       get_samples.push_back(g);
       copy_samples.push_back(c);
       copy_hash_samples.push_back(h);
+      publish_samples.push_back(a);
       if ((i - warmup + 1) % 1000 == 0) {
         progress("  " + std::to_string(i - warmup + 1) + "/" + std::to_string(hit_count) + " hits");
       }
@@ -327,6 +351,7 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   results.hit_get = summarize(get_samples);
   results.hit_copy = summarize(copy_samples);
   results.hit_copy_hash = summarize(copy_hash_samples);
+  results.hit_publish = summarize(publish_samples);
 
   // The same over existing files (a second fetch into the same directory):
   // every kernel's files are written first and flushed, untimed.
@@ -636,6 +661,8 @@ std::string render_table(const json& report, const Corpus& corpus, const StoreRe
   out << latency_row("plain copy of the 3 files", store.hit_copy);
   out << ratio_row("ratio get / plain copy", store.hit_get, store.hit_copy);
   out << latency_row("(reference) copy + SHA-256", store.hit_copy_hash);
+  out << latency_row("(floor) copy to temp files + rename", store.hit_publish);
+  out << ratio_row("ratio floor / plain copy", store.hit_publish, store.hit_copy);
   out << "\n";
   out << row("Hit latency, us: replacing files", {"p50", "p90", "p99", "max", "mean", "cpu p50", "cpu p99"});
   out << latency_row("opcache get (" + std::to_string(store.replace_get.wall.samples) + " hits)", store.replace_get);
@@ -708,6 +735,7 @@ json store_json(const StoreResults& store) {
            {{"get", store.hit_get.to_json()},
             {"plain_copy", store.hit_copy.to_json()},
             {"plain_copy_sha256", store.hit_copy_hash.to_json()},
+            {"plain_copy_publish", store.hit_publish.to_json()},
             {"ratio_p50", store.hit_get.wall.p50 / store.hit_copy.wall.p50},
             {"ratio_p99", store.hit_get.wall.p99 / store.hit_copy.wall.p99}}},
           {"hit_latency_replacing_files",
@@ -787,6 +815,7 @@ int run(const Options& options) {
   report["copy_p50_us"] = store.hit_copy.wall.p50;
   report["hit_p99_us"] = store.hit_get.wall.p99;
   report["copy_p99_us"] = store.hit_copy.wall.p99;
+  report["publish_p50_us"] = store.hit_publish.wall.p50;
   report["index"] = index_json(index);
   // The C++ side of the Python binding's hit figure (bench/run, python_hit).
   report["get_or_build_hit"] = get_or_build_json(get_or_build);

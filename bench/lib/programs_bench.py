@@ -42,7 +42,8 @@ def store_figures(ctx, kernels, hits, index_entries):
     hit = dig(doc, "store", "hit_latency_new_files") or {}
     fallback = {"hit_p50_us": dig(hit, "get", "wall", "p50_us"), "hit_p99_us": dig(hit, "get", "wall", "p99_us"),
                 "copy_p50_us": dig(hit, "plain_copy", "wall", "p50_us"),
-                "copy_p99_us": dig(hit, "plain_copy", "wall", "p99_us")}
+                "copy_p99_us": dig(hit, "plain_copy", "wall", "p99_us"),
+                "publish_p50_us": dig(hit, "plain_copy_publish", "wall", "p50_us")}
     figures = {}
     for key, value in fallback.items():
         direct = find_key(doc, key)

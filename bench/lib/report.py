@@ -118,6 +118,11 @@ def figure_rows(r):
                          "≤ 1.3× copy", s["ratio_p50"] <= 1.3))
         rows.append(_row("the same, p99", _fmt(s["copy_p99_us"], " µs"), _fmt(s["hit_p99_us"], " µs"),
                          f"{s['ratio_p99']:.2f}×", "—", None))
+        if s.get("publish_p50_us"):
+            rows.append(_row("floor: the same copy through temp files renamed into place, as a hit publishes "
+                             "(a reader never sees half a file), p50; the ratio is the least such a hit can reach",
+                             _fmt(s["copy_p50_us"], " µs"), _fmt(s["publish_p50_us"], " µs"),
+                             f"{s['publish_p50_us'] / s['copy_p50_us']:.2f}×", "—", None))
         rows.append(_row(f"index lookup p99 at {s['index_entries']:,} entries (bench_store)", "—",
                          _fmt(s.get("index_lookup_p99_us"), " µs"), None, "(< 200 µs at 10⁶: see bench_aging)", None))
     s = r.get("aging")
