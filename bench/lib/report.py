@@ -89,6 +89,13 @@ def figure_rows(r):
                          f"`curl --parallel` from nginx", _fmt(s["seconds"]["curl_parallel_nginx"], " s"),
                          _fmt(s["seconds"]["opcache_pull"], " s"), f"{s['ratio']:.2f}×", "≤ 1.2× curl",
                          s["ratio"] <= 1.2))
+        floor = s["seconds"].get("layout_floor")
+        if floor:
+            rows.append(_row(f"floor: the same {s['bundles']} bundles written in the store's layout (temp file linked "
+                             f"into objects/, key record renamed into keys/, shard directories; no network, no "
+                             f"verification, in Python); the ratio is the least a pull into this layout can reach",
+                             _fmt(s["seconds"]["curl_parallel_nginx"], " s"), _fmt(floor, " s"),
+                             f"{floor / s['seconds']['curl_parallel_nginx']:.2f}×", "—", None))
     for point in (r.get("latency") or {}).get("points", []):
         rows += _latency_rows(point)
     for cell in (r.get("server") or {}).get("cells", []):

@@ -3,6 +3,7 @@
 large bundles at 64 and 512 connections, opcache serve vs nginx serving the same
 bytes; and a memory soak of opcache serve under wrk at 512 connections.
 """
+import hashlib
 import json
 import os
 import shutil
@@ -44,10 +45,34 @@ def same_bytes(serve_url, nginx_url, key, work: Path):
         raise BenchError(f"opcache serve and nginx answer different bytes for {key}")
 
 
-def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pull"):
+def write_store_layout(root, sizes):
+    """Writes one file of each size the way a store lays out pulled bundles (docs/formats.md),
+    and nothing else: per bundle a temp file linked into objects/<2 hex>/ and its temp name
+    removed, a key record (≈ 0.5 KB) renamed into keys/<2 hex>/, shard directories made as
+    needed. No network, no verification, no index: the file-system work alone of a pull."""
+    for sub in ("objects", "keys", "tmp"):
+        (root / sub).mkdir(parents=True)
+    record = b"k" * 480
+    for i, size in enumerate(sizes):
+        digest = hashlib.sha256(b"object %d" % i).hexdigest()
+        key = hashlib.sha256(b"key %d" % i).hexdigest()
+        temp = root / "tmp" / f"{i}.tmp"
+        temp.write_bytes(os.urandom(size))
+        (root / "objects" / digest[:2]).mkdir(exist_ok=True)
+        os.link(temp, root / "objects" / digest[:2] / digest)
+        temp.unlink()
+        (root / "keys" / key[:2]).mkdir(exist_ok=True)
+        record_temp = root / "tmp" / f"{i}.key"
+        record_temp.write_bytes(record)
+        os.rename(record_temp, root / "keys" / key[:2] / key)
+
+
+def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pull", layout_floor=False):
     """For each named key set: `opcache pull -j P` into an empty store vs `curl --parallel` of the
     same bundles from nginx into files; interleaved passes, medians. The URLs may be delay proxies
-    in front of the servers (the latency scenario); `subdir` is the work subdirectory."""
+    in front of the servers (the latency scenario); `subdir` is the work subdirectory. With
+    `layout_floor`, also the file-system work alone of storing the same bundles in a store's
+    layout (write_store_layout): the least any pull into that layout costs on this machine."""
     work = ctx.work / subdir
     results = {}
     for name, keys in sets.items():
@@ -59,6 +84,8 @@ def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pu
         cfg.write_text("".join(f'url = "{nginx_url}/v1/entries/{k}"\noutput = "{out}/{k}"\n' for k in keys))
         total = sum(ctx.bundle_bytes[k] for k in keys)
         walls = {"opcache_pull": [], "curl_parallel_nginx": []}
+        if layout_floor:
+            walls["layout_floor"] = []
 
         def run_pull():
             store = work / name / "store"
@@ -82,8 +109,16 @@ def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pu
                 raise BenchError(f"curl fetched {len(files)} files, {got} bytes; expected {len(keys)}, {total}")
             return wall
 
+        def run_layout_floor():
+            root = work / name / "layout-floor"
+            shutil.rmtree(root, ignore_errors=True)
+            start = time.perf_counter()
+            write_store_layout(root, [ctx.bundle_bytes[k] for k in keys])
+            return time.perf_counter() - start
+
         for p in range(passes):
             order = [("opcache_pull", run_pull), ("curl_parallel_nginx", run_curl)]
+            order += [("layout_floor", run_layout_floor)] if layout_floor else []
             for label, fn in (order if p % 2 == 0 else order[::-1]):
                 walls[label].append(fn())
         med = {k: median(v) for k, v in walls.items()}
