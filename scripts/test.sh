@@ -149,7 +149,18 @@ status=0
 ctest --output-on-failure -j"${OPCACHE_JOBS:-2}" "${tests[@]}" "$@" || status=$?
 
 shopt -s nullglob
-reports=("$logs"/*)
+# LeakSanitizer's "Unable to get registers from thread N." alone is not a
+# finding: its stop-the-world could not read a thread that was exiting at that
+# moment (a race in the tool, seen once in ~600 tests). Such a log is shown and
+# set aside; any other line in a log is a report.
+reports=()
+for report in "$logs"/*; do
+  if grep -qvE '^(==[0-9]+==Unable to get registers from thread [0-9]+\.)?$' "$report"; then
+    reports+=("$report")
+  else
+    echo "test.sh: not a finding (LeakSanitizer could not stop an exiting thread): $report: $(cat "$report")"
+  fi
+done
 if [[ ${#reports[@]} -gt 0 ]]; then
   for report in "${reports[@]}"; do
     echo "==== $report"
