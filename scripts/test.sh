@@ -77,7 +77,9 @@ Sanitizer reports of every process (the test binary and every opcache, refcc
 or python3 it starts) are written to <build dir>/sanitizer-logs/, not to the
 tests' stderr, so that a report in a child that a test expects to fail is not
 lost: after CTest the script prints every report and exits 1 if there is any,
-even when every test passed. The script sets halt_on_error=1,
+even when every test passed (a log holding only LeakSanitizer's "Unable to
+get registers from thread N." is printed but not counted: the tool could not
+stop a thread that was exiting). The script sets halt_on_error=1,
 print_stacktrace=1 and log_path (and for ASan detect_leaks=1,
 detect_stack_use_after_return=1, check_initialization_order=1,
 strict_string_checks=1); ASAN_OPTIONS, UBSAN_OPTIONS, TSAN_OPTIONS and
