@@ -227,14 +227,15 @@ class HitTimer {
   // reader of out_dir never sees half a file): each file copied to a hidden
   // temp file, then every temp file renamed to its name.
   Sample publish(std::size_t which, const fs::path& out_dir) {
+    const auto temp_of = [&](const fs::path& file) { return out_dir / ("." + file.filename().string() + ".tmp"); };
     return time_once([&] {
       const auto& files = m_kernels[which].files;
       for (const auto& file : files) {
-        plain_copy(file, out_dir / ("." + file.filename().string() + ".tmp"));
+        plain_copy(file, temp_of(file));
       }
       for (const auto& file : files) {
         const auto target = out_dir / file.filename();
-        if (::rename((out_dir / ("." + file.filename().string() + ".tmp")).c_str(), target.c_str()) != 0) {
+        if (::rename(temp_of(file).c_str(), target.c_str()) != 0) {
           fail("cannot rename into " + target.string() + ": " + std::strerror(errno));
         }
       }
