@@ -65,6 +65,10 @@ Result<std::string> DigestCache::digest(const fs::path& path, std::string_view m
 }
 
 Result<std::string> DigestCache::file_sha256(const fs::path& path) const {
+  std::error_code ec;
+  if (const auto size = fs::file_size(path, ec); !ec && size < kRememberedFrom) {
+    return base::file_sha256(path);
+  }
   return digest(path, "sha256", [](const fs::path& file) { return base::file_sha256(file); });
 }
 

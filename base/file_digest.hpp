@@ -6,6 +6,7 @@
 // between machines that hold the same bytes.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <functional>
 #include <string>
@@ -40,8 +41,14 @@ class DigestCache {
   /// Errors of `compute` and of stat(2) on `path` are returned as they are.
   Result<std::string> digest(const std::filesystem::path& path, std::string_view method, const Compute& compute) const;
 
-  /// `digest(path, "sha256", file_sha256)`.
+  /// `digest(path, "sha256", file_sha256)` for a file of `kRememberedFrom`
+  /// bytes or more; a smaller one is read and digested every time,
+  /// and nothing is remembered for it: reading a few kilobytes costs less than
+  /// looking up its entry, and far less than creating one (an inode per file).
   Result<std::string> file_sha256(const std::filesystem::path& path) const;
+
+  /// The size from which `file_sha256` remembers a file's digest.
+  static constexpr std::uintmax_t kRememberedFrom = 64 * 1024;
 
  private:
   std::filesystem::path m_directory;

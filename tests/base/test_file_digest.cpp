@@ -61,6 +61,28 @@ TEST_CASE("base::DigestCache computes once per file identity and again when the 
   CHECK(computed == 3);
 }
 
+TEST_CASE("base::DigestCache::file_sha256 remembers large files only: a small one is read each time") {
+  TempDir temp;
+  const fs::path digests = temp.path() / "digests";
+  DigestCache cache(digests);
+  const std::string small(DigestCache::kRememberedFrom - 1, 's');
+  write_text(temp.path() / "k.c", small);
+  CHECK(cache.file_sha256(temp.path() / "k.c").value() == opcache::base::sha256_hex(small));
+  CHECK_FALSE(fs::exists(digests));
+
+  const std::string large(DigestCache::kRememberedFrom, 'l');
+  write_text(temp.path() / "cc", large);
+  CHECK(cache.file_sha256(temp.path() / "cc").value() == opcache::base::sha256_hex(large));
+  REQUIRE(fs::is_directory(digests));
+  CHECK(std::distance(fs::directory_iterator(digests), fs::directory_iterator()) == 1);
+  // The remembered entry answers while the file's identity holds.
+  CHECK(cache.file_sha256(temp.path() / "cc").value() == opcache::base::sha256_hex(large));
+
+  auto missing = cache.file_sha256(temp.path() / "absent.c");
+  REQUIRE_FALSE(missing.ok());
+  CHECK(missing.error().code() == opcache::ErrorCode::not_found);
+}
+
 TEST_CASE("base::DigestCache without a directory always computes") {
   TempDir temp;
   write_text(temp.path() / "f", "x");
