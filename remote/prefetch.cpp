@@ -60,11 +60,11 @@ void prefetch_scenario(store::LocalStore& local, const Remote& remote, const Lis
   }
   auto status = [&]() -> Status {
     OPCACHE_TRY(local.layout().ensure_directory(marker.parent_path()));
-    const auto wait = std::chrono::milliseconds(remote.options.timeout_ms) * 4;
-    OPCACHE_TRY_ASSIGN(auto lock, base::LockFile::acquire(fs::path(marker.string() + ".lock"), wait,
-                                                          std::chrono::milliseconds(10)));
-    if (is_fresh(marker)) {
-      return {};  // another process prefetched it while we waited
+    OPCACHE_TRY_ASSIGN(auto lock, base::LockFile::try_acquire(fs::path(marker.string() + ".lock")));
+    if (!lock || is_fresh(marker)) {
+      // Another process is prefetching the scenario: this lookup fetches its
+      // one key meanwhile instead of idling until that ends. Or one just did.
+      return {};
     }
     return prefetch_locked(local, remote, scenario, marker);
   }();

@@ -8,7 +8,8 @@
 // entries for the scenario; at most once per `k_prefetch_interval` per
 // remote and scenario across the processes sharing the cache (a marker file
 // under <cache>/remotes/, written under a lock so concurrent processes
-// prefetch once and the others wait for it).
+// prefetch once; the others do not wait for it but fetch their own keys
+// meanwhile, as `xargs -P` compiles on a fresh machine do).
 #pragma once
 
 #include <chrono>
@@ -29,7 +30,8 @@ inline constexpr std::chrono::minutes k_prefetch_interval{10};
 /// k_prefetch_interval. Never fails the lookup that asked: problems go to
 /// the store's warning sink and the caller fetches the one key as usual.
 /// The caller has checked that the remote's circuit breaker allows it.
-/// Thread-safe; blocks while another process prefetches the same scenario.
+/// Thread-safe; never waits: while another process (or thread) prefetches
+/// the same scenario it returns at once, and the caller fetches its one key.
 void prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario);
 
 }  // namespace opcache::remote

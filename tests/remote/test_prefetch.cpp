@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/lock_file.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -94,6 +95,38 @@ TEST_CASE("remote::prefetch: prefetch=0 and a scenario larger than the limit fet
     CHECK(local_entries(consumer) == 1);
     CHECK(counter(consumer, "remote_prefetched") == 0);
   }
+}
+
+TEST_CASE("remote::prefetch: while another process prefetches, a miss fetches its one key without waiting") {
+  TempDir temp;
+  TeamCache team(temp, 3);
+  // A first cache's prefetch names the scenario's lock file (the same name in
+  // every cache: it depends on the remote and the scenario only).
+  {
+    Store first = open_remote_store(temp / "first", {team.url()});
+    expect_hit(first, team.kernels[0], temp / "out-first");
+  }
+  std::string lock_name;
+  for (const auto& entry : fs::directory_iterator(temp / "first" / "remotes")) {
+    if (entry.path().extension() == ".lock") {
+      lock_name = entry.path().filename().string();
+    }
+  }
+  REQUIRE_FALSE(lock_name.empty());
+
+  // Another process holds that lock in a second cache: it is prefetching.
+  // With a wait, the miss would block for 4 × timeout, then warn.
+  fs::create_directories(temp / "second" / "remotes");
+  auto held = opcache::base::LockFile::try_acquire(temp / "second" / "remotes" / lock_name);
+  REQUIRE(held.ok());
+  REQUIRE(held->has_value());
+  WarningLog warnings;
+  Store second = open_remote_store(temp / "second", {team.url() + "|timeout=250"}, &warnings);
+  expect_hit(second, team.kernels[1], temp / "out-second");
+  CHECK(local_entries(second) == 1);  // its one key, not the scenario
+  CHECK(counter(second, "remote_prefetched") == 0);
+  CHECK(counter(second, "remote_hits") == 1);
+  CHECK_MESSAGE(warnings.all().empty(), warnings.joined());
 }
 
 TEST_CASE("remote::prefetch: a scenario is prefetched once per interval, later misses fetch one key") {
