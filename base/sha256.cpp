@@ -13,7 +13,7 @@
 #include <openssl/sha.h>
 
 #include <stdexcept>
-#include <vector>
+#include <memory>
 
 #include "base/file_io.hpp"
 #include "base/try.hpp"
@@ -60,13 +60,16 @@ std::string to_hex(const std::uint8_t* bytes, std::size_t size) {
 
 Result<std::string> sha256_hex_of_file(int fd, const std::filesystem::path& path_for_errors) {
   Sha256 hasher;
-  std::vector<char> buffer(64 * 1024);
+  // Not zeroed: zeroing 64 KiB to hash an 8 KiB source cost an exec hit 14
+  // page faults; read(2) touches only the pages it fills.
+  constexpr std::size_t k_chunk = 64 * 1024;
+  const auto buffer = std::make_unique_for_overwrite<char[]>(k_chunk);
   for (;;) {
-    OPCACHE_TRY_ASSIGN(std::size_t size, read_some(fd, buffer.data(), buffer.size(), path_for_errors));
+    OPCACHE_TRY_ASSIGN(std::size_t size, read_some(fd, buffer.get(), k_chunk, path_for_errors));
     if (size == 0) {
       return hasher.finish_hex();
     }
-    hasher.update(buffer.data(), size);
+    hasher.update(buffer.get(), size);
   }
 }
 
