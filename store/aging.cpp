@@ -250,29 +250,36 @@ Result<GcReport> LocalStore::age(const AgingPolicy& policy, GcMode mode, const s
   return report;
 }
 
-void LocalStore::age_after_write(const std::string& written_key) {
+bool LocalStore::aging_due() {
   if (!m_options.aging.enabled()) {
-    return;
+    return false;
   }
   std::int64_t size = 0;
   {
     base::MutexLock lock(m_index_mutex);
     if (!open_index()) {
-      return;
+      return false;
     }
     auto value = m_index->counter_value(counter::store_bytes);
     if (!value) {
-      return;
+      return false;
     }
     size = *value;
   }
   // Past the limit, aging starts; a pass cut short by the bound goes on at
   // the next writes until the store is down to its target.
-  const bool continuing = m_aging_continues.load();
-  if (size <= (continuing ? m_options.aging.target_bytes() : m_options.aging.max_bytes)) {
+  if (size <= (m_aging_continues.load() ? m_options.aging.target_bytes() : m_options.aging.max_bytes)) {
     m_aging_continues = false;
+    return false;
+  }
+  return true;
+}
+
+void LocalStore::age_after_write(const std::string& written_key) {
+  if (!aging_due()) {
     return;
   }
+  const bool continuing = m_aging_continues.load();
   auto report = age(m_options.aging, GcMode::remove, written_key, m_options.evictions_per_write, continuing);
   if (!report) {
     m_options.warn("aging after a write failed: " + report.error().message());

@@ -290,6 +290,9 @@ Result<PutOutcome> LocalStore::publish(base::AtomicFile file, const Manifest& ma
   staged.emplace_back(std::move(publication));
   OPCACHE_TRY(record_rows(staged, policy, durability));
   OPCACHE_TRY(finish_publication(*staged.front()));
+  if (staged.front()->outcome.stored) {
+    age_after_write(manifest.key);
+  }
   return staged.front()->outcome;
 }
 
@@ -353,7 +356,6 @@ Status LocalStore::finish_publication(const Publication& publication) {
     // object or, finding it gone, looks up again and sees the new row.
     OPCACHE_TRY(retire_objects({*publication.retired_digest}));
   }
-  age_after_write(publication.entry.key);
   return {};
 }
 
@@ -399,6 +401,9 @@ std::vector<Result<PutOutcome>> LocalStore::adopt_batch(std::vector<VerifiedBund
     outcomes.push_back(stage_adoption(bundles[i], policy, durability, staged[i]));
   }
   const Status committed = record_rows(staged, policy, durability);
+  // Every row is in, so the store's size is the same for each key below:
+  // while it is under the limit, one look answers for the whole batch.
+  const bool may_age = committed && aging_due();
   for (std::size_t i = 0; i < bundles.size(); ++i) {
     if (!staged[i]) {
       continue;  // refused, kept early, or failed before its row
@@ -409,6 +414,9 @@ std::vector<Result<PutOutcome>> LocalStore::adopt_batch(std::vector<VerifiedBund
       outcomes[i] = finished.error();
     } else {
       outcomes[i] = staged[i]->outcome;
+      if (may_age && staged[i]->outcome.stored) {
+        age_after_write(staged[i]->entry.key);
+      }
     }
   }
   return outcomes;

@@ -301,7 +301,8 @@ class LocalStore {
   // the entry another process stored first (then `outcome` is that entry's).
   Status record_row(Publication& publication, ReplacePolicy policy, base::Durability durability)
       REQUIRES(m_index_mutex);
-  // After the commit: the key record, the replaced object's retirement, aging.
+  // After the commit: the key record and the replaced object's retirement
+  // (the caller then ages the store: age_after_write).
   Status finish_publication(const Publication& publication);
   // adopt_batch's first step for one bundle: admits it and stages it into
   // `staged`; the outcome of a bundle kept or refused here is final.
@@ -370,6 +371,10 @@ class LocalStore {
   void verify_temps(bool repair, VerifyReport& report);
   // Runs aging after a write when the store grew past the limit (store/aging.cpp).
   void age_after_write(const std::string& written_key);
+  // Whether the store is past the size at which a write ages it (its limit,
+  // or its target while a bounded pass goes on); false when aging is off or
+  // the index cannot tell.
+  bool aging_due();
   // collect_garbage with a bound on the entries removed (-1: none); when
   // `continuing`, a store above its target (not only its limit) is aged.
   Result<GcReport> age(const AgingPolicy& policy, GcMode mode, const std::string& keep_key, std::int64_t max_entries,
