@@ -1,7 +1,8 @@
 // Aging's costs do not grow with the store (store/aging.cpp): the aging after
 // a write removes at most StoreOptions::evictions_per_write entries and the
 // next writes go on; gc evicts in batches of rows and unlinks the objects of
-// each batch after its commit, leaving no row without its object.
+// each batch after its commit, leaving no row without its object; a pulled
+// batch past the limit ages after each bundle it stores, as puts do.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/byte_stream.hpp"
 #include "store/index.hpp"
 #include "store/parallel_unlink.hpp"
 #include "tests/store/aging_fixture.hpp"
@@ -123,6 +125,50 @@ TEST_CASE("store::LocalStore aging after a write removes at most evictions_per_w
     CHECK(report.entries_removed == static_cast<std::int64_t>(expected.size()));
     CHECK(store.keys().empty());
   }
+}
+
+TEST_CASE("store::LocalStore adopt_batch past the limit ages after each bundle it stores, as puts do") {
+  TempDir temp;
+  auto kernels = make_kernels(temp / "kernels", 10);
+  const std::vector<std::int64_t> sizes = bundle_sizes(kernels, temp / "scratch");
+  std::int64_t first_six = 0;
+  for (std::size_t i = 0; i < 6; ++i) {
+    first_six += sizes[i];
+  }
+  const AgingPolicy policy{(first_six + 99) / 100 * 100, 60, k_half_hour};
+  constexpr std::int64_t k_bound = 2;
+  ClockedStore store(temp / "cache", policy, k_bound);
+  for (std::size_t i = 0; i < 6; ++i) {
+    store.put_at(kernels[i], k_t0 + static_cast<std::int64_t>(i) * k_minute);
+  }
+  REQUIRE(store.counter(counter::evictions) == 0);
+
+  // Hours later a pull brings the other four in one batch: one aging pass
+  // (at most k_bound evictions) would leave the store above its limit.
+  *store.now = k_t0 + 3 * 60 * k_minute;
+  std::vector<opcache::store::VerifiedBundle> batch;
+  for (std::size_t i = 6; i < kernels.size(); ++i) {
+    const BundleInput input = fixed_stamp_input(kernels[i]);
+    auto file = store->create_temp();
+    REQUIRE(file.ok());
+    opcache::base::FdSink sink(file->fd(), file->temp_path());
+    auto written = opcache::store::write_bundle(input, sink);
+    REQUIRE(written.ok());
+    auto bundle = store->verify_for_adoption(std::move(*file), written->manifest.key,
+                                             opcache::base::Durability::deferred, {});
+    REQUIRE(bundle.ok());
+    batch.push_back(std::move(*bundle));
+  }
+  const auto outcomes =
+      store->adopt_batch(std::move(batch), ReplacePolicy::keep_existing, opcache::base::Durability::deferred);
+  for (const auto& outcome : outcomes) {
+    REQUIRE_MESSAGE(outcome.ok(), outcome.error().message());
+    CHECK(outcome->stored);
+  }
+  CHECK(store.counter(counter::evictions) > k_bound);
+  CHECK(store.counter(counter::store_bytes) <= policy.max_bytes);
+  CHECK(store.keys().size() == 10 - static_cast<std::size_t>(store.counter(counter::evictions)));
+  CHECK(store.warnings.empty());
 }
 
 TEST_CASE("store::LocalStore::collect_garbage evicts more than one batch, keeps pinned entries, leaves no row without its object") {
