@@ -67,18 +67,30 @@ std::vector<BundleInput> variants_of(const KernelTriple& kernel, int count) {
   return inputs;
 }
 
-}  // namespace
-
-TEST_CASE("store::LocalStore aging after a write removes at most evictions_per_write entries, the next writes go on") {
-  TempDir temp;
-  auto kernels = make_kernels(temp / "kernels", 10);
-  const std::vector<std::int64_t> sizes = bundle_sizes(kernels, temp / "scratch");
+// Ten real kernels and the policy whose limit the first six just fit under
+// (target 60 % of it, min idle half an hour); aging after a write removes at
+// most k_bound entries.
+constexpr std::int64_t k_bound = 2;
+struct SixFit {
+  std::vector<KernelTriple> kernels;
+  AgingPolicy policy;
+};
+SixFit six_fit(const TempDir& temp) {
+  SixFit fit{make_kernels(temp / "kernels", 10), {}};
+  const std::vector<std::int64_t> sizes = bundle_sizes(fit.kernels, temp / "scratch");
   std::int64_t first_six = 0;
   for (std::size_t i = 0; i < 6; ++i) {
     first_six += sizes[i];
   }
-  const AgingPolicy policy{(first_six + 99) / 100 * 100, 60, k_half_hour};
-  constexpr std::int64_t k_bound = 2;
+  fit.policy = AgingPolicy{(first_six + 99) / 100 * 100, 60, k_half_hour};
+  return fit;
+}
+
+}  // namespace
+
+TEST_CASE("store::LocalStore aging after a write removes at most evictions_per_write entries, the next writes go on") {
+  TempDir temp;
+  const auto [kernels, policy] = six_fit(temp);
   ClockedStore store(temp / "cache", policy, k_bound);
   AgingModel model;
   model.policy = policy;
@@ -129,14 +141,7 @@ TEST_CASE("store::LocalStore aging after a write removes at most evictions_per_w
 
 TEST_CASE("store::LocalStore adopt_batch past the limit ages after each bundle it stores, as puts do") {
   TempDir temp;
-  auto kernels = make_kernels(temp / "kernels", 10);
-  const std::vector<std::int64_t> sizes = bundle_sizes(kernels, temp / "scratch");
-  std::int64_t first_six = 0;
-  for (std::size_t i = 0; i < 6; ++i) {
-    first_six += sizes[i];
-  }
-  const AgingPolicy policy{(first_six + 99) / 100 * 100, 60, k_half_hour};
-  constexpr std::int64_t k_bound = 2;
+  const auto [kernels, policy] = six_fit(temp);
   ClockedStore store(temp / "cache", policy, k_bound);
   for (std::size_t i = 0; i < 6; ++i) {
     store.put_at(kernels[i], k_t0 + static_cast<std::int64_t>(i) * k_minute);
