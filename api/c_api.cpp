@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <new>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -400,7 +401,7 @@ opcache_status opcache_get_or_build_json(opcache_store* store, const char* descr
       return fail(result.error());
     }
     nlohmann::json files = nlohmann::json::array();
-    for (const auto& file : files_by_name(result->files)) {
+    for (const auto& file : files_by_name(std::move(result->files))) {
       files.push_back(file.string());
     }
     static constexpr const char* k_source_names[] = {"hit", "built", "bypassed"};

@@ -402,8 +402,12 @@ std::vector<Result<PutOutcome>> LocalStore::adopt_batch(std::vector<VerifiedBund
   }
   const Status committed = record_rows(staged, policy, durability);
   // Every row is in, so the store's size is the same for each key below:
-  // while it is under the limit, one look answers for the whole batch.
-  const bool may_age = committed && aging_due();
+  // while it is under the limit, one look answers for the whole batch (and a
+  // batch that stored nothing does not look, nor open the index to).
+  const bool stored_any = committed && std::any_of(staged.begin(), staged.end(), [](const auto& publication) {
+                            return publication && publication->outcome.stored;
+                          });
+  const bool may_age = stored_any && aging_due();
   for (std::size_t i = 0; i < bundles.size(); ++i) {
     if (!staged[i]) {
       continue;  // refused, kept early, or failed before its row
