@@ -29,7 +29,7 @@ void finish_headers(http::response<Body>& message, const ApiResponse& response, 
     message.set(http::field::content_type, response.content_type);
   }
   for (const auto& [name, value] : response.headers) {
-    message.set(name, value);
+    message.insert(name, value);  // a name may repeat (one X-Opcache-Signature per signature)
   }
   message.keep_alive(!close);
 }

@@ -4,6 +4,7 @@
 // write token alone would have stored, counted by reason in /metrics.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
@@ -201,6 +202,31 @@ TEST_CASE("server::POST /v1/entries/{key}/signatures adds a verifying signature 
   CHECK(malformed.status == 400);
   CHECK(malformed.body.find("signatures[0]") != std::string::npos);
   CHECK(server.request("GET", url).status == 405);
+}
+
+TEST_CASE("server::an entry with two signatures serves both, on GET from the file, GET from memory and HEAD") {
+  TempDir temp;
+  const auto first = new_signing_key();
+  const auto second = new_signing_key();
+  SigningServer server(nullptr, false);
+  const auto kernel = opcache::test::make_cheap_kernel(temp / "k", 7);
+  REQUIRE(server.put(kernel, {}).status == 201);
+  const auto signatures = std::vector{sign(first, kernel.key, kernel.bundle), sign(second, kernel.key, kernel.bundle)};
+  const auto added = server.request("POST", server.entry_url(kernel.key) + "/signatures", signatures_body(signatures));
+  REQUIRE(json::parse(added.body)["added"] == 2);
+  const std::vector<std::string> expected = {opcache::store::format_signature(signatures[0]),
+                                             opcache::store::format_signature(signatures[1])};
+  // The first GET reads the bundle's file; the second is served from memory.
+  for (const char* method : {"GET", "GET", "HEAD"}) {
+    CAPTURE(method);
+    const auto response = server.request(method, server.entry_url(kernel.key));
+    REQUIRE(response.status == 200);
+    auto served = response.header_values("x-opcache-signature");
+    std::sort(served.begin(), served.end());
+    auto sorted = expected;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(served == sorted);
+  }
 }
 
 TEST_CASE("server::serve --require-signature without --trusted-keys is a usage error") {

@@ -164,6 +164,16 @@ std::string HttpResponse::header(const std::string& lowercase_name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
+std::vector<std::string> HttpResponse::header_values(const std::string& lowercase_name) const {
+  std::vector<std::string> values;
+  for (const auto& [name, value] : header_lines) {
+    if (name == lowercase_name) {
+      values.push_back(value);
+    }
+  }
+  return values;
+}
+
 std::string HttpResponse::error_code() const {
   auto parsed = nlohmann::json::parse(body, nullptr, false);
   return parsed.is_object() && parsed.contains("error") && parsed["error"].is_string()
@@ -229,17 +239,20 @@ std::string trim(std::string text) {
 }
 
 std::size_t collect_header(char* data, std::size_t size, std::size_t count, void* user) {
-  auto* headers = static_cast<std::map<std::string, std::string>*>(user);
+  auto* response = static_cast<HttpResponse*>(user);
   const std::string line(data, size * count);
   if (line.rfind("HTTP/", 0) == 0) {
-    headers->clear();  // a new response (after 100 Continue): keep only the final one
+    // a new response (after 100 Continue): keep only the final one
+    response->headers.clear();
+    response->header_lines.clear();
     return size * count;
   }
   const auto colon = line.find(':');
   if (colon != std::string::npos) {
     std::string name = line.substr(0, colon);
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    (*headers)[name] = trim(line.substr(colon + 1));
+    response->headers[name] = trim(line.substr(colon + 1));
+    response->header_lines.emplace_back(std::move(name), response->headers[name]);
   }
   return size * count;
 }
@@ -288,7 +301,7 @@ HttpResponse HttpClient::request(const std::string& method, const std::string& u
   curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, &append_body);
   curl_easy_setopt(h, CURLOPT_WRITEDATA, &response.body);
   curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, &collect_header);
-  curl_easy_setopt(h, CURLOPT_HEADERDATA, &response.headers);
+  curl_easy_setopt(h, CURLOPT_HEADERDATA, &response);
   if (!options.ca_file.empty()) {
     curl_easy_setopt(h, CURLOPT_CAINFO, options.ca_file.c_str());
     curl_easy_setopt(h, CURLOPT_CAPATH, static_cast<char*>(nullptr));

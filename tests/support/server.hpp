@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace opcache::test {
@@ -68,6 +69,7 @@ struct HttpOptions {
 struct HttpResponse {
   long status = 0;  ///< 0 when no response arrived (see error)
   std::map<std::string, std::string> headers;  ///< names lowercased; the last value of a repeated header
+  std::vector<std::pair<std::string, std::string>> header_lines;  ///< every header in order, names lowercased
   std::string body;
   std::string error;       ///< libcurl's message when the transfer failed
   long new_connections = 0;  ///< connections opened for this request (0: a kept-alive one was reused)
@@ -75,6 +77,8 @@ struct HttpResponse {
 
   /// The header's value, or "" when absent.
   std::string header(const std::string& lowercase_name) const;
+  /// Every value of the header, in the order received (repeated headers).
+  std::vector<std::string> header_values(const std::string& lowercase_name) const;
   /// The "error" code of a JSON error body, else the whole body (for messages).
   std::string error_code() const;
 };
