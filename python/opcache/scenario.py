@@ -51,6 +51,8 @@ DescriptorLike = Union[Mapping[str, Any], str, bytes]
 def scenario_text(scenario: ScenarioLike) -> bytes:
     """Scenario, dict (JSON form) or CLI spec string ("phase=train,toolchain=...,soc=...")
     as the UTF-8 text the C ABI parses."""
+    if type(scenario) is str:  # the common case first: no ABC check per call
+        return scenario.encode("utf-8")
     if isinstance(scenario, Scenario):
         return scenario.to_json().encode("utf-8")
     if isinstance(scenario, Mapping):
@@ -70,6 +72,8 @@ def scenario_text(scenario: ScenarioLike) -> bytes:
 
 def descriptor_text(descriptor: DescriptorLike) -> bytes:
     """A descriptor (dict, serialized with json.dumps, or JSON text) as UTF-8 bytes."""
+    if type(descriptor) is str:  # the common case first: no ABC check per call
+        return descriptor.encode("utf-8")
     if isinstance(descriptor, Mapping):
         try:
             return json.dumps(dict(descriptor), ensure_ascii=False, allow_nan=False).encode("utf-8")

@@ -23,6 +23,61 @@ BuildFunction = Callable[[Path], Any]
 
 
 
+class _PendingBuild:
+    """One get_or_build call's build function, and what running it did."""
+
+    __slots__ = ("build_fn", "error", "build_ms")
+
+    def __init__(self, build_fn: BuildFunction) -> None:
+        self.build_fn = build_fn
+        self.error: Optional[BaseException] = None
+        self.build_ms = 0
+
+
+# The calls in progress, by the token passed to C as user_data (id() of their
+# _PendingBuild, which the entry keeps alive until the call returns).
+_PENDING: dict[int, _PendingBuild] = {}
+
+
+def _run_build(work_dir: bytes, user_data: Optional[int]) -> int:
+    """The C build callback of every get_or_build: runs the call's build_fn.
+    Its exception never unwinds through C: it is kept (BaseException, so
+    KeyboardInterrupt and SystemExit too) for the call to re-raise."""
+    pending = _PENDING[user_data or 0]
+    start = time.monotonic()
+    try:
+        pending.build_fn(Path(os.fsdecode(work_dir)))
+        return 0
+    except BaseException as error:  # must not unwind through C
+        pending.error = error
+        return 1
+    finally:
+        pending.build_ms = int((time.monotonic() - start) * 1000)
+
+
+_BUILD_CALLBACK = _lib.BUILD_FN(_run_build)
+
+
+# Reports of opcache_get_or_build_json already parsed, by their text: a kernel
+# hit again in this process reuses its key, source and (immutable) Paths
+# instead of parsing the JSON and the paths again. Bounded; oldest first out.
+_REPORTS: dict[bytes, tuple[str, str, tuple[Path, ...]]] = {}
+_REPORTS_KEPT = 1024
+
+
+def _parsed_report(text: bytes) -> tuple[str, str, tuple[Path, ...]]:
+    """(key, source, files) of a get_or_build report; the files sorted by name
+    (opcache_get_or_build_json lists them so)."""
+    parsed = _REPORTS.get(text)
+    if parsed is None:
+        report = json.loads(text)
+        parsed = (report["key"], report["source"], tuple(Path(path) for path in report["files"]))
+        if len(_REPORTS) >= _REPORTS_KEPT:
+            _REPORTS.pop(next(iter(_REPORTS)), None)
+        _REPORTS[text] = parsed
+    return parsed
+
+
 @dataclasses.dataclass(frozen=True)
 class Result:
     """The outcome of get_or_build.
@@ -302,21 +357,11 @@ class Store:
         """
         desc, scen = descriptor_text(descriptor), scenario_text(scenario)
         out_bytes = os.fsencode(out_dir)
-        failure: list[BaseException] = []
-        build_ms = [0]
-
-        def callback(work_dir: bytes, _user_data: Optional[int]) -> int:
-            start = time.monotonic()
-            try:
-                build_fn(Path(os.fsdecode(work_dir)))
-                return 0
-            except BaseException as error:  # must not unwind through C
-                failure.append(error)
-                return 1
-            finally:
-                build_ms[0] = int((time.monotonic() - start) * 1000)
-
-        c_callback = _lib.BUILD_FN(callback)  # referenced until the call returns
+        # The build runs through the one module-level callback, which finds its
+        # _PendingBuild by the user_data pointer (no ctypes thunk per call).
+        pending = _PendingBuild(build_fn)
+        token = id(pending)
+        _PENDING[token] = pending
         text = ctypes.c_void_p()
         try:
             # opcache_get_or_build_json writes the files into out_dir itself and
@@ -326,12 +371,13 @@ class Store:
             handle = self._acquire()
             try:
                 code = lib.opcache_get_or_build_json(
-                    handle, desc, scen, out_bytes, c_callback, None, ctypes.byref(text)
+                    handle, desc, scen, out_bytes, _BUILD_CALLBACK, token, ctypes.byref(text)
                 )
             finally:
                 self._release()
-            if failure:
-                error = failure.pop()
+                del _PENDING[token]
+            if pending.error is not None:
+                error, pending.error = pending.error, None
                 if hasattr(error, "add_note"):
                     error.add_note(f"opcache: the build of {self.key(desc, scen)} failed; nothing was stored")
                 try:
@@ -339,17 +385,13 @@ class Store:
                 finally:
                     del error
             _check(code)
-            report = json.loads(ctypes.string_at(text.value))
+            key, name, files = _parsed_report(ctypes.string_at(text.value))
         finally:
             if text.value:
                 lib.opcache_string_free(text)
-            del c_callback
-        name = report["source"]
         out = out_dir if isinstance(out_dir, Path) else Path(os.fsdecode(out_bytes))
-        # The report lists the files sorted by name (opcache_get_or_build_json).
-        files = [Path(path) for path in report["files"]]
-        return Result(key=report["key"], source=name, files=files, out_dir=out,
-                      build_ms=0 if name == "hit" else build_ms[0])
+        return Result(key=key, source=name, files=list(files), out_dir=out,
+                      build_ms=0 if name == "hit" else pending.build_ms)
 
     def cached(
         self,

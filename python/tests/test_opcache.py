@@ -406,6 +406,43 @@ class GetOrBuildTest(TempDirTestCase):
         result = store.get_or_build(descriptor(), SCENARIO, out, lambda work_dir: write_kernel(work_dir, "ok", b"1"))
         self.assertEqual(result.source, "built")
 
+    def test_build_calling_get_or_build_gets_its_own_callback(self) -> None:
+        # Every call shares one C callback, which finds the call's build function
+        # by the token passed as user_data: a nested call must not run the outer one.
+        store = self.store()
+        calls = []
+
+        def inner(work_dir: Path) -> None:
+            calls.append("inner")
+            raise ValueError("inner tiling failed")
+
+        def outer(work_dir: Path) -> None:
+            calls.append("outer")
+            with self.assertRaises(ValueError):
+                store.get_or_build(descriptor("Add"), SCENARIO, self.tmp / "inner", inner)
+            write_kernel(work_dir, "outer", b"o")
+
+        result = store.get_or_build(descriptor(), SCENARIO, self.tmp / "out", outer)
+        self.assertEqual(calls, ["outer", "inner"])
+        self.assertEqual(result.source, "built")
+        self.assertEqual([path.name for path in result.files], ["outer.json", "outer.o"])
+        self.assertFalse(store.has(store.key(descriptor("Add"), SCENARIO)))
+
+    def test_repeated_hits_return_equal_results_with_their_own_lists(self) -> None:
+        # Reports already parsed are reused: each Result still gets its own list.
+        store = self.store()
+        out = self.tmp / "out"
+        store.get_or_build(descriptor(), SCENARIO, out, lambda work_dir: write_kernel(work_dir, "k", b"1"))
+        first = store.get_or_build(descriptor(), SCENARIO, out, lambda d: self.fail("a hit builds nothing"))
+        second = store.get_or_build(descriptor(), SCENARIO, out, lambda d: self.fail("a hit builds nothing"))
+        self.assertEqual(first, second)
+        first.files.append(Path("/elsewhere"))
+        self.assertEqual(second.files, [out / "k.json", out / "k.o"])
+        third = store.get_or_build(descriptor(), SCENARIO, out, lambda d: self.fail("a hit builds nothing"))
+        self.assertEqual(third.files, [out / "k.json", out / "k.o"])
+        other = store.get_or_build(descriptor(), SCENARIO, self.tmp / "other", lambda d: self.fail("a hit"))
+        self.assertEqual(other.files, [self.tmp / "other" / "k.json", self.tmp / "other" / "k.o"])
+
     def test_keyboard_interrupt_in_build_does_not_cross_c(self) -> None:
         store = self.store()
 
