@@ -16,6 +16,7 @@ from pathlib import Path
 import corpus as corpora
 from harness import BenchError, distribution, log, median, ratio, run, timed, timed_faults
 from peers import Ccache
+from server_bench import write_store_layout
 
 SCENARIO = "device=single,phase=train,toolchain=gcc-12,soc=x86_64"
 
@@ -258,8 +259,23 @@ def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario, fill_
         # warm start that runs a process per kernel can take on this machine.
         return _xargs(stems_file, ["/bin/true", *compile_tail], opc.env, corpus.dir), {}
 
+    layout_walls = []
+
+    def run_layout_floor():
+        # The process floor plus the file-system work alone of keeping the run's bundles in
+        # the store's layout (write_store_layout: objects, key records, shard directories; no
+        # network, no verification, no index): the least a warm start that keeps what it
+        # fetched in this layout, as the design's local store does, can take on this machine.
+        root = work / "layout-floor"
+        shutil.rmtree(root, ignore_errors=True)
+        start = time.perf_counter()
+        write_store_layout(root, [ctx.bundle_bytes[ctx.keys[s]] for s in stems])
+        layout = time.perf_counter() - start
+        layout_walls.append(layout)
+        return layout + run_process_floor()[0], {"layout_seconds": layout}
+
     methods = {"ccache_nginx": run_ccache, "opcache_layered": run_layered, "opcache_pull_exec": run_pull_exec,
-               "process_floor": run_process_floor}
+               "process_floor": run_process_floor, "layout_floor": run_layout_floor}
     walls = {m: [] for m in methods}
     checks = {}
     names = list(methods)
@@ -268,7 +284,7 @@ def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario, fill_
         log(f"warm start pass {p + 1}/{passes}: {', '.join(order)} ({len(stems)} kernels, xargs -P2)")
         for m in order:
             wall, checks[m] = methods[m]()
-            if m != "process_floor":
+            if m not in ("process_floor", "layout_floor"):
                 corpora.check_outputs(corpus, out, stems, m)
             walls[m].append(wall)
             log(f"  {m}: {wall:.3f} s")
