@@ -21,6 +21,10 @@ int hex_digit_value(char c) noexcept {
 }  // namespace
 
 std::optional<std::string> percent_decode(std::string_view text, PlusSign plus) {
+  // Most text (every key path) has nothing to decode: copy it whole.
+  if (text.find('%') == std::string_view::npos && (plus == PlusSign::literal || text.find('+') == std::string_view::npos)) {
+    return std::string(text);
+  }
   std::string out;
   out.reserve(text.size());
   for (std::size_t i = 0; i < text.size(); ++i) {

@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <ctime>
 
@@ -20,6 +23,16 @@ void append_number(std::string& out, std::uint64_t value) {
   char digits[24];
   auto end = std::to_chars(digits, digits + sizeof digits, value).ptr;
   out.append(digits, end);
+}
+
+// A duration in milliseconds with three decimals ("12.345"), as "%.3f" of
+// the milliseconds prints it, without printf's floating-point formatting.
+void append_milliseconds(std::string& out, double seconds) {
+  const auto micros = static_cast<std::uint64_t>(std::llround(std::max(seconds, 0.0) * 1e6));
+  append_number(out, micros / 1000);
+  const char fraction[4] = {'.', static_cast<char>('0' + micros / 100 % 10), static_cast<char>('0' + micros / 10 % 10),
+                            static_cast<char>('0' + micros % 10)};
+  out.append(fraction, sizeof fraction);
 }
 
 // The current second as RFC 3339 UTC text, formatted once per second per thread.
@@ -56,6 +69,9 @@ Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat f
   if (path.empty() || path == "-") {
     return AccessLog(STDERR_FILENO, false, format, flush_interval);
   }
+  if (path == k_off) {
+    return AccessLog(STDERR_FILENO, false, format, flush_interval, /*requests=*/false);
+  }
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
   if (fd < 0) {
     return Error::io("cannot open access log " + path.string() + ": " + std::strerror(errno));
@@ -64,7 +80,11 @@ Result<AccessLog> AccessLog::open(const std::filesystem::path& path, LogFormat f
 }
 
 AccessLog::AccessLog(AccessLog&& other) noexcept
-    : m_fd(other.m_fd), m_owned(other.m_owned), m_format(other.m_format), m_flush_interval(other.m_flush_interval) {
+    : m_fd(other.m_fd),
+      m_owned(other.m_owned),
+      m_requests(other.m_requests),
+      m_format(other.m_format),
+      m_flush_interval(other.m_flush_interval) {
   base::MutexLock lock(other.m_mutex);
   m_waiting = std::move(other.m_waiting);
   m_oldest = other.m_oldest;
@@ -102,6 +122,9 @@ void AccessLog::emit(std::string_view line, bool now_too) {
 }
 
 void AccessLog::write(const AccessRecord& record) {
+  if (!m_requests) {
+    return;
+  }
   std::string line;
   const std::string& time = now_text();
   if (m_format == LogFormat::json) {
@@ -116,10 +139,8 @@ void AccessLog::write(const AccessRecord& record) {
                              {"token", record.token_name}};
     line = object.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   } else {
-    char duration[32];
-    const int duration_length = std::snprintf(duration, sizeof duration, "%.3f", record.seconds * 1000.0);
     line.reserve(time.size() + record.client.size() + record.method.size() + record.target.size() +
-                 record.token_name.size() + duration_length + 64);
+                 record.token_name.size() + 96);
     line.append(time).append(" ").append(record.client).append(" ").append(record.method).append(" ");
     line.append(record.target).append(" ");
     append_number(line, static_cast<std::uint64_t>(record.status));
@@ -127,7 +148,9 @@ void AccessLog::write(const AccessRecord& record) {
     append_number(line, record.bytes_in);
     line.append(" out=");
     append_number(line, record.bytes_out);
-    line.append(" ").append(duration, static_cast<std::size_t>(duration_length)).append("ms token=");
+    line.append(" ");
+    append_milliseconds(line, record.seconds);
+    line.append("ms token=");
     line.append(record.token_name).append("\n");
   }
   emit(line, false);

@@ -42,7 +42,11 @@ class AccessLog {
   /// Waiting lines are written once they reach this many bytes.
   static constexpr std::size_t k_batch_bytes = 64 << 10;
 
-  /// `path` empty or "-" means standard error.
+  /// The path that turns request lines off (nginx's `access_log off`);
+  /// events still go to standard error. A file named "off" is "./off".
+  static constexpr std::string_view k_off = "off";
+
+  /// `path` empty or "-" means standard error; k_off, no request lines.
   static Result<AccessLog> open(const std::filesystem::path& path, LogFormat format,
                                 std::chrono::milliseconds flush_interval = std::chrono::milliseconds(0));
   AccessLog(AccessLog&& other) noexcept;
@@ -50,7 +54,8 @@ class AccessLog {
   /// Writes the lines still waiting.
   ~AccessLog();
 
-  /// Keeps (or writes, as the class comment says) the line of one request.
+  /// Keeps (or writes, as the class comment says) the line of one request;
+  /// nothing when request lines are off.
   void write(const AccessRecord& record);
   /// A free-form line for server events (start-up, reloads, shutdown),
   /// written at once, after the lines waiting before it.
@@ -61,8 +66,8 @@ class AccessLog {
  private:
   using Clock = std::chrono::steady_clock;
 
-  AccessLog(int fd, bool owned, LogFormat format, std::chrono::milliseconds flush_interval)
-      : m_fd(fd), m_owned(owned), m_format(format), m_flush_interval(flush_interval) {}
+  AccessLog(int fd, bool owned, LogFormat format, std::chrono::milliseconds flush_interval, bool requests = true)
+      : m_fd(fd), m_owned(owned), m_requests(requests), m_format(format), m_flush_interval(flush_interval) {}
 
   // Keeps `line`, then writes the waiting lines if they are due (or `now_too`).
   void emit(std::string_view line, bool now_too);
@@ -70,6 +75,7 @@ class AccessLog {
 
   int m_fd;
   bool m_owned;
+  bool m_requests;  // whether request lines are written (not k_off)
   LogFormat m_format;
   std::chrono::milliseconds m_flush_interval;
   base::Mutex m_mutex;

@@ -52,7 +52,7 @@ const ServeSetting k_rows[] = {
     {"--log-format", "log_format", "OPCACHE_SERVE_LOG_FORMAT", &ServerConfig::log_format, 0, 0, "text|json",
      "Access log format", ""},
     {"--access-log", "access_log", "OPCACHE_SERVE_ACCESS_LOG", &ServerConfig::access_log, 0, 0, "FILE",
-     "Access log file ('-': standard error)", "standard error"},
+     "Access log file ('-': standard error; 'off': no request lines, events to standard error)", "standard error"},
     {"--access-log-flush", "access_log_flush", "OPCACHE_SERVE_ACCESS_LOG_FLUSH", &ServerConfig::access_log_flush_ms, 0,
      60000, "MS",
      "Milliseconds access-log lines may wait in memory to be written together (0: each at once; events always are)",

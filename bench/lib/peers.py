@@ -97,7 +97,7 @@ class OpcacheServe:
         port_file.unlink(missing_ok=True)
         self.process = cleanup.start([opcache, "serve", "--storage", store, "--listen", "127.0.0.1:0",
                                       "--port-file", port_file, "--threads", threads, "--anonymous-read",
-                                      "--access-log", "/dev/null", *extra], logdir / "server.log", env=clean_env())
+                                      "--access-log", "off", *extra], logdir / "server.log", env=clean_env())
         wait_until(lambda: self.process.poll() is not None or (port_file.exists() and port_file.read_text().strip()),
                    20, "opcache serve to write its port file")
         if self.process.poll() is not None:

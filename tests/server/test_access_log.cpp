@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "server/access_log.hpp"
@@ -152,4 +153,26 @@ TEST_CASE("server::AccessLog lines from many threads come out whole, none lost")
     next[static_cast<std::size_t>(thread)] = index + 1;
   }
   CHECK(std::all_of(next.begin(), next.end(), [](int n) { return n == k_lines; }));
+}
+
+TEST_CASE("server::AccessLog prints a request's duration in milliseconds with three decimals, rounded") {
+  TempDir dir;
+  const auto path = dir / "duration.log";
+  const std::vector<std::pair<double, std::string>> cases = {
+      {0.0, " 0.000ms "}, {0.0123456, " 12.346ms "}, {0.0000004, " 0.000ms "},
+      {1.5, " 1500.000ms "}, {123.0009994, " 123000.999ms "}};
+  {
+    AccessLog log = open_access_log(path, std::chrono::hours(1));
+    for (const auto& [seconds, printed] : cases) {
+      auto record = access_record_for("/v1/entries/d");
+      record.seconds = seconds;
+      log.write(record);
+    }
+  }
+  const auto lines = access_log_lines(read_text(path));
+  REQUIRE(lines.size() == cases.size());
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(lines[i]);
+    CHECK(lines[i].find(cases[i].second) != std::string::npos);
+  }
 }

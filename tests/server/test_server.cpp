@@ -1179,6 +1179,31 @@ TEST_CASE("server::--anonymous-read serves reads without a token but writes stil
   }));
 }
 
+TEST_CASE("server::--access-log off writes no request lines, and the events still to standard error") {
+  TempDir dir;
+  // "off" is no file name here: nothing named so appears in the server's
+  // working directory (this process's).
+  const fs::path stray = fs::current_path() / "off";
+  const bool stray_before = fs::exists(stray);
+  ServerProcess server(dir / "storage", {"--anonymous-read", "--access-log", "off", "--access-log-flush", "0"});
+  const std::string absent = opcache::base::sha256_hex("absent");
+  for (int i = 0; i < 3; ++i) {
+    CHECK(opcache::test::http_request("GET", server.base_url() + "/v1/entries/" + absent).status == 404);
+  }
+  CHECK(opcache::test::http_request("GET", server.base_url() + "/healthz").status == 200);
+  CHECK(server.stop() == 0);
+  const std::string log = server.log_text();
+  CHECK(contains(log, "listening on"));
+  CHECK(contains(log, "stopped"));
+  CHECK(access_lines(log).empty());
+  CHECK(fs::exists(stray) == stray_before);
+  // The same server with the log on standard error writes one line per request.
+  ServerProcess logging(dir / "storage", {"--anonymous-read", "--access-log-flush", "0"});
+  CHECK(opcache::test::http_request("GET", logging.base_url() + "/v1/entries/" + absent).status == 404);
+  CHECK(logging.stop() == 0);
+  CHECK(access_lines(logging.log_text()).size() == 1);
+}
+
 TEST_CASE("server::a malformed tokens file stops opcache serve with exit 2, naming the file and line") {
   TempDir dir;
   struct Case {
