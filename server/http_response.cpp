@@ -63,17 +63,37 @@ OutgoingResponse bundle_file_message(ApiResponse response, bool close) {
   return {message, response.status, static_cast<std::uint64_t>(response.bundle->size)};
 }
 
-// A bundle held in memory as the body, without copying it: the message
-// owns a reference to the bytes until it is written.
-OutgoingResponse bundle_memory_message(ApiResponse response, bool close) {
-  auto holder = std::make_shared<MemoryBundleMessage>();
-  holder->bytes = std::move(response.bundle->memory);
-  holder->message = http::response<http::span_body<const char>>(static_cast<http::status>(response.status), 11);
-  finish_headers(holder->message, response, close);
-  holder->message.body() = beast::span<const char>(holder->bytes->data(), holder->bytes->size());
-  holder->message.prepare_payload();
-  const auto bytes_out = static_cast<std::uint64_t>(holder->bytes->size());
-  return {holder, response.status, bytes_out};
+// The status line and header fields of a bundle's 200 response: what
+// finish_headers and prepare_payload make Beast write, rendered directly.
+std::string render_bundle_head(const ApiResponse& response, std::size_t body_bytes, bool close) {
+  std::string head;
+  head.reserve(192 + 160 * response.headers.size());
+  head += "HTTP/1.1 200 OK\r\nServer: ";
+  head += k_server_header;
+  if (!response.content_type.empty()) {
+    head += "\r\nContent-Type: ";
+    head += response.content_type;
+  }
+  for (const auto& [name, value] : response.headers) {
+    head += "\r\n";
+    head += name;
+    head += ": ";
+    head += value;
+  }
+  head += "\r\nContent-Length: ";
+  head += std::to_string(body_bytes);
+  head += close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n";
+  return head;
+}
+
+// A bundle in memory as the body, without copying it: the response shares
+// the bytes until they are written.
+OutgoingResponse bundle_memory_message(const ApiResponse& response, std::shared_ptr<const std::string> bytes,
+                                       bool close) {
+  auto rendered = std::make_shared<RenderedBundleResponse>();
+  rendered->head = render_bundle_head(response, bytes->size(), close);
+  rendered->body = std::move(bytes);
+  return {rendered, 200, static_cast<std::uint64_t>(rendered->body->size())};
 }
 
 // The headers a GET would get (Content-Length included), without the body.
@@ -104,16 +124,15 @@ OutgoingResponse to_message(ApiResponse response, bool head, bool close) {
   head = head || response.head_only;
   const bool sends_bundle = response.bundle && !head && response.status == 200;
   if (sends_bundle && response.bundle->memory) {
-    return bundle_memory_message(std::move(response), close);
+    return bundle_memory_message(response, std::move(response.bundle->memory), close);
   }
   if (sends_bundle) {
     auto bytes = read_small_bundle(*response.bundle);
     if (!bytes) {
       return bundle_file_message(std::move(response), close);
     }
-    // One write instead of file_body's 4 KiB pieces.
-    response.body = std::move(*bytes);
-    response.bundle.reset();
+    // One write instead of the file's pieces.
+    return bundle_memory_message(response, std::make_shared<const std::string>(std::move(*bytes)), close);
   }
   return head ? header_only_message(response, close) : string_message(std::move(response), close);
 }

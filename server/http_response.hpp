@@ -1,12 +1,17 @@
-// Turns an ApiResponse into the Beast message that sends it: a bundle from
-// memory without a copy, a small bundle file read into one write, a large one
-// streamed from its file, headers only for HEAD, or a string body. Used by
+// Turns an ApiResponse into the message that sends it: a bundle in memory
+// (from the bundle cache, or a small bundle file read whole) as a rendered
+// header and its bytes, a large one streamed from its file, headers only for
+// HEAD, or a string body. Used by
 // the sessions (server/http_session.cpp), which write the message and log it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <variant>
+
+#include <boost/asio/buffer.hpp>
 
 #include <boost/beast/http.hpp>
 
@@ -17,16 +22,24 @@ namespace opcache::server {
 
 namespace http = boost::beast::http;
 
-/// A bundle held in memory, and the message whose body points into it.
-struct MemoryBundleMessage {
-  std::shared_ptr<const std::string> bytes;
-  http::response<http::span_body<const char>> message;
+/// A bundle's 200 response with its header already rendered as bytes: the
+/// session writes `head` and the body in one gather write, without Beast's
+/// field map and serializer (which cost a GET more instructions than the rest
+/// of its handling; see docs/architecture.md).
+struct RenderedBundleResponse {
+  std::string head;                         ///< status line and header fields, ending in the blank line
+  std::shared_ptr<const std::string> body;  ///< the bundle's bytes (shared with the bundle cache, or owned)
+
+  /// The two pieces to write, in order.
+  std::array<boost::asio::const_buffer, 2> buffers() const {
+    return {boost::asio::buffer(head), boost::asio::buffer(*body)};
+  }
 };
 
 /// One response ready to write. Each alternative owns all it sends.
 struct OutgoingResponse {
   std::variant<std::shared_ptr<http::response<http::string_body>>, std::shared_ptr<http::response<http::empty_body>>,
-               std::shared_ptr<http::response<BundleFileBody>>, std::shared_ptr<MemoryBundleMessage>>
+               std::shared_ptr<http::response<BundleFileBody>>, std::shared_ptr<RenderedBundleResponse>>
       message;
   int status = 200;
   std::uint64_t bytes_out = 0;  ///< body bytes, for the access log and the metrics (0 for HEAD)

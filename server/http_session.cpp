@@ -464,24 +464,31 @@ class Session : public SessionBase {
                std::move(outgoing.message));
   }
 
-  // A bundle in memory is written as its message, kept alive with its bytes.
-  void write(std::shared_ptr<MemoryBundleMessage> holder, int status, std::uint64_t bytes_out, bool close) {
-    auto& message = holder->message;
-    write(std::shared_ptr<http::response<http::span_body<const char>>>(std::move(holder), &message), status, bytes_out,
-          close);
+  // A rendered bundle response is one gather write of its head and bytes.
+  void write(std::shared_ptr<RenderedBundleResponse> rendered, int status, std::uint64_t bytes_out, bool close) {
+    net::async_write(derived().stream(), rendered->buffers(),
+                     [self = self_pointer(), rendered, status, bytes_out, close](beast::error_code ec, std::size_t) {
+                       self->on_written(ec, status, bytes_out, close);
+                     });
   }
 
   template <class Message>
   void write(std::shared_ptr<Message> message, int status, std::uint64_t bytes_out, bool close) {
     http::async_write(derived().stream(), *message,
                       [self = self_pointer(), message, status, bytes_out, close](beast::error_code ec, std::size_t) {
-                        self->log_request(status, ec ? 0 : bytes_out);
-                        if (ec || close) {
-                          self->derived().shutdown();
-                          return;
-                        }
-                        self->read_request();
+                        self->on_written(ec, status, bytes_out, close);
                       });
+  }
+
+  // After a response is written (or failed to be): log it, then close or
+  // read the next request.
+  void on_written(beast::error_code ec, int status, std::uint64_t bytes_out, bool close) {
+    log_request(status, ec ? 0 : bytes_out);
+    if (ec || close) {
+      derived().shutdown();
+      return;
+    }
+    read_request();
   }
 
   void log_request(int status, std::uint64_t bytes_out) {

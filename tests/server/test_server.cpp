@@ -486,6 +486,38 @@ TEST_CASE("server::PUT with Expect: 100-continue gets 100 Continue before the bo
   CHECK(get.body == bundle.bytes);
 }
 
+TEST_CASE("server::a bundle's GET is one well-formed response on a kept-alive connection, and closes when asked") {
+  Served served;
+  TempDir work;
+  const TestBundle bundle = make_bundle(work.path(), "neg", 15);
+  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
+                                      bundle.bytes)
+              .status == 201);
+  const std::string get = "GET /v1/entries/" + bundle.key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                          authorization_header(k_read_token) + "\r\n";
+  // Every header line, the last one included.
+  const auto has_header = [](const std::string& response, const std::string& line) {
+    return contains(response.substr(0, response.find("\r\n\r\n")) + "\r\n", "\r\n" + line + "\r\n");
+  };
+  RawConnection connection(served.port());
+  // The first GET reads the bundle's file, the second is answered from memory
+  // on the same connection and asks it to close.
+  for (const bool last : {false, true}) {
+    CAPTURE(last);
+    REQUIRE(connection.send(get + (last ? "Connection: close\r\n\r\n" : "\r\n")));
+    const std::string response = connection.receive_response(5s);
+    INFO("response: " << response.substr(0, response.find("\r\n\r\n")));
+    CHECK(response.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    CHECK(has_header(response, "Content-Length: " + std::to_string(bundle.bytes.size())));
+    CHECK(has_header(response, "Content-Type: application/vnd.opcache.bundle"));
+    CHECK(has_header(response, "ETag: \"" + opcache::base::sha256_hex(bundle.bytes) + "\""));
+    CHECK(has_header(response, "Connection: close") == last);
+    CHECK(contains(response, "\r\nServer: opcache/"));
+    CHECK(raw_body(response) == bundle.bytes);
+  }
+  CHECK(connection.wait_closed(5s));
+}
+
 TEST_CASE("server::POST /v1/entries/query reports present and missing keys in request order") {
   Served served;
   TempDir work;
