@@ -361,7 +361,6 @@ class Store:
         # _PendingBuild by the user_data pointer (no ctypes thunk per call).
         pending = _PendingBuild(build_fn)
         token = id(pending)
-        _PENDING[token] = pending
         text = ctypes.c_void_p()
         try:
             # opcache_get_or_build_json writes the files into out_dir itself and
@@ -369,13 +368,14 @@ class Store:
             # A plain acquire/release, not `with self._using()`: the generator-based
             # context manager costs 4 µs a call, a quarter of this wrapper's own work.
             handle = self._acquire()
+            _PENDING[token] = pending
             try:
                 code = lib.opcache_get_or_build_json(
                     handle, desc, scen, out_bytes, _BUILD_CALLBACK, token, ctypes.byref(text)
                 )
             finally:
-                self._release()
                 del _PENDING[token]
+                self._release()
             if pending.error is not None:
                 error, pending.error = pending.error, None
                 if hasattr(error, "add_note"):

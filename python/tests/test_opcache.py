@@ -428,6 +428,20 @@ class GetOrBuildTest(TempDirTestCase):
         self.assertEqual([path.name for path in result.files], ["outer.json", "outer.o"])
         self.assertFalse(store.has(store.key(descriptor("Add"), SCENARIO)))
 
+    def test_calls_leave_no_pending_build_behind(self) -> None:
+        # The token table of the shared callback holds only calls in progress:
+        # not after a hit, a build, a failed build, or a call on a closed Store.
+        store = self.store()
+        out = self.tmp / "out"
+        store.get_or_build(descriptor(), SCENARIO, out, lambda work_dir: write_kernel(work_dir, "k", b"1"))
+        store.get_or_build(descriptor(), SCENARIO, out, lambda d: self.fail("a hit builds nothing"))
+        with self.assertRaises(ValueError):
+            store.get_or_build(descriptor("Add"), SCENARIO, out, lambda d: int("x"))
+        store.close()
+        with self.assertRaises(opcache.UsageError):
+            store.get_or_build(descriptor(), SCENARIO, out, lambda d: None)
+        self.assertEqual(opcache.store._PENDING, {})
+
     def test_repeated_hits_return_equal_results_with_their_own_lists(self) -> None:
         # Reports already parsed are reused: each Result still gets its own list.
         store = self.store()
