@@ -1,6 +1,8 @@
 #include "server/http_session.hpp"
 
 #include <fcntl.h>
+#include <sys/sendfile.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <array>
@@ -456,7 +458,13 @@ class Session : public SessionBase {
     if (!response.log_detail.empty()) {
       m_state->log->event(m_request.method + " " + m_request.target + ": " + response.log_detail);
     }
+    auto file = file_to_send(response, head);
     auto outgoing = to_message(std::move(response), head, close);
+    if (file) {
+      if (auto* rendered = std::get_if<std::shared_ptr<RenderedBundleResponse>>(&outgoing.message)) {
+        (*rendered)->file = std::move(*file);
+      }
+    }
     // Counted as it is answered, not once it is written: a client that has
     // its answer then finds it in /v1/stats (another connection may ask first).
     record_usage(outgoing.status, outgoing.bytes_out);
@@ -464,12 +472,73 @@ class Session : public SessionBase {
                std::move(outgoing.message));
   }
 
-  // A rendered bundle response is one gather write of its head and bytes.
+  // The stored file of a large bundle answered from memory, for sendfile:
+  // plain HTTP only (TLS encrypts in user space).
+  std::optional<base::FileDescriptor> file_to_send(const ApiResponse& response, bool head) {
+    if constexpr (!Derived::k_sends_files) {
+      return std::nullopt;
+    } else {
+      const bool large_from_memory = response.bundle && response.bundle->memory && response.status == 200 &&
+                                     !head && !response.head_only &&
+                                     response.bundle->size >= static_cast<std::int64_t>(k_zero_copy_bytes);
+      return large_from_memory ? m_state->storage->open_file(*response.bundle) : std::nullopt;
+    }
+  }
+
+  // A rendered bundle response: its head and bytes in one gather write, or
+  // the head then the file by sendfile(2) when it has one.
   void write(std::shared_ptr<RenderedBundleResponse> rendered, int status, std::uint64_t bytes_out, bool close) {
-    net::async_write(derived().stream(), rendered->buffers(),
+    std::size_t head_sent = 0;
+    std::size_t body_sent = 0;
+    if (rendered->file.valid() && send_without_copy(*rendered, head_sent, body_sent)) {
+      on_written({}, status, bytes_out, close);
+      return;
+    }
+    // What is left (everything without a file), from memory, under the
+    // connection's timeout.
+    auto buffers = rendered->buffers();
+    buffers[0] += head_sent;
+    buffers[1] += body_sent;
+    net::async_write(derived().stream(), buffers,
                      [self = self_pointer(), rendered, status, bytes_out, close](beast::error_code ec, std::size_t) {
                        self->on_written(ec, status, bytes_out, close);
                      });
+  }
+
+  // Sends what the socket takes now without blocking: the head (held back by
+  // MSG_MORE to leave with the file's first bytes), then the file by
+  // sendfile(2). True when all of it went; else `head_sent` and `body_sent`
+  // say how far it got (a full socket buffer, or an error the write of the
+  // rest reports).
+  bool send_without_copy(const RenderedBundleResponse& rendered, std::size_t& head_sent, std::size_t& body_sent) {
+    auto& socket = lowest().socket();
+    beast::error_code ec;
+    if (!socket.native_non_blocking()) {
+      socket.native_non_blocking(true, ec);
+      if (ec) {
+        return false;
+      }
+    }
+    const int fd = socket.native_handle();
+    while (head_sent < rendered.head.size()) {
+      const ssize_t sent = ::send(fd, rendered.head.data() + head_sent, rendered.head.size() - head_sent,
+                                  MSG_MORE | MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent > 0) {
+        head_sent += static_cast<std::size_t>(sent);
+      } else if (!(sent < 0 && errno == EINTR)) {
+        return false;
+      }
+    }
+    const std::size_t size = rendered.body->size();
+    off_t offset = 0;
+    while (static_cast<std::size_t>(offset) < size) {
+      const ssize_t sent = ::sendfile(fd, rendered.file.get(), &offset, size - static_cast<std::size_t>(offset));
+      if (sent <= 0 && !(sent < 0 && errno == EINTR)) {
+        break;  // a full buffer, a shorter file or an error: the rest from memory
+      }
+    }
+    body_sent = static_cast<std::size_t>(offset);
+    return body_sent == size;
   }
 
   template <class Message>
@@ -537,6 +606,9 @@ class Session : public SessionBase {
 
 class PlainSession final : public Session<PlainSession> {
  public:
+  /// Large bundles go out by sendfile(2).
+  static constexpr bool k_sends_files = true;
+
   PlainSession(std::shared_ptr<State> state, tcp::socket socket, std::string client, std::string address)
       : Session(std::move(state), std::move(client), std::move(address)), m_stream(std::move(socket)) {}
 
@@ -558,6 +630,9 @@ class PlainSession final : public Session<PlainSession> {
 
 class TlsSession final : public Session<TlsSession> {
  public:
+  /// TLS encrypts in user space: no sendfile.
+  static constexpr bool k_sends_files = false;
+
   TlsSession(std::shared_ptr<State> state, tcp::socket socket, std::shared_ptr<ssl::context> context,
              std::string client, std::string address)
       : Session(std::move(state), std::move(client), std::move(address)),

@@ -105,6 +105,15 @@ class LocalStorage final : public Storage {
     return std::optional<StoredBundle>(std::move(bundle));
   }
 
+  std::optional<base::FileDescriptor> open_file(const StoredBundle& bundle) override {
+    const std::string relative = bundle.digest.substr(0, 2) + "/" + bundle.digest;
+    const int fd = ::openat(m_objects.get(), relative.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      return std::nullopt;
+    }
+    return base::FileDescriptor(fd);
+  }
+
   Result<base::AtomicFile> create_upload() override { return m_store->create_temp(); }
 
   Result<UploadOutcome> store_verified(base::AtomicFile upload, const store::Manifest& manifest,

@@ -87,6 +87,11 @@ class Storage {
   virtual bool reads_are_local() const = 0;
   /// The bundle of `key`, or std::nullopt.
   virtual Result<std::optional<StoredBundle>> open(const std::string& key) = 0;
+  /// The stored file of `bundle` (one open() returned), open for reading, so
+  /// a plain-HTTP response can send it with sendfile(2) instead of copying its
+  /// bytes; nullopt when the storage keeps no such file (S3) or it cannot be
+  /// opened now. The file's bytes are the bundle's: objects never change.
+  virtual std::optional<base::FileDescriptor> open_file(const StoredBundle& /*bundle*/) { return std::nullopt; }
   /// A fresh temp file for an upload; discarded unless handed to store_verified.
   virtual Result<base::AtomicFile> create_upload() = 0;
   /// Makes a bundle visible under its key with `signatures`. The caller

@@ -518,6 +518,47 @@ TEST_CASE("server::a bundle's GET is one well-formed response on a kept-alive co
   CHECK(connection.wait_closed(5s));
 }
 
+TEST_CASE("server::a large bundle kept in memory is sent whole from its file, to a slow reader too") {
+  // From 32 KiB (k_zero_copy_bytes) a plain-HTTP answer sends the object file
+  // with sendfile; what a full socket buffer leaves goes from memory.
+  Served served;
+  TempDir work;
+  const TestBundle bundle = make_bundle(work.path(), "neg", 16, opcache::test::k_test_scenario, 700 * 1024);
+  REQUIRE(bundle.bytes.size() > 700 * 1024);
+  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
+                                      bundle.bytes)
+              .status == 201);
+  RawConnection connection(served.port(), 8 * 1024);
+  // Six GETs sent at once and read only after a pause, the last asking to
+  // close: the first reads the file into memory, the others send it from the
+  // file until the socket buffer is full (an 8 KiB receive buffer, 4 MiB of
+  // answers waiting) and the rest from memory once the reader drains it.
+  constexpr int k_requests = 6;
+  std::string requests;
+  for (int i = 0; i < k_requests; ++i) {
+    requests += "GET /v1/entries/" + bundle.key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                authorization_header(k_read_token) + (i + 1 == k_requests ? "\r\nConnection: close" : "") +
+                "\r\n\r\n";
+  }
+  REQUIRE(connection.send(requests));
+  std::this_thread::sleep_for(300ms);
+  CHECK(connection.wait_closed(20s));
+  const std::string& stream = connection.received();
+  std::size_t at = 0;
+  for (int i = 0; i < k_requests; ++i) {
+    CAPTURE(i);
+    const auto head_end = stream.find("\r\n\r\n", at);
+    REQUIRE(head_end != std::string::npos);
+    const std::string head = stream.substr(at, head_end + 2 - at);
+    CHECK(head.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+    REQUIRE(contains(head, "\r\nContent-Length: " + std::to_string(bundle.bytes.size()) + "\r\n"));
+    const std::string body = stream.substr(head_end + 4, bundle.bytes.size());
+    CHECK(opcache::base::sha256_hex(body) == bundle.digest);  // not 700 KiB printed on failure
+    at = head_end + 4 + bundle.bytes.size();
+  }
+  CHECK(at == stream.size());
+}
+
 TEST_CASE("server::POST /v1/entries/query reports present and missing keys in request order") {
   Served served;
   TempDir work;

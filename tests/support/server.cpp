@@ -372,10 +372,14 @@ HttpResponse http_request(const std::string& method, const std::string& url, con
 
 namespace {
 
-int connect_loopback(int port) {
+int connect_loopback(int port, int receive_buffer_bytes = 0) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     return -1;
+  }
+  if (receive_buffer_bytes > 0) {
+    // Before connect(), so the window the peer sees is small from the start.
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof receive_buffer_bytes);
   }
   sockaddr_in address{};
   address.sin_family = AF_INET;
@@ -395,7 +399,7 @@ int remaining_ms(Clock::time_point deadline) {
 
 }  // namespace
 
-RawConnection::RawConnection(int port) : m_fd(connect_loopback(port)) {
+RawConnection::RawConnection(int port, int receive_buffer_bytes) : m_fd(connect_loopback(port, receive_buffer_bytes)) {
   if (m_fd < 0) {
     throw std::runtime_error("cannot connect to 127.0.0.1:" + std::to_string(port) + ": " + std::strerror(errno));
   }

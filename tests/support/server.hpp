@@ -112,7 +112,9 @@ HttpResponse http_request(const std::string& method, const std::string& url,
 class RawConnection {
  public:
   /// Connects; throws std::runtime_error when the connection is refused.
-  explicit RawConnection(int port);
+  /// `receive_buffer_bytes` > 0 sets SO_RCVBUF first (a peer that must wait
+  /// for a slow reader).
+  explicit RawConnection(int port, int receive_buffer_bytes = 0);
   ~RawConnection();
   RawConnection(const RawConnection&) = delete;
   RawConnection& operator=(const RawConnection&) = delete;
