@@ -106,8 +106,7 @@ class LocalStorage final : public Storage {
   }
 
   std::optional<base::FileDescriptor> open_file(const StoredBundle& bundle) override {
-    const std::string relative = bundle.digest.substr(0, 2) + "/" + bundle.digest;
-    const int fd = ::openat(m_objects.get(), relative.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    const int fd = ::openat(m_objects.get(), object_name(bundle.digest).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
       return std::nullopt;
     }
@@ -216,10 +215,13 @@ class LocalStorage final : public Storage {
 
   // Whether objects/<d0d1>/<digest> is still a regular file: relative to
   // the objects directory, so the check walks two path components.
+  // The object's name under objects/ ("ab/ab12…").
+  static std::string object_name(const std::string& digest) { return digest.substr(0, 2) + "/" + digest; }
+
   bool object_present(const std::string& digest) const {
-    const std::string relative = digest.substr(0, 2) + "/" + digest;
     struct stat info {};
-    return ::fstatat(m_objects.get(), relative.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(info.st_mode);
+    return ::fstatat(m_objects.get(), object_name(digest).c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
+           S_ISREG(info.st_mode);
   }
 
   std::unique_ptr<store::LocalStore> m_store;

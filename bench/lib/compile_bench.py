@@ -259,8 +259,6 @@ def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario, fill_
         # warm start that runs a process per kernel can take on this machine.
         return _xargs(stems_file, ["/bin/true", *compile_tail], opc.env, corpus.dir), {}
 
-    layout_walls = []
-
     def run_layout_floor():
         # The process floor plus the file-system work alone of keeping the run's bundles in
         # the store's layout (write_store_layout: objects, key records, shard directories; no
@@ -271,7 +269,6 @@ def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario, fill_
         start = time.perf_counter()
         write_store_layout(root, [ctx.bundle_bytes[ctx.keys[s]] for s in stems])
         layout = time.perf_counter() - start
-        layout_walls.append(layout)
         return layout + run_process_floor()[0], {"layout_seconds": layout}
 
     methods = {"ccache_nginx": run_ccache, "opcache_layered": run_layered, "opcache_pull_exec": run_pull_exec,
