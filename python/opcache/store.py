@@ -63,6 +63,9 @@ _BUILD_CALLBACK = _lib.BUILD_FN(_run_build)
 # instead of parsing the JSON and the paths again. Bounded; oldest first out.
 _REPORTS: dict[bytes, tuple[str, str, tuple[Path, ...]]] = {}
 _REPORTS_KEPT = 1024
+# Serialises the evict-and-insert of a miss: another thread inserting between
+# iter() and next() on the dict would raise RuntimeError. Lookups need none.
+_REPORTS_LOCK = threading.Lock()
 
 
 def _parsed_report(text: bytes) -> tuple[str, str, tuple[Path, ...]]:
@@ -72,9 +75,10 @@ def _parsed_report(text: bytes) -> tuple[str, str, tuple[Path, ...]]:
     if parsed is None:
         report = json.loads(text)
         parsed = (report["key"], report["source"], tuple(Path(path) for path in report["files"]))
-        if len(_REPORTS) >= _REPORTS_KEPT:
-            _REPORTS.pop(next(iter(_REPORTS)), None)
-        _REPORTS[text] = parsed
+        with _REPORTS_LOCK:
+            if len(_REPORTS) >= _REPORTS_KEPT:
+                _REPORTS.pop(next(iter(_REPORTS)), None)
+            _REPORTS[text] = parsed
     return parsed
 
 

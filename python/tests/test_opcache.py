@@ -442,6 +442,34 @@ class GetOrBuildTest(TempDirTestCase):
             store.get_or_build(descriptor(), SCENARIO, out, lambda d: None)
         self.assertEqual(opcache.store._PENDING, {})
 
+    def test_reports_parsed_from_many_threads_stay_bounded_without_errors(self) -> None:
+        # Evicting the oldest report while another thread inserts one must not
+        # raise ("dictionary changed size during iteration") nor pass the bound.
+        from opcache import store as store_module
+
+        errors: list[str] = []
+        previous = sys.getswitchinterval()
+        sys.setswitchinterval(1e-6)  # switch threads as often as possible
+
+        def parse(thread: int) -> None:
+            try:
+                for i in range(4000):
+                    text = json.dumps({"key": "k", "source": "hit", "files": [f"/o/{thread}-{i}"]}).encode()
+                    store_module._parsed_report(text)
+            except Exception as error:  # noqa: BLE001 - any error is the failure
+                errors.append(repr(error))
+
+        try:
+            threads = [threading.Thread(target=parse, args=(t,)) for t in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:
+            sys.setswitchinterval(previous)
+        self.assertEqual(errors, [])
+        self.assertLessEqual(len(store_module._REPORTS), store_module._REPORTS_KEPT)
+
     def test_repeated_hits_return_equal_results_with_their_own_lists(self) -> None:
         # Reports already parsed are reused: each Result still gets its own list.
         store = self.store()
