@@ -251,8 +251,9 @@ std::size_t collect_header(char* data, std::size_t size, std::size_t count, void
   if (colon != std::string::npos) {
     std::string name = line.substr(0, colon);
     std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-    response->headers[name] = trim(line.substr(colon + 1));
-    response->header_lines.emplace_back(std::move(name), response->headers[name]);
+    std::string value = trim(line.substr(colon + 1));
+    response->header_lines.emplace_back(name, value);
+    response->headers[std::move(name)] = std::move(value);
   }
   return size * count;
 }
