@@ -12,6 +12,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "base/file_io.hpp"
 #include "base/mutex.hpp"
 #include "store/signature.hpp"
 
@@ -22,9 +23,14 @@ namespace opcache::server {
 /// evicted).
 struct CachedBundle {
   CachedBundle(std::string digest_in, std::string bytes_in, std::int64_t checked_at,
-               store::Signatures signatures_in = {}, std::shared_ptr<const void> facts_in = {})
-      : digest(std::move(digest_in)), bytes(std::move(bytes_in)), signatures(std::move(signatures_in)),
-        facts(std::move(facts_in)), checked_ns(checked_at) {}
+               store::Signatures signatures_in = {}, std::shared_ptr<const void> facts_in = {},
+               std::shared_ptr<const base::FileDescriptor> file_in = {})
+      : digest(std::move(digest_in)),
+        bytes(std::move(bytes_in)),
+        signatures(std::move(signatures_in)),
+        facts(std::move(facts_in)),
+        file(std::move(file_in)),
+        checked_ns(checked_at) {}
 
   const std::string digest;  ///< SHA-256 of `bytes` (the object's name and the ETag)
   const std::string bytes;   ///< the bundle, exactly as stored
@@ -34,6 +40,9 @@ struct CachedBundle {
   /// What the owner knows of the entry besides its bytes (opaque here; the
   /// local storage keeps its EntryFacts), or null.
   const std::shared_ptr<const void> facts;
+  /// The stored file holding `bytes`, kept open to send it with sendfile(2),
+  /// or null.
+  const std::shared_ptr<const base::FileDescriptor> file;
   /// When its owner last confirmed the bundle is still the stored one
   /// (steady clock, ns); the one mutable field, for the owner's use.
   mutable std::atomic<std::int64_t> checked_ns;

@@ -29,20 +29,15 @@ namespace http = boost::beast::http;
 struct RenderedBundleResponse {
   std::string head;                         ///< status line and header fields, ending in the blank line
   std::shared_ptr<const std::string> body;  ///< the bundle's bytes (shared with the bundle cache, or owned)
-  /// The bundle's stored file, when the session sends it with sendfile(2)
-  /// (plain HTTP, bundles of k_zero_copy_bytes or more); else not valid.
-  base::FileDescriptor file;
+  /// The bundle's stored file (StoredBundle::memory_file), when the session
+  /// sends it with sendfile(2) (plain HTTP); else null.
+  std::shared_ptr<const base::FileDescriptor> file;
 
   /// The two pieces to write, in order.
   std::array<boost::asio::const_buffer, 2> buffers() const {
     return {boost::asio::buffer(head), boost::asio::buffer(*body)};
   }
 };
-
-/// Bundles from this size up are sent from their file with sendfile(2) on a
-/// plain-HTTP connection: copying 64 KiB into the socket was 15 % of the
-/// server's time for such GETs (`perf record`), more than opening the file.
-inline constexpr std::size_t k_zero_copy_bytes = 32 * 1024;
 
 /// One response ready to write. Each alternative owns all it sends.
 struct OutgoingResponse {

@@ -462,7 +462,7 @@ class Session : public SessionBase {
     auto outgoing = to_message(std::move(response), head, close);
     if (file) {
       if (auto* rendered = std::get_if<std::shared_ptr<RenderedBundleResponse>>(&outgoing.message)) {
-        (*rendered)->file = std::move(*file);
+        (*rendered)->file = std::move(file);
       }
     }
     // Counted as it is answered, not once it is written: a client that has
@@ -472,16 +472,16 @@ class Session : public SessionBase {
                std::move(outgoing.message));
   }
 
-  // The stored file of a large bundle answered from memory, for sendfile:
-  // plain HTTP only (TLS encrypts in user space).
-  std::optional<base::FileDescriptor> file_to_send(const ApiResponse& response, bool head) {
+  // The stored file of a bundle answered from memory, when the storage kept
+  // one open (large bundles), for sendfile: plain HTTP only (TLS encrypts in
+  // user space); else null.
+  std::shared_ptr<const base::FileDescriptor> file_to_send(const ApiResponse& response, bool head) {
     if constexpr (!Derived::k_sends_files) {
-      return std::nullopt;
+      return nullptr;
     } else {
-      const bool large_from_memory = response.bundle && response.bundle->memory && response.status == 200 &&
-                                     !head && !response.head_only &&
-                                     response.bundle->size >= static_cast<std::int64_t>(k_zero_copy_bytes);
-      return large_from_memory ? m_state->storage->open_file(*response.bundle) : std::nullopt;
+      const bool whole_body = response.bundle && response.bundle->memory && response.status == 200 && !head &&
+                              !response.head_only;
+      return whole_body ? response.bundle->memory_file : nullptr;
     }
   }
 
@@ -490,7 +490,7 @@ class Session : public SessionBase {
   void write(std::shared_ptr<RenderedBundleResponse> rendered, int status, std::uint64_t bytes_out, bool close) {
     std::size_t head_sent = 0;
     std::size_t body_sent = 0;
-    if (rendered->file.valid() && send_without_copy(*rendered, head_sent, body_sent)) {
+    if (rendered->file && send_without_copy(*rendered, head_sent, body_sent)) {
       on_written({}, status, bytes_out, close);
       return;
     }
@@ -532,7 +532,7 @@ class Session : public SessionBase {
     const std::size_t size = rendered.body->size();
     off_t offset = 0;
     while (static_cast<std::size_t>(offset) < size) {
-      const ssize_t sent = ::sendfile(fd, rendered.file.get(), &offset, size - static_cast<std::size_t>(offset));
+      const ssize_t sent = ::sendfile(fd, rendered.file->get(), &offset, size - static_cast<std::size_t>(offset));
       if (sent <= 0 && !(sent < 0 && errno == EINTR)) {
         break;  // a full buffer, a shorter file or an error: the rest from memory
       }

@@ -44,6 +44,7 @@ StoredBundle from_memory(std::shared_ptr<const CachedBundle> kept) {
   bundle.signatures = kept->signatures;
   bundle.facts = std::static_pointer_cast<const EntryFacts>(kept->facts);
   bundle.memory = std::shared_ptr<const std::string>(kept, &kept->bytes);
+  bundle.memory_file = kept->file;
   return bundle;
 }
 
@@ -53,8 +54,12 @@ std::shared_ptr<const EntryFacts> facts_of(const store::IndexEntry& entry) {
 
 class LocalStorage final : public Storage {
  public:
-  LocalStorage(std::unique_ptr<store::LocalStore> store, base::FileDescriptor objects, std::size_t cache_bytes)
-      : m_store(std::move(store)), m_objects(std::move(objects)), m_cache(cache_bytes, k_cached_bundle_limit) {}
+  LocalStorage(std::unique_ptr<store::LocalStore> store, base::FileDescriptor objects, std::size_t cache_bytes,
+               std::size_t open_files)
+      : m_store(std::move(store)),
+        m_objects(std::move(objects)),
+        m_cache(cache_bytes, k_cached_bundle_limit),
+        m_open_files(open_files) {}
 
   std::string describe() const override { return "local " + m_store->layout().root().string(); }
   std::string public_description() const override { return "local"; }
@@ -89,8 +94,11 @@ class LocalStorage final : public Storage {
     auto facts = facts_of(found->first);
     if (info.st_size <= static_cast<std::int64_t>(k_cached_bundle_limit)) {
       if (auto bytes = read_whole(found->second.get(), info.st_size)) {
+        auto file = info.st_size >= static_cast<std::int64_t>(k_zero_copy_bytes)
+                        ? m_open_files.keep(std::move(found->second))
+                        : nullptr;
         auto kept = std::make_shared<const CachedBundle>(found->first.digest, std::move(*bytes), steady_ns(),
-                                                         found->first.signatures, facts);
+                                                         found->first.signatures, facts, std::move(file));
         m_cache.insert(key, kept);
         return std::optional<StoredBundle>(from_memory(std::move(kept)));
       }
@@ -103,14 +111,6 @@ class LocalStorage final : public Storage {
     bundle.signatures = std::move(found->first.signatures);
     bundle.facts = std::move(facts);
     return std::optional<StoredBundle>(std::move(bundle));
-  }
-
-  std::optional<base::FileDescriptor> open_file(const StoredBundle& bundle) override {
-    const int fd = ::openat(m_objects.get(), object_name(bundle.digest).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      return std::nullopt;
-    }
-    return base::FileDescriptor(fd);
   }
 
   Result<base::AtomicFile> create_upload() override { return m_store->create_temp(); }
@@ -213,11 +213,11 @@ class LocalStorage final : public Storage {
  private:
   store::TombstoneDirectory tombstones() const { return store::TombstoneDirectory(m_store->layout().revocations()); }
 
-  // Whether objects/<d0d1>/<digest> is still a regular file: relative to
-  // the objects directory, so the check walks two path components.
   // The object's name under objects/ ("ab/ab12…").
   static std::string object_name(const std::string& digest) { return digest.substr(0, 2) + "/" + digest; }
 
+  // Whether objects/<d0d1>/<digest> is still a regular file: relative to
+  // the objects directory, so the check walks two path components.
   bool object_present(const std::string& digest) const {
     struct stat info {};
     return ::fstatat(m_objects.get(), object_name(digest).c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0 &&
@@ -227,11 +227,13 @@ class LocalStorage final : public Storage {
   std::unique_ptr<store::LocalStore> m_store;
   base::FileDescriptor m_objects;  // the store's objects/ directory (O_PATH)
   BundleCache m_cache;
+  OpenFileBudget m_open_files;  // of the large bundles in m_cache
 };
 
 }  // namespace
 
-Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options, std::size_t cache_bytes) {
+Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options, std::size_t cache_bytes,
+                                                    std::size_t open_files) {
   OPCACHE_TRY_ASSIGN(auto local, store::LocalStore::open(std::move(options)));
   const auto objects_path = local->layout().objects();
   base::FileDescriptor objects(::open(objects_path.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC));
@@ -239,7 +241,7 @@ Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options,
     return Error::io("cannot open the store's objects directory " + objects_path.string() + ": " +
                      std::strerror(errno));
   }
-  return std::unique_ptr<Storage>(new LocalStorage(std::move(local), std::move(objects), cache_bytes));
+  return std::unique_ptr<Storage>(new LocalStorage(std::move(local), std::move(objects), cache_bytes, open_files));
 }
 
 }  // namespace opcache::server

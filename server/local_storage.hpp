@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <memory>
 
+#include "server/open_file_budget.hpp"
 #include "server/storage.hpp"
 #include "store/local_store.hpp"
 
@@ -21,7 +22,13 @@ namespace opcache::server {
 /// checked (one fstatat) on a hit at most once a second: a delete, a
 /// replacement or an eviction by another process sharing the store, or by
 /// aging, is seen within a second.
-Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options, std::size_t cache_bytes);
+///
+/// A kept bundle of k_zero_copy_bytes or more keeps its object file open
+/// too (StoredBundle::memory_file), while at most `open_files` are (the
+/// rest are served from memory alone). Such a file whose object another
+/// process deletes keeps its disk space until the bundle leaves memory.
+Result<std::unique_ptr<Storage>> make_local_storage(store::StoreOptions options, std::size_t cache_bytes,
+                                                    std::size_t open_files = default_open_file_budget());
 
 /// Largest bundle kept in memory by the local storage.
 inline constexpr std::size_t k_cached_bundle_limit = 1u << 20;

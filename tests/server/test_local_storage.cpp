@@ -4,6 +4,8 @@
 // replacement by another process sharing the store within a second.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -32,10 +34,11 @@ constexpr std::size_t k_cache_bytes = 1 << 20;
 
 // A local storage on `root` with the handlers in front of it.
 struct LocalStorageApi {
-  explicit LocalStorageApi(const fs::path& root, std::size_t cache_bytes = k_cache_bytes) {
+  explicit LocalStorageApi(const fs::path& root, std::size_t cache_bytes = k_cache_bytes,
+                           std::size_t open_files = opcache::server::default_open_file_budget()) {
     opcache::store::StoreOptions options;
     options.root = root;
-    auto storage_opened = opcache::server::make_local_storage(std::move(options), cache_bytes);
+    auto storage_opened = opcache::server::make_local_storage(std::move(options), cache_bytes, open_files);
     REQUIRE_MESSAGE(storage_opened.ok(), (storage_opened.ok() ? "" : storage_opened.error().message()));
     storage = std::move(storage_opened).value();
     api = std::make_unique<Api>(*storage, metrics, config);
@@ -151,4 +154,51 @@ TEST_CASE("server::local storage with no memory for bundles still answers every 
     CHECK(served.get(first.key) == std::make_pair(200, first.bundle));
     CHECK(served.get(second.key) == std::make_pair(200, second.bundle));
   }
+}
+
+// The bytes of `file` from its start, up to `size` (pread: the offset is shared).
+std::string read_kept_file(const opcache::base::FileDescriptor& file, std::size_t size) {
+  std::string bytes(size + 1, '\0');
+  const ssize_t got = ::pread(file.get(), bytes.data(), bytes.size(), 0);
+  REQUIRE(got >= 0);
+  bytes.resize(static_cast<std::size_t>(got));
+  return bytes;
+}
+
+TEST_CASE("server::local storage keeps the files of large bundles in memory open, within its budget of open files") {
+  TempDir temp;
+  auto small = opcache::test::make_cheap_kernel(temp / "kernels", 5);
+  auto first = opcache::test::make_large_kernel(temp / "kernels", 6, 64 * 1024);
+  auto second = opcache::test::make_large_kernel(temp / "kernels", 7, 64 * 1024);
+  REQUIRE(small.bundle.size() < opcache::server::k_zero_copy_bytes);
+  REQUIRE(first.bundle.size() >= opcache::server::k_zero_copy_bytes);
+  LocalStorageApi served(temp / "store", k_cache_bytes, /*open_files=*/1);
+  for (const auto* kernel : {&small, &first, &second}) {
+    REQUIRE(served.put(kernel->key, kernel->bundle).status == 201);
+  }
+  auto open = [&](const TestKernel& kernel) {
+    auto opened = served.storage->open(kernel.key);
+    REQUIRE(opened.ok());
+    REQUIRE(opened->has_value());
+    REQUIRE((*opened)->memory != nullptr);
+    CHECK(*(*opened)->memory == kernel.bundle);
+    return std::move(**opened);
+  };
+  CHECK(open(small).memory_file == nullptr);  // small bundles go out from memory alone
+  for (int i = 0; i < 2; ++i) {  // the first read and a hit in memory
+    auto large = open(first);
+    REQUIRE(large.memory_file != nullptr);
+    CHECK(read_kept_file(*large.memory_file, first.bundle.size()) == first.bundle);
+  }
+  // The budget of one file is spent: the second large bundle is served from memory alone.
+  auto over_budget = open(second);
+  CHECK(over_budget.memory_file == nullptr);
+  CHECK(*over_budget.memory == second.bundle);
+  // A delete drops the first bundle, and its file once nobody sends it: the budget is free again.
+  REQUIRE(served.api->delete_entry(first.key).status == 200);
+  auto third = opcache::test::make_large_kernel(temp / "kernels", 8, 64 * 1024);
+  REQUIRE(served.put(third.key, third.bundle).status == 201);
+  auto freed = open(third);
+  REQUIRE(freed.memory_file != nullptr);
+  CHECK(read_kept_file(*freed.memory_file, third.bundle.size()) == third.bundle);
 }
