@@ -289,10 +289,11 @@ ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_v
   ApiResponse response;
   response.content_type = "application/vnd.opcache.bundle";
   response.headers.push_back({"ETag", quoted_etag((*found)->digest)});
+  const bool unchanged = if_none_match == response.headers.back().second;
   for (const auto& signature : (*found)->signatures) {
     response.headers.push_back({remote::k_signature_header, store::format_signature(signature)});
   }
-  if (if_none_match == quoted_etag((*found)->digest)) {
+  if (unchanged) {
     response.status = 304;
     return response;
   }

@@ -144,6 +144,14 @@ class Session : public SessionBase {
   void read_header() {
     m_request.started = Clock::now();
     lowest().expires_after(std::chrono::seconds(m_state->config.request_timeout_s));
+    // The bytes read so far usually hold the whole header: parsing them here
+    // skips a read operation and its trip through the I/O loop.
+    beast::error_code ec;
+    m_buffer.consume(m_header->put(m_buffer.data(), ec));
+    if (ec != http::error::need_more) {
+      on_header(ec);
+      return;
+    }
     http::async_read_header(derived().stream(), m_buffer, *m_header,
                             [self = self_pointer()](beast::error_code ec, std::size_t) { self->on_header(ec); });
   }

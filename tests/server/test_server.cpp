@@ -486,6 +486,44 @@ TEST_CASE("server::PUT with Expect: 100-continue gets 100 Continue before the bo
   CHECK(get.body == bundle.bytes);
 }
 
+TEST_CASE("server::a header split across reads, and a request with a body pipelined behind another, are each answered once") {
+  // The session parses the bytes it has read when they hold a whole header,
+  // and reads on when they do not; a body's bytes are never taken for the
+  // next request's header.
+  Served served;
+  TempDir work;
+  const TestBundle bundle = make_bundle(work.path(), "neg", 17);
+  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
+                                      bundle.bytes)
+              .status == 201);
+  RawConnection connection(served.port());
+  const std::string get = "GET /v1/entries/" + bundle.key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                          authorization_header(k_read_token) + "\r\n\r\n";
+  const std::size_t half = get.size() / 2;
+  REQUIRE(connection.send(get.substr(0, half)));
+  CHECK(connection.receive(200ms).empty());  // half a header: nothing to answer yet
+  REQUIRE(connection.send(get.substr(half)));
+  const std::string first = connection.receive_response(5s);
+  CHECK(opcache::test::raw_status(first) == 200);
+  CHECK(raw_body(first) == bundle.bytes);
+
+  const std::string query_body = R"({"keys": [")" + bundle.key + R"("]})";
+  const std::string query = "POST /v1/entries/query HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization_header(k_read_token) +
+                            "\r\nContent-Type: application/json\r\nContent-Length: " +
+                            std::to_string(query_body.size()) + "\r\n\r\n" + query_body;
+  const std::string last = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
+  REQUIRE(connection.send(get + query + last));
+  CHECK(connection.wait_closed(5s));
+  const std::string& stream = connection.received();
+  const std::string rest = stream.substr(stream.find("HTTP/1.1", first.size()));
+  std::vector<int> statuses;
+  for (std::size_t at = rest.find("HTTP/1.1 "); at != std::string::npos; at = rest.find("HTTP/1.1 ", at + 1)) {
+    statuses.push_back(std::stoi(rest.substr(at + 9, 3)));
+  }
+  CHECK(statuses == std::vector<int>{200, 200, 200});
+  CHECK(contains(rest, R"("present":[")" + bundle.key + R"("])"));
+}
+
 TEST_CASE("server::a bundle's GET is one well-formed response on a kept-alive connection, and closes when asked") {
   Served served;
   TempDir work;
