@@ -138,11 +138,11 @@ Result<std::string> read_small_file(const fs::path& path, std::size_t max_bytes)
   return contents;
 }
 
-Status write_file_atomic(const fs::path& path, std::string_view contents) {
+Status write_file_atomic(const fs::path& path, std::string_view contents, Durability durability) {
   fs::path directory = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   OPCACHE_TRY_ASSIGN(AtomicFile file, AtomicFile::create(directory));
   OPCACHE_TRY(file.write(contents.data(), contents.size()));
-  return file.commit(path);
+  return file.commit(path, durability);
 }
 
 Status fsync_directory(const fs::path& directory) {

@@ -60,8 +60,17 @@ Result<std::string> read_file(const fs::path& path);
 /// file is `corrupt`), so a planted link, FIFO or huge file costs nothing.
 Result<std::string> read_small_file(const fs::path& path, std::size_t max_bytes = 65536);
 
-/// Writes a whole file through `AtomicFile` (readers see the old or the new file).
-Status write_file_atomic(const fs::path& path, std::string_view contents);
+/// When a file written through AtomicFile reaches the disk. `synced`: the file
+/// and its directory are fsynced before the call returns, so the name never
+/// survives a power cut without its bytes. `deferred`: no fsync, for files
+/// the caller can afford to lose to a power cut (copies of a remote's
+/// entries, state a later run rebuilds) — a reader must then verify what it
+/// reads.
+enum class Durability { synced, deferred };
+
+/// Writes a whole file through `AtomicFile` (readers see the old or the new
+/// file), synced unless `durability` is deferred (AtomicFile::commit).
+Status write_file_atomic(const fs::path& path, std::string_view contents, Durability durability = Durability::synced);
 
 /// fsync on a directory, so a rename inside it survives a power cut.
 Status fsync_directory(const fs::path& directory);
@@ -82,13 +91,6 @@ Status share_with_group_like(unsigned directory_mode, int fd, const fs::path& pa
 
 /// 16 lowercase hex characters from the system's random source.
 std::string random_token();
-
-/// When a file written through AtomicFile reaches the disk. `synced`: the file
-/// and its directory are fsynced before the call returns, so the name never
-/// survives a power cut without its bytes. `deferred`: no fsync, for files
-/// the caller can afford to lose to a power cut (copies of a remote's
-/// entries) — a reader must then verify what it reads.
-enum class Durability { synced, deferred };
 
 /// A new file in `directory` that becomes visible under its final name only
 /// when `commit()` succeeds; otherwise the destructor removes it (ccache's

@@ -283,7 +283,7 @@ Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHin
     if (*fetched == Fetched::miss) {
       continue;
     }
-    auto adopted = m_local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::synced,
+    auto adopted = m_local.adopt(std::move(file), key, ReplacePolicy::keep_existing, base::Durability::deferred,
                                  provenance);
     if (!adopted) {
       if (adopted.error().code() == ErrorCode::untrusted) {
@@ -341,9 +341,12 @@ RevocationCursor read_cursor(const fs::path& path) {
   return cursor;
 }
 
+// Not fsynced (a hit syncs nothing): a cursor a power cut loses or empties
+// reads as the directory's first use, so the list is read from the start an
+// interval later.
 void write_cursor(const fs::path& path, const RevocationCursor& cursor) {
-  (void)base::write_file_atomic(path,
-                                nlohmann::json{{"checked_ms", cursor.checked_ms}, {"since", cursor.since_s}}.dump());
+  (void)base::write_file_atomic(path, nlohmann::json{{"checked_ms", cursor.checked_ms}, {"since", cursor.since_s}}.dump(),
+                                base::Durability::deferred);
 }
 
 // Most pages one check reads (10,000 tombstones each).
