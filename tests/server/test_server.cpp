@@ -227,6 +227,16 @@ std::string upload_head(const std::string& key, std::size_t length, const std::s
          extra_headers + "\r\n";
 }
 
+// The bundle of (op, length), `padding_bytes` bigger, stored on `served` by a PUT (201).
+TestBundle put_bundle(const Served& served, const fs::path& dir, const std::string& op, int length,
+                      std::size_t padding_bytes = 0) {
+  TestBundle bundle = make_bundle(dir, op, length, opcache::test::k_test_scenario, padding_bytes);
+  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
+                                      bundle.bytes)
+              .status == 201);
+  return bundle;
+}
+
 // Lines of the access log (requests, not events), parsed from the text format.
 std::vector<std::string> access_lines(const std::string& log) {
   std::vector<std::string> out;
@@ -492,10 +502,7 @@ TEST_CASE("server::a header split across reads, and a request with a body pipeli
   // next request's header.
   Served served;
   TempDir work;
-  const TestBundle bundle = make_bundle(work.path(), "neg", 17);
-  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
-                                      bundle.bytes)
-              .status == 201);
+  const TestBundle bundle = put_bundle(served, work.path(), "neg", 17);
   RawConnection connection(served.port());
   const std::string get = "GET /v1/entries/" + bundle.key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                           authorization_header(k_read_token) + "\r\n\r\n";
@@ -527,10 +534,7 @@ TEST_CASE("server::a header split across reads, and a request with a body pipeli
 TEST_CASE("server::a bundle's GET is one well-formed response on a kept-alive connection, and closes when asked") {
   Served served;
   TempDir work;
-  const TestBundle bundle = make_bundle(work.path(), "neg", 15);
-  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
-                                      bundle.bytes)
-              .status == 201);
+  const TestBundle bundle = put_bundle(served, work.path(), "neg", 15);
   const std::string get = "GET /v1/entries/" + bundle.key + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
                           authorization_header(k_read_token) + "\r\n";
   // Every header line, the last one included.
@@ -561,11 +565,8 @@ TEST_CASE("server::a large bundle kept in memory is sent whole from its file, to
   // with sendfile; what a full socket buffer leaves goes from memory.
   Served served;
   TempDir work;
-  const TestBundle bundle = make_bundle(work.path(), "neg", 16, opcache::test::k_test_scenario, 700 * 1024);
+  const TestBundle bundle = put_bundle(served, work.path(), "neg", 16, 700 * 1024);
   REQUIRE(bundle.bytes.size() > 700 * 1024);
-  REQUIRE(opcache::test::http_request("PUT", served.entry(bundle.key), {authorization_header(k_write_token)},
-                                      bundle.bytes)
-              .status == 201);
   RawConnection connection(served.port(), 8 * 1024);
   // Six GETs sent at once and read only after a pause, the last asking to
   // close: the first reads the file into memory, the others send it from the
