@@ -22,7 +22,8 @@ int hex_digit_value(char c) noexcept {
 
 std::optional<std::string> percent_decode(std::string_view text, PlusSign plus) {
   // Most text (every key path) has nothing to decode: copy it whole.
-  if (text.find('%') == std::string_view::npos && (plus == PlusSign::literal || text.find('+') == std::string_view::npos)) {
+  const bool no_plus_to_decode = plus == PlusSign::literal || text.find('+') == std::string_view::npos;
+  if (text.find('%') == std::string_view::npos && no_plus_to_decode) {
     return std::string(text);
   }
   std::string out;

@@ -345,8 +345,8 @@ RevocationCursor read_cursor(const fs::path& path) {
 // reads as the directory's first use, so the list is read from the start an
 // interval later.
 void write_cursor(const fs::path& path, const RevocationCursor& cursor) {
-  (void)base::write_file_atomic(path, nlohmann::json{{"checked_ms", cursor.checked_ms}, {"since", cursor.since_s}}.dump(),
-                                base::Durability::deferred);
+  const auto text = nlohmann::json{{"checked_ms", cursor.checked_ms}, {"since", cursor.since_s}}.dump();
+  (void)base::write_file_atomic(path, text, base::Durability::deferred);
 }
 
 // Most pages one check reads (10,000 tombstones each).

@@ -87,12 +87,14 @@ std::string render_bundle_head(const ApiResponse& response, std::size_t body_byt
 }
 
 // A bundle in memory as the body, without copying it: the response shares
-// the bytes until they are written.
+// the bytes, and `file` (the stored file holding them, or null), until they
+// are written.
 OutgoingResponse bundle_memory_message(const ApiResponse& response, std::shared_ptr<const std::string> bytes,
-                                       bool close) {
+                                       bool close, std::shared_ptr<const base::FileDescriptor> file = nullptr) {
   auto rendered = std::make_shared<RenderedBundleResponse>();
   rendered->head = render_bundle_head(response, bytes->size(), close);
   rendered->body = std::move(bytes);
+  rendered->file = std::move(file);
   return {rendered, 200, static_cast<std::uint64_t>(rendered->body->size())};
 }
 
@@ -124,7 +126,8 @@ OutgoingResponse to_message(ApiResponse response, bool head, bool close) {
   head = head || response.head_only;
   const bool sends_bundle = response.bundle && !head && response.status == 200;
   if (sends_bundle && response.bundle->memory) {
-    return bundle_memory_message(response, std::move(response.bundle->memory), close);
+    return bundle_memory_message(response, std::move(response.bundle->memory), close,
+                                 std::move(response.bundle->memory_file));
   }
   if (sends_bundle) {
     auto bytes = read_small_bundle(*response.bundle);

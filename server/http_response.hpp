@@ -29,8 +29,9 @@ namespace http = boost::beast::http;
 struct RenderedBundleResponse {
   std::string head;                         ///< status line and header fields, ending in the blank line
   std::shared_ptr<const std::string> body;  ///< the bundle's bytes (shared with the bundle cache, or owned)
-  /// The bundle's stored file (StoredBundle::memory_file), when the session
-  /// sends it with sendfile(2) (plain HTTP); else null.
+  /// The bundle's stored file when the storage kept one open
+  /// (StoredBundle::memory_file), else null; a plain-HTTP session sends it
+  /// with sendfile(2) instead of `body`.
   std::shared_ptr<const base::FileDescriptor> file;
 
   /// The two pieces to write, in order.

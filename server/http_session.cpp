@@ -466,13 +466,7 @@ class Session : public SessionBase {
     if (!response.log_detail.empty()) {
       m_state->log->event(m_request.method + " " + m_request.target + ": " + response.log_detail);
     }
-    auto file = file_to_send(response, head);
     auto outgoing = to_message(std::move(response), head, close);
-    if (file) {
-      if (auto* rendered = std::get_if<std::shared_ptr<RenderedBundleResponse>>(&outgoing.message)) {
-        (*rendered)->file = std::move(file);
-      }
-    }
     // Counted as it is answered, not once it is written: a client that has
     // its answer then finds it in /v1/stats (another connection may ask first).
     record_usage(outgoing.status, outgoing.bytes_out);
@@ -480,25 +474,13 @@ class Session : public SessionBase {
                std::move(outgoing.message));
   }
 
-  // The stored file of a bundle answered from memory, when the storage kept
-  // one open (large bundles), for sendfile: plain HTTP only (TLS encrypts in
-  // user space); else null.
-  std::shared_ptr<const base::FileDescriptor> file_to_send(const ApiResponse& response, bool head) {
-    if constexpr (!Derived::k_sends_files) {
-      return nullptr;
-    } else {
-      const bool whole_body = response.bundle && response.bundle->memory && response.status == 200 && !head &&
-                              !response.head_only;
-      return whole_body ? response.bundle->memory_file : nullptr;
-    }
-  }
-
   // A rendered bundle response: its head and bytes in one gather write, or
-  // the head then the file by sendfile(2) when it has one.
+  // on plain HTTP (TLS encrypts in user space) the head then the file by
+  // sendfile(2) when it has one.
   void write(std::shared_ptr<RenderedBundleResponse> rendered, int status, std::uint64_t bytes_out, bool close) {
     std::size_t head_sent = 0;
     std::size_t body_sent = 0;
-    if (rendered->file && send_without_copy(*rendered, head_sent, body_sent)) {
+    if (Derived::k_sends_files && rendered->file && send_without_copy(*rendered, head_sent, body_sent)) {
       on_written({}, status, bytes_out, close);
       return;
     }

@@ -515,8 +515,8 @@ TEST_CASE("server::a header split across reads, and a request with a body pipeli
   CHECK(raw_body(first) == bundle.bytes);
 
   const std::string query_body = R"({"keys": [")" + bundle.key + R"("]})";
-  const std::string query = "POST /v1/entries/query HTTP/1.1\r\nHost: 127.0.0.1\r\n" + authorization_header(k_read_token) +
-                            "\r\nContent-Type: application/json\r\nContent-Length: " +
+  const std::string query = "POST /v1/entries/query HTTP/1.1\r\nHost: 127.0.0.1\r\n" +
+                            authorization_header(k_read_token) + "\r\nContent-Type: application/json\r\nContent-Length: " +
                             std::to_string(query_body.size()) + "\r\n\r\n" + query_body;
   const std::string last = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
   REQUIRE(connection.send(get + query + last));
