@@ -154,6 +154,75 @@ nlohmann::json settings_schema() {
   return rows;
 }
 
+opcache_source source_of(opcache::BuildSource source) {
+  return source == opcache::BuildSource::hit     ? OPCACHE_SOURCE_HIT
+         : source == opcache::BuildSource::built ? OPCACHE_SOURCE_BUILT
+                                                 : OPCACHE_SOURCE_BYPASSED;
+}
+
+// The paths sorted by file name, as opcache_get_or_build_json reports them.
+std::vector<std::filesystem::path> files_by_name(std::vector<std::filesystem::path> files) {
+  std::sort(files.begin(), files.end(),
+            [](const std::filesystem::path& a, const std::filesystem::path& b) { return a.filename() < b.filename(); });
+  return files;
+}
+
+// Store::get_or_build with a C build callback and `options`; `what` names the C function in messages.
+opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const char* descriptor_json,
+                                                     const char* scenario, const char* out_dir,
+                                                     opcache_build_fn build, void* user_data,
+                                                     const opcache::GetOrBuildOptions& options, const char* what) {
+  if (store == nullptr || descriptor_json == nullptr || scenario == nullptr || out_dir == nullptr || build == nullptr) {
+    return opcache::Error::usage(std::string(what) +
+                                 ": store, descriptor_json, scenario, out_dir and build must not be NULL");
+  }
+  auto parsed = opcache::parse_scenario(scenario);
+  if (!parsed) {
+    return parsed.error();
+  }
+  auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
+    int rc = build(work_dir.c_str(), user_data);
+    if (rc != 0) {
+      return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
+    }
+    return {};
+  };
+  return store->store.get_or_build(descriptor_json, *parsed, out_dir, callback, options);
+}
+
+// The declared inputs of opcache_get_or_build_inputs_json as options; `usage`
+// error for a NULL array or entry.
+opcache::Result<opcache::GetOrBuildOptions> declared_inputs_options(const char* const* inputs, size_t input_count) {
+  if (inputs == nullptr && input_count != 0) {
+    return opcache::Error::usage("opcache_get_or_build_inputs_json: inputs must not be NULL when input_count is " +
+                                 std::to_string(input_count));
+  }
+  opcache::GetOrBuildOptions options;
+  for (size_t i = 0; i < input_count; ++i) {
+    if (inputs[i] == nullptr) {
+      return opcache::Error::usage("opcache_get_or_build_inputs_json: inputs[" + std::to_string(i) +
+                                   "] is NULL; pass the path of a file or directory the build reads");
+    }
+    options.inputs.emplace_back(inputs[i]);
+  }
+  return options;
+}
+
+// The report of opcache_get_or_build_json: {"key","source","files","build_ms","note"}, files sorted by name.
+std::string build_report(opcache::BuildResult result) {
+  nlohmann::json files = nlohmann::json::array();
+  for (const auto& file : files_by_name(std::move(result.files))) {
+    files.push_back(file.string());
+  }
+  static constexpr const char* k_source_names[] = {"hit", "built", "bypassed"};
+  nlohmann::json document = {{"key", result.key},
+                             {"source", k_source_names[source_of(result.source)]},
+                             {"files", std::move(files)},
+                             {"build_ms", result.build_ms},
+                             {"note", result.note}};
+  return document.dump();
+}
+
 }  // namespace
 
 extern "C" {
@@ -333,50 +402,12 @@ opcache_status opcache_remove(opcache_store* store, const char* key) {
   });
 }
 
-namespace {
-
-opcache_source source_of(opcache::BuildSource source) {
-  return source == opcache::BuildSource::hit     ? OPCACHE_SOURCE_HIT
-         : source == opcache::BuildSource::built ? OPCACHE_SOURCE_BUILT
-                                                 : OPCACHE_SOURCE_BYPASSED;
-}
-
-// The paths sorted by file name, as opcache_get_or_build_json reports them.
-std::vector<std::filesystem::path> files_by_name(std::vector<std::filesystem::path> files) {
-  std::sort(files.begin(), files.end(),
-            [](const std::filesystem::path& a, const std::filesystem::path& b) { return a.filename() < b.filename(); });
-  return files;
-}
-
-// Store::get_or_build with a C build callback; `what` names the C function in messages.
-opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const char* descriptor_json,
-                                                     const char* scenario, const char* out_dir,
-                                                     opcache_build_fn build, void* user_data, const char* what) {
-  if (store == nullptr || descriptor_json == nullptr || scenario == nullptr || out_dir == nullptr || build == nullptr) {
-    return opcache::Error::usage(std::string(what) +
-                                 ": store, descriptor_json, scenario, out_dir and build must not be NULL");
-  }
-  auto parsed = opcache::parse_scenario(scenario);
-  if (!parsed) {
-    return parsed.error();
-  }
-  auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
-    int rc = build(work_dir.c_str(), user_data);
-    if (rc != 0) {
-      return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
-    }
-    return {};
-  };
-  return store->store.get_or_build(descriptor_json, *parsed, out_dir, callback);
-}
-
-}  // namespace
-
 opcache_status opcache_get_or_build(opcache_store* store, const char* descriptor_json, const char* scenario,
                                     const char* out_dir, opcache_build_fn build, void* user_data,
                                     opcache_source* source_out) {
   return guarded([&] {
-    auto result = c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, "opcache_get_or_build");
+    auto result =
+        c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, {}, "opcache_get_or_build");
     if (!result) {
       return fail(result.error());
     }
@@ -396,21 +427,34 @@ opcache_status opcache_get_or_build_json(opcache_store* store, const char* descr
     }
     *result_json_out = nullptr;
     auto result =
-        c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, "opcache_get_or_build_json");
+        c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, {}, "opcache_get_or_build_json");
     if (!result) {
       return fail(result.error());
     }
-    nlohmann::json files = nlohmann::json::array();
-    for (const auto& file : files_by_name(std::move(result->files))) {
-      files.push_back(file.string());
+    *result_json_out = copy_string(build_report(std::move(*result)));
+    return OPCACHE_OK;
+  });
+}
+
+opcache_status opcache_get_or_build_inputs_json(opcache_store* store, const char* descriptor_json,
+                                                const char* scenario, const char* out_dir, const char* const* inputs,
+                                                size_t input_count, opcache_build_fn build, void* user_data,
+                                                char** result_json_out) {
+  return guarded([&] {
+    if (result_json_out == nullptr) {
+      return fail_usage("opcache_get_or_build_inputs_json: result_json_out must not be NULL");
     }
-    static constexpr const char* k_source_names[] = {"hit", "built", "bypassed"};
-    nlohmann::json document = {{"key", result->key},
-                               {"source", k_source_names[source_of(result->source)]},
-                               {"files", std::move(files)},
-                               {"build_ms", result->build_ms},
-                               {"note", result->note}};
-    *result_json_out = copy_string(document.dump());
+    *result_json_out = nullptr;
+    auto options = declared_inputs_options(inputs, input_count);
+    if (!options) {
+      return fail(options.error());
+    }
+    auto result = c_get_or_build(store, descriptor_json, scenario, out_dir, build, user_data, *options,
+                                 "opcache_get_or_build_inputs_json");
+    if (!result) {
+      return fail(result.error());
+    }
+    *result_json_out = copy_string(build_report(std::move(*result)));
     return OPCACHE_OK;
   });
 }

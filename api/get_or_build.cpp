@@ -4,9 +4,12 @@
 #include <chrono>
 
 #include "api/store_impl.hpp"
+#include "base/file_digest.hpp"
 #include "base/file_io.hpp"
+#include "base/json_parse.hpp"
 #include "base/temporary_directory.hpp"
 #include "base/try.hpp"
+#include "store/exec_key.hpp"
 #include "store/key.hpp"
 #include "store/scenario.hpp"
 #include "store/single_flight.hpp"
@@ -51,11 +54,72 @@ Result<std::vector<fs::path>> move_build_outputs(const fs::path& work, const fs:
   return placed;
 }
 
+// The descriptor member that holds the digests of get_or_build's declared inputs.
+constexpr const char* k_declared_inputs_member = "declared_inputs";
+
+// Refuses a declared input that does not exist or is neither a file nor a
+// directory, naming it as the caller gave it.
+Status check_declared_input(const fs::path& input) {
+  std::error_code ec;
+  const auto status = fs::status(input, ec);
+  if (!fs::exists(status)) {
+    return Error::usage("declared input \"" + input.string() + "\" does not exist" +
+                        (ec ? " (" + ec.message() + ")" : "") +
+                        ": declare the files and directories the build reads, as paths that exist when "
+                        "get_or_build is called");
+  }
+  if (!fs::is_regular_file(status) && !fs::is_directory(status)) {
+    return Error::usage("declared input \"" + input.string() +
+                        "\" is neither a regular file nor a directory: declare the file or directory the build reads");
+  }
+  return {};
+}
+
+// Sets the member "declared_inputs" of `descriptor` (a JSON object) to the
+// digests of `inputs`, as exec keys its --input (store::declared_input_digests):
+// paths below `base_dir` as {base}, digests remembered in `digests`.
+Status add_declared_inputs(nlohmann::json& descriptor, const std::vector<fs::path>& inputs, const fs::path& base_dir,
+                           const base::DigestCache& digests) {
+  if (descriptor.contains(k_declared_inputs_member)) {
+    return Error::usage(
+        "descriptor: the member \"declared_inputs\" is reserved: get_or_build sets it to the "
+        "digests of the declared inputs; rename that member of the descriptor");
+  }
+  std::vector<std::string> paths;
+  for (const auto& input : inputs) {
+    OPCACHE_TRY(check_declared_input(input));
+    paths.push_back(input.string());
+  }
+  OPCACHE_TRY_ASSIGN(descriptor[k_declared_inputs_member], store::declared_input_digests(paths, base_dir, digests));
+  return {};
+}
+
+// The descriptor as get_or_build keys it with declared inputs: parsed, the
+// member "declared_inputs" added, volatile fields removed (by `filter`).
+Result<store::Descriptor> declared_descriptor(std::string_view descriptor_json, const std::vector<fs::path>& inputs,
+                                              const fs::path& base_dir, const fs::path& root,
+                                              const store::VolatileFieldFilter& filter) {
+  OPCACHE_TRY_ASSIGN(auto raw, base::parse_json(descriptor_json, "descriptor"));
+  if (raw.is_object()) {  // anything else is refused by normalize_descriptor, with its message
+    OPCACHE_TRY(add_declared_inputs(raw, inputs, base_dir, base::DigestCache(root / "digests")));
+  }
+  return store::normalize_descriptor(std::move(raw), filter, "descriptor");
+}
+
 }  // namespace
 
 Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_json, const Scenario& scenario,
                                                  const fs::path& out_dir, const BuildInPlaceFunction& build) {
-  OPCACHE_TRY_ASSIGN(auto descriptor, m_impl->descriptor(descriptor_json));
+  return get_or_build_in_place(descriptor_json, scenario, out_dir, build, GetOrBuildOptions{});
+}
+
+Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_json, const Scenario& scenario,
+                                                 const fs::path& out_dir, const BuildInPlaceFunction& build,
+                                                 const GetOrBuildOptions& options) {
+  OPCACHE_TRY_ASSIGN(auto descriptor, options.inputs.empty() ? m_impl->descriptor(descriptor_json)
+                                                             : declared_descriptor(descriptor_json, options.inputs,
+                                                                                   m_impl->settings.base_dir.value,
+                                                                                   root(), m_impl->volatile_fields));
   const auto scenario_json = store::scenario_to_json(scenario);
   BuildResult result;
   OPCACHE_TRY_ASSIGN(result.key, store::derive_key(descriptor.normalized, scenario_json));
@@ -157,6 +221,12 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
 
 Result<BuildResult> Store::get_or_build(std::string_view descriptor_json, const Scenario& scenario,
                                         const fs::path& out_dir, const BuildFunction& build) {
+  return get_or_build(descriptor_json, scenario, out_dir, build, GetOrBuildOptions{});
+}
+
+Result<BuildResult> Store::get_or_build(std::string_view descriptor_json, const Scenario& scenario,
+                                        const fs::path& out_dir, const BuildFunction& build,
+                                        const GetOrBuildOptions& options) {
   OPCACHE_TRY(base::ensure_directory(out_dir));
   auto build_in_work_dir = [&]() -> Result<std::vector<fs::path>> {
     OPCACHE_TRY_ASSIGN(auto work, base::TemporaryDirectory::create(out_dir, ".opcache-build-"));
@@ -166,7 +236,7 @@ Result<BuildResult> Store::get_or_build(std::string_view descriptor_json, const 
     }
     return move_build_outputs(work.path(), out_dir);
   };
-  return get_or_build_in_place(descriptor_json, scenario, out_dir, build_in_work_dir);
+  return get_or_build_in_place(descriptor_json, scenario, out_dir, build_in_work_dir, options);
 }
 
 }  // namespace opcache

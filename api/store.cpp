@@ -381,7 +381,7 @@ std::vector<SettingInfo> Store::settings() const {
 }
 
 ExecKeyPolicy Store::exec_key_policy() const {
-  return {m_impl->settings.compiler_check.value, m_impl->settings.exec_env.value};
+  return {m_impl->settings.compiler_check.value, m_impl->settings.exec_env.value, m_impl->settings.base_dir.value};
 }
 
 const char* to_string(SettingType type) noexcept {

@@ -5,7 +5,6 @@
 #include "base/try.hpp"
 #include "cli/context.hpp"
 #include "cli/descriptor_input.hpp"
-#include "cli/exec_key.hpp"
 
 namespace opcache::cli {
 
@@ -20,20 +19,28 @@ struct ExplainArgs {
   std::vector<std::string> command;  // explain an `opcache exec` of this command
 };
 
+// The `opcache exec` of the explained command.
+ExecRequest exec_request(const DescriptorInput& input, const ExplainArgs& args) {
+  ExecRequest request;
+  request.descriptor_json = input.text;
+  request.descriptor_origin = args.desc;
+  request.scenario = input.scenario;
+  request.command = args.command;
+  request.out = args.out;
+  request.inputs = args.inputs;
+  return request;
+}
+
 // The descriptor as `opcache exec` of the same command would key it, or as
 // given when no command was given.
-Result<std::string> explained_descriptor(const DescriptorInput& input, const ExplainArgs& args) {
+Result<std::string> explained_descriptor(DescriptorInput& input, const ExplainArgs& args) {
   if (args.command.empty()) {
     return input.text;
   }
   if (args.out.empty()) {
     return Error::usage("explaining an exec command needs its --out");
   }
-  const ExecKeyRequest request{args.command, args.out, args.inputs, input.store.exec_key_policy()};
-  OPCACHE_TRY_ASSIGN(auto member,
-                     exec_key_member(request, base::DigestCache(input.store.root() / "digests"),
-                                     base::process_environment()));
-  return descriptor_with_exec_member(input.text, member, args.desc);
+  return input.store.exec_descriptor(exec_request(input, args));
 }
 
 nlohmann::json explanation_to_json(const Explanation& explanation) {
@@ -65,8 +72,15 @@ std::string plural(std::size_t count, const char* word) {
   return std::to_string(count) + " " + word + (count == 1 ? "" : "s");
 }
 
-void print_explanation(const Context& context, const Explanation& explanation, const std::string& op_type) {
-  if (explanation.exact) {
+// Whether the explanation's first line says whether the key is stored: not
+// for an exec command, whose line is what its manifest says.
+enum class Headline { key, none };
+
+void print_explanation(const Context& context, const Explanation& explanation, const std::string& op_type,
+                       Headline headline = Headline::key) {
+  if (headline == Headline::none) {
+    // the caller said it
+  } else if (explanation.exact) {
     context.print_text("hit: " + explanation.key + " is stored");
   } else {
     context.print_text("miss: no entry for " + explanation.key);
@@ -92,6 +106,10 @@ void print_explanation(const Context& context, const Explanation& explanation, c
   }
 }
 
+std::string op_type_of(const DescriptorInput& input) {
+  return nlohmann::json::parse(input.canonical, nullptr, false).value("op_type", std::string());
+}
+
 int run_explain(const Context& context, const ExplainArgs& args) {
   auto input = open_descriptor_input(context, args.scenario, args.desc);
   if (!input) {
@@ -105,13 +123,29 @@ int run_explain(const Context& context, const ExplainArgs& args) {
   if (!explanation) {
     return context.fail(explanation.error().with_context(args.desc));
   }
-  if (context.options.json) {
-    context.print_json(explanation_to_json(*explanation));
-  } else {
-    const auto op_type = nlohmann::json::parse(input->canonical, nullptr, false).value("op_type", std::string());
-    print_explanation(context, *explanation, op_type);
+  if (args.command.empty()) {
+    if (context.options.json) {
+      context.print_json(explanation_to_json(*explanation));
+    } else {
+      print_explanation(context, *explanation, op_type_of(*input));
+    }
+    return explanation->exact ? k_exit_ok : k_exit_not_found;
   }
-  return explanation->exact ? k_exit_ok : k_exit_not_found;
+  // An exec command: its entries are keyed by what it read, so the answer is its manifest's.
+  auto reason = input->store.exec_miss_reason(exec_request(*input, args));
+  if (!reason) {
+    return context.fail(reason.error());
+  }
+  if (context.options.json) {
+    auto report = explanation_to_json(*explanation);
+    report["exact"] = !*reason;
+    report["exec"] = *reason ? nlohmann::json{{"hit", false}, {"reason", **reason}} : nlohmann::json{{"hit", true}};
+    context.print_json(report);
+  } else {
+    context.print_text(*reason ? "miss: " + **reason : "hit: an earlier build read the same files");
+    print_explanation(context, *explanation, op_type_of(*input), Headline::none);
+  }
+  return *reason ? k_exit_not_found : k_exit_ok;
 }
 
 }  // namespace
@@ -124,8 +158,9 @@ std::vector<Command> register_explain_command(CLI::App& app, Context& context) {
       "on each remote that can answer (an opcache server), and lists the nearest of each, fewest\n"
       "differences first: descriptor paths and scenario fields with the stored and the asked value.\n"
       "Exit 0 when the exact entry is stored, 1 when not.\n\n"
-      "After `--`, the command of an `opcache exec` (with its --out and --input): the lookup is then\n"
-      "keyed as exec keys it, so a changed source, flag or compiler shows as descriptor.exec.*.\n\n"
+      "After `--`, the command of an `opcache exec` (with its --out and --input): the first line names\n"
+      "the file the command read on its last build that differs now (\"miss: k.h changed\", \"inc1/k.h now\n"
+      "exists\"), then the stored entries compare as exec keys them (descriptor.exec.*).\n\n"
       "Examples:\n"
       "  opcache explain --desc add.json --scenario phase=train,toolchain=8.0.RC3,soc=Ascend910B1\n"
       "  opcache explain --desc k.json --scenario phase=infer,toolchain=gcc12,soc=x86 --out out \\\n"

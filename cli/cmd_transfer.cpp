@@ -229,6 +229,7 @@ int run_transfer(const Context& context, const TransferArgs& args, bool pushing)
                         {"failed", summary->failed},
                         {"refused", summary->refused},
                         {"signatures_sent", summary->signatures_sent},
+                        {"manifests", summary->manifests},
                         {"bytes", summary->bytes},
                         {"seconds", summary->seconds},
                         {"interrupted", summary->interrupted},

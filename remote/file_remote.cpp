@@ -7,7 +7,11 @@
 // (rename) when signatures are added; no .sig file: unsigned. A revoked key
 // has a tombstone, <root>/v1/revocations/<key>.json (store/revocation.hpp):
 // its bundle is deleted, fetches answer Fetched::revoked and uploads are
-// refused until it is removed.
+// refused until it is removed. The exec manifest of a command key is
+// <root>/v1/manifests/<first two hex>/<command key>.json (the JSON of
+// store/exec_manifest.hpp), replaced by rename after a read and a merge: of
+// two writers racing on one key the last one wins (the other's builds cost a
+// miss until they are uploaded again).
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +21,8 @@
 #include "remote/remote_store.hpp"
 #include "base/file_io.hpp"
 #include "base/sha256.hpp"
+#include "store/exec_manifest.hpp"
+#include "store/key.hpp"
 #include "store/signature.hpp"
 #include "base/try.hpp"
 
@@ -153,10 +159,51 @@ class FileRemote final : public RemoteStore {
     return as_remote_result(tombstones().remove(key));
   }
 
+  Result<std::optional<std::string>> fetch_exec_manifest(const std::string& command_key) override {
+    OPCACHE_TRY(store::check_key(command_key));
+    auto text = base::read_small_file(manifest_path_of(command_key), store::k_max_manifest_bytes);
+    if (!text) {
+      if (text.error().code() == ErrorCode::not_found) {
+        return std::optional<std::string>();
+      }
+      if (text.error().code() == ErrorCode::corrupt) {
+        return text.error();  // too large: not a manifest opcache wrote
+      }
+      return Error::remote("remote " + name() + ": " + text.error().message());
+    }
+    return std::optional<std::string>(std::move(*text));
+  }
+
+  // Read, merge, replace: see the file comment for the race.
+  Status store_exec_manifest(const store::ExecManifest& manifest) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    OPCACHE_TRY(store::check_key(manifest.command_key));
+    store::ExecManifest merged = manifest;
+    // What is there but is not a valid manifest of the key (too large,
+    // malformed, another key's) counts as none: it is replaced.
+    auto stored = fetch_exec_manifest(manifest.command_key);
+    if (!stored && stored.error().code() != ErrorCode::corrupt) {
+      return stored.error();
+    }
+    if (stored && *stored) {
+      auto parsed = store::parse_exec_manifest(**stored, manifest_path_of(manifest.command_key).string());
+      if (parsed && parsed->command_key == manifest.command_key) {
+        OPCACHE_TRY_ASSIGN(merged, store::merge_exec_manifests(manifest, *parsed));
+      }
+    }
+    return as_remote_error(write_manifest(merged));
+  }
+
  private:
   fs::path path_of(const std::string& key) const { return m_root / "v1" / "bundles" / key.substr(0, 2) / key; }
   fs::path signatures_path_of(const std::string& key) const {
     return m_root / "v1" / "bundles" / key.substr(0, 2) / (key + ".sig");
+  }
+
+  fs::path manifest_path_of(const std::string& command_key) const {
+    return m_root / "v1" / "manifests" / command_key.substr(0, 2) / (command_key + ".json");
   }
 
   store::TombstoneDirectory tombstones() const { return store::TombstoneDirectory(m_root / "v1" / "revocations"); }
@@ -202,6 +249,17 @@ class FileRemote final : public RemoteStore {
     const auto text = store::format_signatures(signatures) + "\n";
     OPCACHE_TRY(file.write(text.data(), text.size()));
     return file.commit(target);
+  }
+
+  // Not fsynced: a manifest lost to a power cut costs misses, never a wrong hit.
+  Status write_manifest(const store::ExecManifest& manifest) {
+    const auto target = manifest_path_of(manifest.command_key);
+    OPCACHE_TRY(base::ensure_directory(m_root / "tmp"));
+    OPCACHE_TRY(base::ensure_directory(target.parent_path()));
+    OPCACHE_TRY_ASSIGN(auto file, base::AtomicFile::create(m_root / "tmp"));
+    const auto text = store::exec_manifest_to_json(manifest);
+    OPCACHE_TRY(file.write(text.data(), text.size()));
+    return file.commit(target, base::Durability::deferred);
   }
 
   Status write_bundle(const fs::path& bundle, const fs::path& target) {

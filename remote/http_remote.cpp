@@ -54,8 +54,11 @@ class HttpTransfer final : public Transfer {
       add_header(std::move(line));
     }
   }
-  /// Sends `body` as JSON (POST).
+  /// Sends `body` as JSON (POST, or PUT of a document).
   void set_json_body(std::string body) { m_body = std::move(body); }
+  /// Fails the transfer (a `remote` error) when a response body grows past
+  /// `bytes` (default: the largest bundle).
+  void set_max_response_bytes(curl_off_t bytes) noexcept { m_max_response_bytes = bytes; }
   /// Uploads the file (PUT); it must outlive the transfer.
   void set_upload(const std::filesystem::path& file) { m_upload = &file; }
   /// Writes a 200 body to `fd`.
@@ -100,7 +103,7 @@ class HttpTransfer final : public Transfer {
     }
     if (m_upload != nullptr) {
       OPCACHE_TRY(configure_upload(handle));
-    } else if (m_method == "POST") {
+    } else if (m_method == "POST" || !m_body.empty()) {
       curl_easy_setopt(handle, CURLOPT_POSTFIELDS, m_body.c_str());
       curl_easy_setopt(handle, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(m_body.size()));
       OPCACHE_TRY(append_header(m_headers, "Content-Type: application/json"));
@@ -158,9 +161,9 @@ class HttpTransfer final : public Transfer {
       m_text.append(data, bytes);
     }
     m_written += static_cast<curl_off_t>(bytes);
-    if (m_written > k_max_bundle_bytes) {
+    if (m_written > m_max_response_bytes) {
       m_local_error = Error::remote(display_url(m_url) + ": response larger than " +
-                                    std::to_string(k_max_bundle_bytes) + " bytes");
+                                    std::to_string(m_max_response_bytes) + " bytes");
       return 0;
     }
     return bytes;
@@ -198,6 +201,7 @@ class HttpTransfer final : public Transfer {
   ResponseHeaders m_response_headers;
   std::string m_text;
   curl_off_t m_written = 0;
+  curl_off_t m_max_response_bytes = k_max_bundle_bytes;
   std::optional<Error> m_local_error;
   long m_timeout_ms = 0;
   bool m_no_body = false;
@@ -419,6 +423,48 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
       return status_error("DELETE", request.url(), response);
     }
     return true;
+  }
+
+  // GET /v1/manifests/{key} (API v1 revision 7); a 404 is "none", from a
+  // server without the manifest or without the route (an older server).
+  Result<std::optional<std::string>> fetch_exec_manifest(const std::string& command_key) override {
+    OPCACHE_TRY(store::check_key(command_key));
+    HttpTransfer request("GET", m_base + "/v1/manifests/" + command_key, m_options.token);
+    request.set_max_response_bytes(static_cast<curl_off_t>(store::k_max_manifest_bytes));
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404) {
+      return std::optional<std::string>();
+    }
+    if (response.status != 200) {
+      return status_error("GET", request.url(), response);
+    }
+    return std::optional<std::string>(std::move(response.text));
+  }
+
+  // PUT /v1/manifests/{key}: the server merges it into its own under its lock.
+  Status store_exec_manifest(const store::ExecManifest& manifest) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    OPCACHE_TRY(store::check_key(manifest.command_key));
+    HttpTransfer request("PUT", m_base + "/v1/manifests/" + manifest.command_key, m_options.token);
+    request.set_json_body(store::exec_manifest_to_json(manifest));
+    OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 404 && error_code_of(response.text) == "not_found") {
+      return {};  // a server older than API v1 revision 7 keeps no manifests
+    }
+    if (response.status == 413) {
+      return Error::usage(name() + " refuses the exec manifest of " + manifest.command_key +
+                          " as too large: " + error_detail(response.text));
+    }
+    if (response.status == 400 || response.status == 409) {
+      return Error::corrupt(name() + " refuses the exec manifest of " + manifest.command_key + ": " +
+                            error_detail(response.text));
+    }
+    if (response.status != 200) {
+      return status_error("PUT", request.url(), response);
+    }
+    return {};
   }
 
   Result<std::vector<bool>> query(const std::vector<std::string>& keys) override {
@@ -697,7 +743,8 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
 
   // Runs a request through the engine, which retries it on a reset or a 5xx.
   // Every request is safe to repeat: reads; PUT of an entry (an existing one
-  // is kept); POST of a query or of signatures (a signer already there
+  // is kept); PUT of an exec manifest (merging the same builds twice keeps
+  // them once); POST of a query or of signatures (a signer already there
   // counts once); lease POST (its request id: a retry gets the same lease);
   // lease DELETE (a 404 after a lost 200 counts as released).
   Result<Response> perform(HttpTransfer& request) {

@@ -2,8 +2,12 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <optional>
+#include <set>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +17,7 @@
 #include "base/try.hpp"
 #include "base/sha256.hpp"
 #include "remote/prefetch.hpp"
+#include "store/exec_manifest_file.hpp"
 #include "store/key.hpp"
 
 namespace opcache::remote {
@@ -45,6 +50,49 @@ std::string marker_text(const fs::path& object, const store::Signatures& signatu
   return signatures.empty() ? object.string() : object.string() + "\n" + store::format_signatures(signatures);
 }
 
+// The marker of an exec manifest: "<command key>.manifest", empty (the
+// uploader reads the local manifest when it sends it). Processes from before
+// manifests skip these names (not a key) and leave them for newer ones.
+constexpr std::string_view k_manifest_marker_suffix = ".manifest";
+
+std::string manifest_marker_name(const std::string& command_key) {
+  return command_key + std::string(k_manifest_marker_suffix);
+}
+
+// The command key a manifest marker's name holds, or "" when it is not one.
+std::string manifest_marker_key(const std::string& name) {
+  const auto size = name.size() - std::min(name.size(), k_manifest_marker_suffix.size());
+  const auto key = name.substr(0, size);
+  return name.ends_with(k_manifest_marker_suffix) && base::is_sha256_hex(key) ? key : std::string();
+}
+
+// The markers of an outbox, as one listing saw them.
+struct OutboxListing {
+  std::vector<fs::path> entries;               // <key>
+  std::set<std::string> manifests;             // command keys of <command key>.manifest
+};
+
+OutboxListing list_outbox(const fs::path& outbox) {
+  OutboxListing listing;
+  std::error_code ec;
+  for (const auto& marker : fs::directory_iterator(outbox, ec)) {
+    const auto name = marker.path().filename().string();
+    if (base::is_sha256_hex(name)) {
+      listing.entries.push_back(marker.path());
+    } else if (auto key = manifest_marker_key(name); !key.empty()) {
+      listing.manifests.insert(std::move(key));
+    }
+  }
+  return listing;
+}
+
+// The inode of a marker (0 when it is gone): a marker written again while
+// its manifest was being sent is a new file, and is kept for the next pass.
+ino_t marker_identity(const fs::path& marker) {
+  struct stat info {};
+  return ::lstat(marker.c_str(), &info) == 0 ? info.st_ino : 0;
+}
+
 // A marker that cannot be read names no object: it is dropped.
 QueuedUpload parse_marker(const std::string& text) {
   const auto end = text.find('\n');
@@ -69,6 +117,7 @@ struct RemoteSet::Uploader {
   std::vector<Remote> remotes;  // those with upload=true
   std::vector<fs::path> outboxes;
   store::WarningSink warn;
+  std::optional<store::StoreLayout> layout;  // of the local store: where its exec manifests are
 
   base::Mutex mutex;
   base::CondVar wake;                  // `work` or `closing` became true
@@ -132,6 +181,11 @@ struct RemoteSet::Uploader {
   }
 
   // Uploads what is queued for one remote; one process at a time per outbox.
+  // The entries first, then the manifests: a manifest is sent only once a
+  // second listing, begun after the first one saw its marker, has had its
+  // entries uploaded, so every entry queued before a manifest (its marker
+  // written first) reaches the remote before it. A manifest marker the
+  // first listing missed waits for the next pass.
   void drain(const Remote& remote, const fs::path& outbox) {
     int lock_fd = ::open((outbox / ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (lock_fd < 0) {
@@ -141,38 +195,85 @@ struct RemoteSet::Uploader {
     if (::flock(lock_fd, LOCK_EX | LOCK_NB) != 0) {
       return;  // another process is draining it
     }
-    std::error_code ec;
-    for (const auto& marker : fs::directory_iterator(outbox, ec)) {
-      const auto key = marker.path().filename().string();
-      if (out_of_time()) {
-        return;  // what is left stays queued for the next process
-      }
-      if (!base::is_sha256_hex(key)) {
-        continue;
-      }
-      if (!remote.breaker->allows()) {
+    const OutboxListing first = list_outbox(outbox);
+    if (!upload_entries(remote, first.entries) || first.manifests.empty()) {
+      return;
+    }
+    const OutboxListing second = list_outbox(outbox);
+    if (!upload_entries(remote, second.entries)) {
+      return;
+    }
+    for (const auto& command_key : first.manifests) {
+      if (second.manifests.count(command_key) != 0 &&
+          !upload_manifest(remote, outbox / manifest_marker_name(command_key), command_key)) {
         return;
       }
-      auto text = base::read_file(marker.path());
+    }
+  }
+
+  // Uploads the entries of `markers`; false when the pass must stop (out of
+  // time, the remote failing or its breaker open): what is left stays queued.
+  bool upload_entries(const Remote& remote, const std::vector<fs::path>& markers) {
+    std::error_code ec;
+    for (const auto& marker : markers) {
+      const auto key = marker.filename().string();
+      if (out_of_time() || !remote.breaker->allows()) {
+        return false;  // what is left stays queued for the next process
+      }
+      auto text = base::read_file(marker);
+      if (!text && text.error().code() == ErrorCode::not_found) {
+        continue;  // gone since the listing: nothing to upload
+      }
       const auto queued = text ? parse_marker(*text) : QueuedUpload{};
       if (queued.object.empty() || !fs::exists(queued.object, ec)) {
-        ::unlink(marker.path().c_str());  // the entry is gone locally: nothing to upload
+        ::unlink(marker.c_str());  // the entry is gone locally: nothing to upload
         continue;
       }
       auto uploaded = remote.store->upload(key, queued.object, queued.signatures);
-      if (!uploaded && out_of_time()) {
-        return;  // cancelled as the process ends: not the remote's fault, and still queued
+      if (!uploaded && !keep_going(remote, uploaded.error(), key)) {
+        return false;
       }
-      if (!uploaded) {
-        if (uploaded.error().code() == ErrorCode::remote || uploaded.error().code() == ErrorCode::timeout) {
-          remote.breaker->record_failure(uploaded.error().message());
-          warn("upload to " + remote.store->name() + " paused: " + uploaded.error().message());
-          return;
-        }
-        warn("upload of " + key + " to " + remote.store->name() + " dropped: " + uploaded.error().message());
-      }
-      ::unlink(marker.path().c_str());
+      ::unlink(marker.c_str());
     }
+    return true;
+  }
+
+  // Sends the local exec manifest of `command_key`, read now; false when the
+  // pass must stop, as for an entry.
+  bool upload_manifest(const Remote& remote, const fs::path& marker, const std::string& command_key) {
+    if (out_of_time() || !remote.breaker->allows()) {
+      return false;
+    }
+    const ino_t queued_as = marker_identity(marker);
+    auto manifest = store::read_exec_manifest(*layout, command_key);
+    if (!manifest) {
+      warn("exec manifest " + command_key + " not uploaded to " + remote.store->name() + ": " +
+           manifest.error().message());
+    } else if (*manifest) {
+      auto sent = remote.store->store_exec_manifest(**manifest);
+      if (!sent && !keep_going(remote, sent.error(), "the exec manifest " + command_key)) {
+        return false;
+      }
+    }
+    if (marker_identity(marker) == queued_as) {
+      ::unlink(marker.c_str());
+    }
+    return true;
+  }
+
+  // After a failed upload of `what`: a remote that fails pauses the queue
+  // (false; the breaker records it); anything else drops the upload (true).
+  bool keep_going(const Remote& remote, const Error& error, const std::string& what) {
+    if (out_of_time()) {
+      return false;  // cancelled as the process ends: not the remote's fault, and still queued
+    }
+    if (error.code() == ErrorCode::remote || error.code() == ErrorCode::timeout) {
+      remote.breaker->record_failure(error.message());
+      warn("upload to " + remote.store->name() + " paused: " + error.message());
+      return false;
+    }
+    warn("upload of " + what + " to " + remote.store->name() + " dropped: " + error.message());
+    return true;
   }
 };
 
@@ -202,6 +303,7 @@ RemoteSet::RemoteSet(std::vector<Remote> remotes, store::LocalStore& local)
 void RemoteSet::start_uploader() {
   auto uploader = std::make_shared<Uploader>();
   uploader->warn = m_local.options().warn;
+  uploader->layout = m_local.layout();
   for (const auto& remote : m_remotes) {
     if (remote.options.upload && !remote.options.read_only) {
       const auto outbox = outbox_of(m_local.layout(), remote);
@@ -454,23 +556,97 @@ void RemoteSet::enqueue_upload(const std::string& key, const Remote* except) {
     if (except != nullptr && m_uploader->remotes[i].store == except->store) {
       continue;
     }
-    const auto& outbox = m_uploader->outboxes[i];
-    std::error_code ec;
-    std::size_t queued = 0;
-    for (auto it = fs::directory_iterator(outbox, ec); it != fs::directory_iterator() && queued <= k_max_queued; ++it) {
-      ++queued;
-    }
-    if (queued > k_max_queued) {
-      m_local.options().warn("upload queue " + outbox.string() + " is full; " + key + " not queued (run opcache push)");
-      continue;
-    }
-    (void)base::write_file_atomic(outbox / key, marker);
+    write_marker(m_uploader->outboxes[i], key, marker, key);
   }
+  wake_uploader();
+}
+
+void RemoteSet::enqueue_exec_manifest_upload(const std::string& command_key) {
+  if (!m_uploader || !base::is_sha256_hex(command_key)) {
+    return;
+  }
+  for (const auto& outbox : m_uploader->outboxes) {
+    write_marker(outbox, manifest_marker_name(command_key), "", "the exec manifest " + command_key);
+  }
+  wake_uploader();
+}
+
+void RemoteSet::write_marker(const fs::path& outbox, const std::string& name, const std::string& text,
+                             const std::string& what) {
+  std::error_code ec;
+  std::size_t queued = 0;
+  for (auto it = fs::directory_iterator(outbox, ec); it != fs::directory_iterator() && queued <= k_max_queued; ++it) {
+    ++queued;
+  }
+  if (queued > k_max_queued) {
+    m_local.options().warn("upload queue " + outbox.string() + " is full; " + what + " not queued (run opcache push)");
+    return;
+  }
+  (void)base::write_file_atomic(outbox / name, text);
+}
+
+void RemoteSet::wake_uploader() {
   {
     base::MutexLock lock(m_uploader->mutex);
     m_uploader->work = true;
   }
   m_uploader->wake.notify_all();
+}
+
+Result<std::optional<store::ExecManifest>> RemoteSet::fetch_exec_manifests(const std::string& command_key) {
+  OPCACHE_TRY(store::check_key(command_key));
+  std::optional<store::ExecManifest> merged;
+  for (const auto& remote : m_remotes) {
+    if (!remote.breaker->allows()) {
+      continue;
+    }
+    auto found = fetch_exec_manifest(remote, command_key);
+    if (!found) {
+      continue;
+    }
+    if (!merged) {
+      merged = std::move(*found);
+      continue;
+    }
+    // Same command key (checked): cannot fail.
+    if (auto both = store::merge_exec_manifests(*merged, *found)) {
+      merged = std::move(*both);
+    }
+  }
+  return merged;
+}
+
+std::optional<store::ExecManifest> RemoteSet::fetch_exec_manifest(const Remote& remote,
+                                                                   const std::string& command_key) {
+  auto text = remote.store->fetch_exec_manifest(command_key);
+  const std::string origin = "the exec manifest of " + command_key + " from remote " + remote.store->name();
+  if (!text && text.error().code() != ErrorCode::corrupt) {
+    if (text.error().code() == ErrorCode::remote || text.error().code() == ErrorCode::timeout) {
+      remote.breaker->record_failure(text.error().message());
+      (void)m_local.record_counter("remote_errors", 1);
+      m_local.options().warn("remote " + remote.store->name() + " failed, skipping it for " +
+                             std::to_string(remote.options.cooldown_s) + " s: " + text.error().message());
+    } else {
+      m_local.options().warn(origin + " not read: " + text.error().message());
+    }
+    return std::nullopt;
+  }
+  if (text) {
+    remote.breaker->record_success();
+    if (!*text) {
+      return std::nullopt;
+    }
+  }
+  auto parsed = text ? store::parse_exec_manifest(**text, origin) : Result<store::ExecManifest>(text.error());
+  if (parsed && parsed->command_key != command_key) {
+    parsed = Error::corrupt(origin + " is the manifest of " + parsed->command_key);
+  }
+  if (!parsed) {
+    (void)m_local.record_counter("remote_corrupt", 1);
+    m_local.options().warn("ignored " + origin + ": " + parsed.error().message());
+    return std::nullopt;
+  }
+  return std::optional<store::ExecManifest>(std::move(*parsed));
 }
 
 Result<const Remote*> RemoteSet::select(const std::string& name_or_url) const {

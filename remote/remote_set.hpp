@@ -1,14 +1,17 @@
 // The remotes of one client, in lookup order, with their circuit breakers,
 // the layered lookup (local first, then each remote; a remote hit is
-// verified like a local one, then stored locally) and the background upload
-// queue. The queue is a directory of markers (<cache>/outbox/<remote id>/<key>)
-// so uploads survive the process: whichever process next opens the store
-// with that remote continues them.
+// verified like a local one, then stored locally), the exec manifests of
+// the remotes, and the background upload queue. The queue is a directory of
+// markers (<cache>/outbox/<remote id>/<key> for an entry,
+// <cache>/outbox/<remote id>/<command key>.manifest for an exec manifest) so
+// uploads survive the process: whichever process next opens the store with
+// that remote continues them.
 #pragma once
 
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +19,7 @@
 #include "opcache/result.hpp"
 #include "remote/circuit_breaker.hpp"
 #include "remote/remote_store.hpp"
+#include "store/exec_manifest.hpp"
 #include "store/local_store.hpp"
 
 namespace opcache::remote {
@@ -84,6 +88,23 @@ class RemoteSet {
   /// network. At most 10,000 queued per remote.
   void enqueue_upload(const std::string& key, const Remote* except = nullptr);
 
+  /// The exec manifests the remotes keep for `command_key`, merged: each
+  /// remote whose breaker allows it is asked, in order, and the builds of an
+  /// earlier remote come first. An answer that is not a valid manifest of
+  /// that key is reported through the warning sink, counted as
+  /// `remote_corrupt` and ignored; a failing remote opens its breaker. Never
+  /// fails for remote reasons: std::nullopt when no remote has one. Nothing
+  /// in it is trusted: a lookup recomputes the entry key from the inputs.
+  Result<std::optional<store::ExecManifest>> fetch_exec_manifests(const std::string& command_key);
+
+  /// Queues the local exec manifest of `command_key` (store/exec_manifest_file.hpp)
+  /// for upload to every remote with `upload`, like enqueue_upload: the
+  /// uploader sends it after the entries queued before it, and reads the
+  /// manifest when it sends it (so one upload carries every build merged
+  /// locally by then). Never blocks on the network; a key that is not 64
+  /// lowercase hex is ignored.
+  void enqueue_exec_manifest_upload(const std::string& command_key);
+
   /// The remote that coordinates builds across machines (team single
   /// flight): the first http(s) remote with `upload` that is not read-only;
   /// null when there is none.
@@ -98,6 +119,16 @@ class RemoteSet {
   RemoteSet(std::vector<Remote> remotes, store::LocalStore& local);
   void start_uploader();
   std::filesystem::path revocation_cursor_path(const Remote& remote) const;
+  // Writes the marker `name` with `text` into `outbox` unless the queue is
+  // full (then warns that `what` was not queued).
+  void write_marker(const std::filesystem::path& outbox, const std::string& name, const std::string& text,
+                    const std::string& what);
+  // Tells the uploader there is work.
+  void wake_uploader();
+  // The exec manifest of `command_key` from `remote`, parsed and checked;
+  // std::nullopt when it has none, failed (its breaker records it) or
+  // answered something else (reported).
+  std::optional<store::ExecManifest> fetch_exec_manifest(const Remote& remote, const std::string& command_key);
 
   std::vector<Remote> m_remotes;
   store::LocalStore& m_local;

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "remote/lookup_headers.hpp"
 #include "remote/remote_config.hpp"
 #include "remote/server_statistics.hpp"
+#include "store/exec_manifest.hpp"
 #include "store/revocation.hpp"
 #include "store/scenario.hpp"
 #include "store/signature.hpp"
@@ -144,6 +146,29 @@ class RemoteStore {
   virtual Result<bool> unrevoke(const std::string& key) {
     (void)key;
     return Error::usage("remote " + name() + " cannot unrevoke keys");
+  }
+
+  /// The exec manifest the remote keeps for `command_key` (store/exec_manifest.hpp),
+  /// as the JSON text it sent: not parsed, not trusted (RemoteSet parses it;
+  /// a lookup never trusts what it points at). std::nullopt when the remote
+  /// has none, or keeps no manifests: the default, and a server older than
+  /// API v1 revision 7 (it answers 404). A transport failure is a `remote` or
+  /// `timeout` error; a stored manifest larger than store::k_max_manifest_bytes
+  /// is `corrupt`.
+  virtual Result<std::optional<std::string>> fetch_exec_manifest(const std::string& command_key) {
+    (void)command_key;
+    return std::optional<std::string>();
+  }
+
+  /// Merges `manifest` into the one the remote keeps for its command key
+  /// (its builds first, docs/remotes.md "Exec manifests"): a server merges
+  /// under its own lock; file:// and s3:// read, merge and write, so of two
+  /// writers racing on one key the last one wins (a lost build costs a miss,
+  /// never a wrong hit). Default: keeps nothing (ok), as does a server older
+  /// than API v1 revision 7. A read-only remote is a `usage` error.
+  virtual Status store_exec_manifest(const store::ExecManifest& manifest) {
+    (void)manifest;
+    return {};
   }
 };
 

@@ -1,6 +1,7 @@
 // The s3:// remote: straight to an S3-compatible bucket through the bucket
 // layer the server's S3 storage uses too (remote/s3/bucket.hpp), so both see
-// the same entries.
+// the same entries. Exec manifests are merged here, on the client (read,
+// merge, write): of two clients racing on one command key the last one wins.
 
 #include "remote/client_revocation.hpp"
 #include "remote/remote_store.hpp"
@@ -9,6 +10,7 @@
 #include "base/byte_stream.hpp"
 #include "base/file_io.hpp"
 #include "base/try.hpp"
+#include "store/key.hpp"
 
 namespace opcache::remote {
 
@@ -103,6 +105,20 @@ class S3Remote final : public RemoteStore {
       return Error::corrupt(bundle.string() + " holds key " + manifest.key + ", not " + key);
     }
     return m_bucket.put_entry(key, bundle, index_fields_of(manifest), digest, signatures);
+  }
+
+  Result<std::optional<std::string>> fetch_exec_manifest(const std::string& command_key) override {
+    OPCACHE_TRY(store::check_key(command_key));
+    return m_bucket.get_exec_manifest(command_key, std::filesystem::temp_directory_path());
+  }
+
+  Status store_exec_manifest(const store::ExecManifest& manifest) override {
+    if (m_options.read_only) {
+      return Error::usage("remote " + name() + " is read-only");
+    }
+    OPCACHE_TRY(store::check_key(manifest.command_key));
+    OPCACHE_TRY(m_bucket.merge_exec_manifest(manifest, std::filesystem::temp_directory_path()));
+    return {};
   }
 
   Result<std::vector<bool>> query(const std::vector<std::string>& keys) override { return m_bucket.present(keys); }

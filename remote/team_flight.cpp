@@ -70,7 +70,8 @@ TeamFlight::TeamFlight(Remote remote, store::LocalStore& local, TeamFlightOption
     : m_remote(std::move(remote)), m_leases(*m_remote.store->leases()), m_local(local), m_options(std::move(options)) {}
 
 Result<TeamOutcome> TeamFlight::run(const std::string& key, const LookupHint& hint,
-                                    const std::function<Result<bool>()>& fetch, const std::function<Status()>& build) {
+                                    const std::function<Result<bool>()>& fetch, const std::function<Status()>& build,
+                                    const std::function<Status()>& publish) {
   if (m_without_leases || !m_remote.breaker->allows()) {
     return build_alone(build);
   }
@@ -97,7 +98,16 @@ Result<TeamOutcome> TeamFlight::run(const std::string& key, const LookupHint& hi
     }
     if (grant->kind == LeaseGrant::Kind::granted) {
       record_wait();
-      return build_holding(key, *grant, waited, build);
+      if (waited) {
+        // The holder may have published under other keys than `key` (exec) and released the lease.
+        auto fetched = fetch();
+        if (fetched && *fetched) {
+          (void)m_leases.release_lease(key, grant->id);
+          (void)m_local.record_counter("team_waits", 1);
+          return TeamOutcome::fetched;
+        }
+      }
+      return build_holding(key, *grant, waited, build, publish);
     }
     if (grant->kind == LeaseGrant::Kind::held) {
       const auto left = m_options.max_wait - std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - started);
@@ -136,7 +146,8 @@ Result<TeamOutcome> TeamFlight::run(const std::string& key, const LookupHint& hi
 }
 
 Result<TeamOutcome> TeamFlight::build_holding(const std::string& key, const LeaseGrant& grant, bool takeover,
-                                              const std::function<Status()>& build) {
+                                              const std::function<Status()>& build,
+                                              const std::function<Status()>& publish) {
   Status built;
   {
     LeaseRenewer renewer(m_leases, key, grant.id, grant.ttl);
@@ -150,10 +161,13 @@ Result<TeamOutcome> TeamFlight::build_holding(const std::string& key, const Leas
   if (takeover) {
     (void)m_local.record_counter("team_takeovers", 1);
   }
-  if (auto uploaded = upload(key); !uploaded) {
+  if (auto uploaded = publish ? publish() : upload_entry(key); !uploaded) {
     server_failed("uploading " + key, uploaded.error(), "it is queued for upload like any new entry");
     (void)m_leases.release_lease(key, grant.id);
     return TeamOutcome::built;
+  }
+  if (publish) {
+    (void)m_leases.release_lease(key, grant.id);  // what was uploaded is not `key`: its upload released nothing
   }
   return TeamOutcome::built_and_uploaded;  // the upload released the lease
 }
@@ -171,7 +185,7 @@ void TeamFlight::server_failed(const std::string& doing, const Error& error, con
                          "; " + then);
 }
 
-Status TeamFlight::upload(const std::string& key) {
+Status TeamFlight::upload_entry(const std::string& key) {
   OPCACHE_TRY_ASSIGN(auto entry, m_local.find(key));
   if (!entry) {
     return Error::not_found("the entry " + key + " just built is not in the local store");

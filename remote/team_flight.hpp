@@ -50,18 +50,26 @@ class TeamFlight {
   /// the local store (true when it did); `build` builds the key and stores it
   /// locally (only). Errors are `build`'s; a failing server is reported as a
   /// warning and the key built here. The lease requests and waits carry
-  /// `hint` (what the key is, for the server's statistics).
+  /// `hint` (what the key is, for the server's statistics). `publish`, when
+  /// given, replaces the upload of `key` after a build holding the lease
+  /// (exec leases its command key and uploads the entry of what the command
+  /// read, and its manifest); the lease is then released explicitly. A
+  /// process that waited and is then granted the lease (the holder released
+  /// it without uploading `key`) tries `fetch` once more before it builds.
   Result<TeamOutcome> run(const std::string& key, const LookupHint& hint, const std::function<Result<bool>()>& fetch,
-                          const std::function<Status()>& build);
+                          const std::function<Status()>& build, const std::function<Status()>& publish = {});
+
+  /// Uploads the local entry of `key` (its object and signatures) to this
+  /// flight's server. `not_found` when the local store lacks it.
+  Status upload_entry(const std::string& key);
 
  private:
   Result<TeamOutcome> build_holding(const std::string& key, const LeaseGrant& grant, bool takeover,
-                                    const std::function<Status()>& build);
+                                    const std::function<Status()>& build, const std::function<Status()>& publish);
   Result<TeamOutcome> build_alone(const std::function<Status()>& build);
   // Reports a server failure, opens the breaker for every process of this cache.
   // `then` says what happens instead ("building here").
   void server_failed(const std::string& doing, const Error& error, const std::string& then = "building here");
-  Status upload(const std::string& key);
 
   Remote m_remote;
   BuildLeases& m_leases;

@@ -1,12 +1,15 @@
 #include "remote/transfer.hpp"
 
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <unordered_set>
 #include <utility>
 
 #include "base/mutex.hpp"
 #include "base/try.hpp"
+#include "store/exec_key.hpp"
+#include "store/exec_manifest_file.hpp"
 #include "store/key.hpp"
 
 namespace opcache::remote {
@@ -14,6 +17,36 @@ namespace opcache::remote {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Calls `work` with each index below `count` on up to `parallelism` threads;
+// stops starting new ones once `cancel` is set. False when it was set.
+bool run_parallel(std::size_t count, int parallelism, const std::atomic<bool>* cancel,
+                  const std::function<void(std::size_t)>& work) {
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> cancelled{false};
+  auto worker = [&] {
+    for (;;) {
+      if (cancel != nullptr && cancel->load()) {
+        cancelled = true;
+        return;
+      }
+      const std::size_t index = next.fetch_add(1);
+      if (index >= count) {
+        return;
+      }
+      work(index);
+    }
+  };
+  std::vector<std::thread> threads;
+  const int threads_wanted = std::max(1, std::min<int>(parallelism, static_cast<int>(count)));
+  for (int i = 0; i < threads_wanted; ++i) {
+    threads.emplace_back(worker);
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  return !cancelled;
+}
 
 // Runs `transfer` on every item with `parallelism` threads, collecting the
 // summary and reporting progress.
@@ -24,30 +57,19 @@ class TransferRun {
 
   void run(const std::vector<std::string>& items, int parallelism,
            const std::function<Result<std::int64_t>(const std::string&)>& transfer) {
-    std::atomic<std::size_t> next{0};
-    auto worker = [&] {
-      for (;;) {
-        if (m_request.cancel != nullptr && m_request.cancel->load()) {
-          base::MutexLock lock(m_mutex);
-          m_summary.interrupted = true;
-          return;
-        }
-        const std::size_t index = next.fetch_add(1);
-        if (index >= items.size()) {
-          return;
-        }
-        auto bytes = transfer(items[index]);
-        finish(items[index], bytes);
-      }
-    };
-    std::vector<std::thread> threads;
-    const int count = std::max(1, std::min<int>(parallelism, static_cast<int>(items.size())));
-    for (int i = 0; i < count; ++i) {
-      threads.emplace_back(worker);
+    const bool finished = run_parallel(items.size(), parallelism, m_request.cancel, [&](std::size_t index) {
+      finish(items[index], transfer(items[index]));
+    });
+    if (!finished) {
+      base::MutexLock lock(m_mutex);
+      m_summary.interrupted = true;
     }
-    for (auto& thread : threads) {
-      thread.join();
-    }
+  }
+
+  /// The keys transferred so far, in the order they finished.
+  std::vector<std::string> transferred_keys() {
+    base::MutexLock lock(m_mutex);
+    return m_transferred;
   }
 
   double seconds() const { return std::chrono::duration<double>(Clock::now() - m_start).count(); }
@@ -60,6 +82,7 @@ class TransferRun {
       if (bytes) {
         ++m_summary.transferred;
         m_summary.bytes += *bytes;
+        m_transferred.push_back(key);
       } else if (bytes.error().code() == ErrorCode::untrusted) {
         ++m_summary.refused;  // reported by LocalStore::adopt
         record_failure(key, bytes.error());
@@ -88,6 +111,7 @@ class TransferRun {
 
   base::Mutex m_mutex;
   TransferSummary& m_summary GUARDED_BY(m_mutex);
+  std::vector<std::string> m_transferred GUARDED_BY(m_mutex);
   const TransferRequest& m_request;
   std::int64_t m_total;
   Clock::time_point m_start = Clock::now();
@@ -230,6 +254,108 @@ int parallelism_of(const Remote& remote, const TransferRequest& request) {
   return request.parallelism > 0 ? request.parallelism : remote.options.parallelism;
 }
 
+// The distinct command keys (store/exec_key.hpp) of the entries of `keys`
+// that `opcache exec` stored, in the order of their first entry; read from
+// each entry's bundle manifest (its header only). An entry that cannot be
+// read names none.
+std::vector<std::string> exec_command_keys(store::LocalStore& local, const std::vector<std::string>& keys,
+                                           int parallelism, const std::atomic<bool>* cancel) {
+  std::vector<std::optional<std::string>> of_entry(keys.size());
+  run_parallel(keys.size(), parallelism, cancel, [&](std::size_t index) {
+    auto manifest = local.read_manifest(keys[index]);
+    if (manifest && *manifest) {
+      of_entry[index] = store::exec_command_key_of((*manifest)->descriptor, (*manifest)->scenario);
+    }
+  });
+  std::vector<std::string> command_keys;
+  std::unordered_set<std::string> seen;
+  for (auto& command_key : of_entry) {
+    if (command_key && seen.insert(*command_key).second) {
+      command_keys.push_back(std::move(*command_key));
+    }
+  }
+  return command_keys;
+}
+
+// Counts the exec manifests of a push or a pull into its summary, from the
+// threads that move them.
+class ManifestTally {
+ public:
+  explicit ManifestTally(TransferSummary& summary) : m_summary(summary) {}
+
+  /// Counts the manifest of `command_key` as moved, or as failed with `outcome`'s reason after `what`.
+  void count(const std::string& command_key, const Status& outcome, const std::string& what) {
+    base::MutexLock lock(m_mutex);
+    if (outcome) {
+      ++m_summary.manifests;
+      return;
+    }
+    ++m_summary.failed;
+    if (m_summary.failures.size() < 100) {
+      m_summary.failures.push_back({command_key, what + ": " + outcome.error().message()});
+    }
+  }
+
+ private:
+  base::Mutex m_mutex;
+  TransferSummary& m_summary GUARDED_BY(m_mutex);
+};
+
+// push: sends the local exec manifest of each command key to the remote,
+// which merges it into its own. A local manifest that cannot be read is
+// reported and skipped (the next build rewrites it).
+void push_exec_manifests(store::LocalStore& local, const Remote& remote, const std::vector<std::string>& command_keys,
+                         const TransferRequest& request, TransferSummary& summary) {
+  ManifestTally tally(summary);
+  run_parallel(command_keys.size(), parallelism_of(remote, request), request.cancel, [&](std::size_t index) {
+    const auto& command_key = command_keys[index];
+    auto manifest = store::read_exec_manifest(local.layout(), command_key);
+    if (!manifest) {
+      local.options().warn("exec manifest " + command_key + " not pushed: " + manifest.error().message());
+      return;
+    }
+    if (*manifest) {
+      tally.count(command_key, remote.store->store_exec_manifest(**manifest), "exec manifest not sent");
+    }
+  });
+}
+
+// The remote's exec manifest of `command_key` merged into the local one;
+// false when the remote has none, or sent one that is not valid (reported).
+Result<bool> pull_exec_manifest(store::LocalStore& local, const Remote& remote, const std::string& command_key) {
+  const std::string origin = "the exec manifest of " + command_key + " from remote " + remote.store->name();
+  auto text = remote.store->fetch_exec_manifest(command_key);
+  if (!text && text.error().code() != ErrorCode::corrupt) {
+    return text.error();
+  }
+  if (text && !*text) {
+    return false;
+  }
+  auto parsed = text ? store::parse_exec_manifest(**text, origin) : Result<store::ExecManifest>(text.error());
+  if (parsed && parsed->command_key != command_key) {
+    parsed = Error::corrupt(origin + " is the manifest of " + parsed->command_key);
+  }
+  if (!parsed) {
+    local.options().warn("ignored " + origin + ": " + parsed.error().message());
+    return false;
+  }
+  OPCACHE_TRY(store::merge_into_exec_manifest(local.layout(), *parsed));
+  return true;
+}
+
+// pull: merges the remote's exec manifest of each command key into the local one.
+void pull_exec_manifests(store::LocalStore& local, const Remote& remote, const std::vector<std::string>& command_keys,
+                         const TransferRequest& request, TransferSummary& summary) {
+  ManifestTally tally(summary);
+  run_parallel(command_keys.size(), parallelism_of(remote, request), request.cancel, [&](std::size_t index) {
+    const auto& command_key = command_keys[index];
+    auto pulled = pull_exec_manifest(local, remote, command_key);
+    if (!pulled || *pulled) {
+      tally.count(command_key, pulled ? Status{} : Status(pulled.error()), "exec manifest not pulled");
+    }
+  });
+}
+
 }  // namespace
 
 Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, const TransferRequest& request) {
@@ -265,6 +391,12 @@ Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, con
     OPCACHE_TRY(remote.store->upload(key, local.layout().object_path(entry->digest), entry->signatures));
     return entry->bundle_size;
   });
+  // The manifests after the entries they list, so the remote never names
+  // builds whose entries it lacks for longer than the push takes.
+  auto sent = run.transferred_keys();
+  sent.insert(sent.end(), present_keys.begin(), present_keys.end());
+  const auto command_keys = exec_command_keys(local, sent, parallelism_of(remote, request), request.cancel);
+  push_exec_manifests(local, remote, command_keys, request, summary);
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return summary;
 }
@@ -316,6 +448,9 @@ Result<TransferSummary> pull(store::LocalStore& local, const Remote& remote, con
     }
     return adopt_pulled(local, key, std::move(file), provenance);
   });
+  const auto command_keys =
+      exec_command_keys(local, run.transferred_keys(), parallelism_of(remote, request), request.cancel);
+  pull_exec_manifests(local, remote, command_keys, request, summary);
   summary.seconds = std::chrono::duration<double>(Clock::now() - started).count();
   return summary;
 }

@@ -47,6 +47,8 @@ test_packages=(
   # the kill and durability tests (tests/e2e/test_kill.cpp, tests/remote/test_remote_hit_sync.cpp)
   # hold or count system calls with strace
   strace
+  # exec's tracer seen from a statically linked program (tests/trace/, tests/e2e/test_exec_observed.cpp)
+  busybox-static
 )
 with_tests=false
 case "${1:-}" in

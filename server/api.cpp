@@ -446,6 +446,7 @@ json Api::status_body(const StorageGauges& gauges) {
   double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
   return json({{"version", k_version_string},
                {"api", "v1"},
+               {"revision", k_api_revision},
                {"storage", m_storage.public_description()},
                {"entries", optional_number(gauges.entries)},
                {"bytes", optional_number(gauges.bytes)},

@@ -4,6 +4,7 @@
 // with http_response.cpp) converts to and from Beast.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <initializer_list>
 #include <map>
@@ -23,6 +24,7 @@
 #include "server/server_config.hpp"
 #include "server/storage.hpp"
 #include "server/usage_stats.hpp"
+#include "store/exec_manifest.hpp"
 #include "store/signature.hpp"
 #include "store/trust.hpp"
 
@@ -30,8 +32,19 @@ namespace opcache::server {
 
 struct RevokeRequest;
 
+/// The revision of HTTP API v1 this server speaks (docs/protocol.md, the
+/// version notes), reported by GET /v1/status as "revision".
+inline constexpr int k_api_revision = 7;
+
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
+
+/// Largest in-memory body of a request to `route` (BodyKind::small):
+/// store::k_max_manifest_bytes for PUT /v1/manifests/{key} (an exec manifest
+/// of 32 builds that read many files each), else k_small_body_limit. Pure.
+inline std::size_t small_body_limit(RouteId route) noexcept {
+  return route == RouteId::manifest_put ? store::k_max_manifest_bytes : k_small_body_limit;
+}
 
 /// Most bundle bytes one POST /v1/entries/fetch response carries; the keys
 /// beyond are answered "later" (a bundle larger than this alone: "too_large").
@@ -189,6 +202,19 @@ class Api {
   /// GET /v1/revocations?since=SECONDS&limit=N: the tombstones revoked at
   /// `since` or later, oldest first: 200 {"now","revocations","truncated"}.
   ApiResponse revocations(const std::map<std::string, std::string>& parameters);
+  /// GET /v1/manifests/{key} (api_manifests.cpp): 200 with the exec manifest
+  /// of the command key `command_key` as JSON text (docs/formats.md "Exec
+  /// manifests"), 404 not_found when none is stored (or the stored one is not
+  /// a valid manifest of the key: logged, replaced by the next PUT).
+  ApiResponse get_exec_manifest(const std::string& command_key, bool head_only);
+  /// PUT /v1/manifests/{key}: merges the manifest of the JSON `body` into
+  /// the stored one (the body's builds first, at most
+  /// store::k_max_manifest_builds), one PUT of a key at a time on this
+  /// server: 200 {"command_key", "builds"} with the merged count; 400
+  /// corrupt_manifest for a body that is not a valid manifest, 409
+  /// key_mismatch when its command_key is not the URL's, 413 when larger
+  /// than store::k_max_manifest_bytes.
+  ApiResponse put_exec_manifest(const std::string& command_key, const std::string& body);
   ApiResponse query(const std::string& body);
   /// POST /v1/entries/fetch (api_fetch.cpp): the bundles of the body's keys
   /// ({"keys": [...]}, at most config.max_query_keys) or of its filter
@@ -245,6 +271,10 @@ class Api {
   LeaseTable m_leases;
   EntryEvents m_events;
   UsageStats m_usage;
+  // PUT /v1/manifests/{key} reads, merges and writes: one at a time per
+  // command key, by the key's first byte (so no update is lost behind one
+  // server; replicas over one S3 bucket may still race, last writer wins).
+  std::array<base::Mutex, 16> m_manifest_locks;
 };
 
 }  // namespace opcache::server

@@ -288,14 +288,14 @@ class Session : public SessionBase {
   }
 
   void read_small_body() {
-    if (m_header->content_length().value_or(0) > k_small_body_limit) {
+    const std::size_t limit = small_body_limit(m_request.route.id);
+    if (m_header->content_length().value_or(0) > limit) {
       m_request.close_after = true;
-      respond(error_response(413, "payload_too_large",
-                             "request body larger than " + std::to_string(k_small_body_limit) + " bytes"));
+      respond(error_response(413, "payload_too_large", "request body larger than " + std::to_string(limit) + " bytes"));
       return;
     }
     m_small.emplace(std::move(*m_header));
-    m_small->body_limit(k_small_body_limit);
+    m_small->body_limit(limit);
     continue_then([self = self_pointer()] {
       http::async_read(self->derived().stream(), self->m_buffer, *self->m_small,
                        [self](beast::error_code ec, std::size_t) { self->on_small_body(ec); });
@@ -306,7 +306,8 @@ class Session : public SessionBase {
     if (ec == http::error::body_limit) {
       m_request.close_after = true;
       respond(error_response(413, "payload_too_large",
-                             "request body larger than " + std::to_string(k_small_body_limit) + " bytes"));
+                             "request body larger than " + std::to_string(small_body_limit(m_request.route.id)) +
+                                 " bytes"));
       return;
     }
     if (ec) {

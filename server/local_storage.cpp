@@ -11,6 +11,7 @@
 #include "base/file_io.hpp"
 #include "base/try.hpp"
 #include "server/bundle_cache.hpp"
+#include "store/exec_manifest_file.hpp"
 
 namespace opcache::server {
 
@@ -194,6 +195,15 @@ class LocalStorage final : public Storage {
   Result<std::vector<store::Tombstone>> revocations(std::int64_t since_ms, std::size_t limit,
                                                    bool* truncated) override {
     return tombstones().list(since_ms, limit, truncated);
+  }
+
+  // manifests/<xx>/<command key>.json of the store, as a client's cache keeps them.
+  Result<std::optional<store::ExecManifest>> exec_manifest(const std::string& command_key) override {
+    return store::read_exec_manifest(m_store->layout(), command_key);
+  }
+
+  Result<store::ExecManifest> merge_exec_manifest(const store::ExecManifest& manifest) override {
+    return store::merge_into_exec_manifest(m_store->layout(), manifest);
   }
 
   StorageGauges gauges() override {

@@ -98,6 +98,14 @@ ApiResponse handle_unrevoke(Api& api, const ApiRequest& request) {
   return api.unrevoke(request.route.key);
 }
 
+ApiResponse handle_read_manifest(Api& api, const ApiRequest& request) {
+  return api.get_exec_manifest(request.route.key, request.method == "HEAD");
+}
+
+ApiResponse handle_put_manifest(Api& api, const ApiRequest& request) {
+  return api.put_exec_manifest(request.route.key, request.body);
+}
+
 using enum RouteId;
 using enum Thread;
 constexpr auto k_none = BodyKind::none;
@@ -138,6 +146,10 @@ constexpr RouteSpec k_routes[] = {
   {revoke,           "revocations","POST",      "/v1/revocations",              Scope::admin,  k_small,  worker,       false,    k_counted,  handle_revoke},
   {revocations,      "revocations","GET, HEAD", "/v1/revocations",              Scope::read,   k_none,   worker,       false,    k_counted,  handle_revocations},
   {unrevoke,         "revocations","DELETE",    "/v1/revocations/{key}",        Scope::admin,  k_none,   worker,       false,    k_counted,  handle_unrevoke},
+  // Exec manifests (api_manifests.cpp): not lookups of kernels, so not counted.
+  // The PUT's body may be up to store::k_max_manifest_bytes (small_body_limit).
+  {manifest_read,    "manifest",   "GET, HEAD", "/v1/manifests/{key}",          Scope::read,   k_none,   worker,       false,    false,      handle_read_manifest},
+  {manifest_put,     "manifest",   "PUT",       "/v1/manifests/{key}",          Scope::write,  k_small,  worker,       false,    false,      handle_put_manifest},
 };
 // clang-format on
 

@@ -46,6 +46,8 @@ enum class RouteId {
   revoke,            ///< POST /v1/revocations
   revocations,       ///< GET, HEAD /v1/revocations
   unrevoke,          ///< DELETE /v1/revocations/{key}
+  manifest_read,     ///< GET, HEAD /v1/manifests/{key}
+  manifest_put,      ///< PUT /v1/manifests/{key}
 };
 
 /// How a request's body is read.

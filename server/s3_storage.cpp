@@ -158,6 +158,24 @@ class S3Storage final : public Storage {
     return m_bucket.list_tombstones(since_ms, limit, truncated, m_temp_dir);
   }
 
+  // <prefix>/v1/manifests/<command key>.json, shared with the s3:// remote.
+  Result<std::optional<store::ExecManifest>> exec_manifest(const std::string& command_key) override {
+    OPCACHE_TRY_ASSIGN(auto text, m_bucket.get_exec_manifest(command_key, m_temp_dir));
+    if (!text) {
+      return std::optional<store::ExecManifest>();
+    }
+    const auto name = "exec manifest object " + remote::s3_exec_manifest_name(command_key);
+    OPCACHE_TRY_ASSIGN(auto manifest, store::parse_exec_manifest(*text, name));
+    if (manifest.command_key != command_key) {
+      return Error::corrupt(name + " holds the manifest of " + manifest.command_key);
+    }
+    return std::optional<store::ExecManifest>(std::move(manifest));
+  }
+
+  Result<store::ExecManifest> merge_exec_manifest(const store::ExecManifest& manifest) override {
+    return m_bucket.merge_exec_manifest(manifest, m_temp_dir);
+  }
+
   StorageGauges gauges() override { return {}; }  // unknown without listing the bucket
 
  private:

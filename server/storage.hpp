@@ -14,6 +14,7 @@
 #include "opcache/result.hpp"
 #include "server/metrics.hpp"
 #include "base/file_io.hpp"
+#include "store/exec_manifest.hpp"
 #include "store/manifest.hpp"
 #include "store/revocation.hpp"
 #include "store/signature.hpp"
@@ -138,6 +139,18 @@ class Storage {
   /// `limit`; `*truncated` says whether more matched.
   virtual Result<std::vector<store::Tombstone>> revocations(std::int64_t since_ms, std::size_t limit,
                                                            bool* truncated) = 0;
+
+  // Exec manifests (docs/formats.md "Exec manifests"; PUT and GET
+  // /v1/manifests/{key}): one per command key, in the storage itself.
+
+  /// The stored exec manifest of `command_key`, or std::nullopt. One that is
+  /// not a valid manifest of the key is a `corrupt` error naming it.
+  virtual Result<std::optional<store::ExecManifest>> exec_manifest(const std::string& command_key) = 0;
+  /// Merges `manifest` into the stored manifest of its command key (its
+  /// builds first; a missing or invalid stored one counts as none), stores
+  /// the result and returns it. Reads, then writes: the caller serializes
+  /// the merges of one key (Api does).
+  virtual Result<store::ExecManifest> merge_exec_manifest(const store::ExecManifest& manifest) = 0;
 };
 
 }  // namespace opcache::server

@@ -55,6 +55,8 @@ class StoreLayout {
   fs::path hit_journal() const { return m_root / "hits.journal"; }
   /// revocations/<key>.json: tombstones of revoked keys (store/revocation.hpp)
   fs::path revocations() const { return m_root / "revocations"; }
+  /// manifests/<first two hex digits>/<command key>.json: exec manifests (store/exec_manifest_file.hpp)
+  fs::path manifests() const { return m_root / "manifests"; }
   /// objects/<first two hex digits>/<digest>
   fs::path object_path(const std::string& digest) const { return objects() / digest.substr(0, 2) / digest; }
 

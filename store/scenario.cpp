@@ -1,9 +1,12 @@
 #include "store/scenario.hpp"
 
+#include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "base/canonical_json.hpp"
 #include "base/json_parse.hpp"
+#include "base/mutex.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
 #include "base/value_parse.hpp"
@@ -80,14 +83,44 @@ bool wants_detection(const std::optional<std::string>& value, store::AutoResolut
   return !value || *value == "auto";
 }
 
+// The messages said already by note_once_on_stderr.
+class SaidNotes {
+ public:
+  // Whether `message` is said for the first time (and remembers it).
+  bool first_time(const std::string& message) {
+    base::MutexLock lock(m_mutex);
+    return m_said.insert(message).second;
+  }
+
+ private:
+  base::Mutex m_mutex;
+  std::set<std::string> m_said GUARDED_BY(m_mutex);
+};
+
+// An explicit toolchain under detection: the key keeps it, and a note (and,
+// for --explain, a not-keyed input) says when the install names another.
+void note_explicit_toolchain(const std::string& toolchain, const store::DetectContext& context,
+                             const store::AutoResolution& resolution, std::vector<ScenarioInput>* inputs) {
+  auto installed = store::check_explicit_toolchain(context, toolchain);
+  if (!installed) {
+    return;
+  }
+  if (resolution.note) {
+    resolution.note(store::explicit_toolchain_note(toolchain, *installed));
+  }
+  if (inputs != nullptr) {
+    inputs->push_back(std::move(*installed));
+  }
+}
+
 // Fills the toolchain and soc given as auto, and the detected extras, from
-// the environment. Both fields are tried so that one message names all that
-// is missing.
+// the environment, and checks an explicit toolchain against the install.
+// Both fields are tried so that one message names all that is missing.
 Status detect_fields(RawScenario& raw, const std::string& origin, const store::AutoResolution& resolution,
                      std::vector<ScenarioInput>* inputs) {
   const bool toolchain = wants_detection(raw.toolchain, resolution.mode);
   const bool soc = wants_detection(raw.soc, resolution.mode);
-  if (!toolchain && !soc) {
+  if (resolution.mode == store::AutoResolution::Mode::exact) {
     return {};
   }
   if (resolution.mode == store::AutoResolution::Mode::keep) {
@@ -119,8 +152,11 @@ Status detect_fields(RawScenario& raw, const std::string& origin, const store::A
     } else if (auto install = store::find_cann_install(context.env, context.default_cann_root); !install) {
       failures.push_back(install.error().message());  // the banks need the chip; the install can still be missing
     }
-  } else if (inputs != nullptr) {
-    inputs->push_back({"toolchain", origin, *raw.toolchain, true});
+  } else {
+    if (inputs != nullptr) {
+      inputs->push_back({"toolchain", origin, *raw.toolchain, true});
+    }
+    note_explicit_toolchain(*raw.toolchain, context, resolution, inputs);
   }
   if (!failures.empty()) {
     std::string message = origin + ": ";
@@ -290,6 +326,13 @@ Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env
   return parse_scenario_spec(spec, env, AutoResolution{});
 }
 
+void note_once_on_stderr(const std::string& message) {
+  static SaidNotes said;
+  if (said.first_time(message)) {
+    std::fprintf(stderr, "opcache: %s\n", message.c_str());
+  }
+}
+
 AutoResolution auto_resolution(AutoFields auto_fields, std::vector<ScenarioInput>* inputs) {
   AutoResolution resolution;
   resolution.inputs = inputs;
@@ -297,6 +340,7 @@ AutoResolution auto_resolution(AutoFields auto_fields, std::vector<ScenarioInput
     case AutoFields::detect:
       resolution.mode = AutoResolution::Mode::detect;
       resolution.context = default_detect_context;
+      resolution.note = note_once_on_stderr;
       break;
     case AutoFields::keep:
       resolution.mode = AutoResolution::Mode::keep;

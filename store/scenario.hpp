@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,13 +31,23 @@ struct AutoResolution {
     detect,  ///< both are detected (opcache::AutoFields::detect, store/scenario_detect)
   };
   Mode mode = Mode::exact;
-  /// For Mode::detect: makes the detection context; called at most once, and
-  /// only when a field is to be detected (an explicit scenario costs nothing).
+  /// For Mode::detect: makes the detection context; called at most once (an
+  /// explicit toolchain is checked against the install, which costs reading
+  /// at most two version files).
   std::function<DetectContext()> context;
   /// When not null, receives every input of the scenario (explain_scenario):
-  /// device, phase, toolchain, soc, each extra, then the driver (not keyed).
+  /// device, phase, toolchain (and, not keyed, the installed toolchain when
+  /// an explicit one differs), soc, each extra, then the driver (not keyed).
   std::vector<ScenarioInput>* inputs = nullptr;
+  /// For Mode::detect: receives each note, a line for the user that is not
+  /// an error (an explicit toolchain that differs from the install's;
+  /// store/scenario_detect explicit_toolchain_note()). Empty: notes are dropped.
+  std::function<void(const std::string& message)> note;
 };
+
+/// A note sink that prints "opcache: <message>" on stderr the first time
+/// this process gives that message, and drops it after. Thread-safe.
+void note_once_on_stderr(const std::string& message);
 
 /// Validates and converts a JSON object exactly as written (Mode::exact: a
 /// stored manifest's scenario); see parse_scenario_json().
@@ -53,7 +64,7 @@ Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env
 Result<Scenario> parse_scenario_spec(std::string_view spec, const EnvLookup& env, const AutoResolution& resolution);
 
 /// An AutoResolution for the public opcache::AutoFields (detect: with
-/// default_detect_context()).
+/// default_detect_context(), notes to note_once_on_stderr()).
 AutoResolution auto_resolution(AutoFields auto_fields, std::vector<ScenarioInput>* inputs = nullptr);
 
 }  // namespace opcache::store

@@ -9,6 +9,7 @@
 
 #include "base/file_io.hpp"
 #include "base/program_search.hpp"
+#include "base/sha256.hpp"
 #include "base/subprocess.hpp"
 #include "base/text.hpp"
 #include "base/try.hpp"
@@ -111,6 +112,124 @@ Result<std::string> bank_digest(const DetectContext& context, const fs::path& di
                         "): " + digest.error().message());
   }
   return digest->substr(0, k_bank_digest_chars);
+}
+
+// The longest package name an entry keeps, so that the prefix, the name and
+// a ".N" suffix stay within an extra key's 64 characters.
+constexpr std::size_t k_max_package_name = 40;
+
+// The longest load order kept as written; a longer one is kept as a digest.
+constexpr std::size_t k_max_order_chars = 128;
+
+bool allowed_in_extra_key(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+}
+
+// `prefix` + `name` as an extra key not in `taken`: the characters a key
+// cannot hold become '_', the name is cut to k_max_package_name, and a
+// taken key gets ".2", ".3"…
+std::string package_entry(const std::string& prefix, const std::string& name, std::set<std::string>& taken) {
+  std::string cleaned = name.substr(0, k_max_package_name);
+  for (char& c : cleaned) {
+    c = allowed_in_extra_key(c) ? c : '_';
+  }
+  std::string entry = prefix + (cleaned.empty() ? "_" : cleaned);
+  for (int n = 2; taken.count(entry) != 0; ++n) {
+    entry = prefix + cleaned + "." + std::to_string(n);
+  }
+  taken.insert(entry);
+  return entry;
+}
+
+// Whether `file` lies in one of the package's k_package_compiled_parts.
+bool in_compiled_part(const fs::path& package, const fs::path& file) {
+  const auto relative = file.lexically_relative(package);
+  if (relative.empty()) {
+    return false;
+  }
+  const std::string first = relative.begin()->string();
+  for (const char* part : k_package_compiled_parts) {
+    if (first == part) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// A package entry's value: its version and the first k_bank_digest_chars of
+// the tree digest of the parts a compile loads.
+Result<std::string> package_value(const DetectContext& context, const CustomOpPackage& package,
+                                  const std::string& entry) {
+  auto digest = base::tree_sha256(package.directory, context.cache, [&package](const fs::path& file) {
+    return !in_compiled_part(package.directory, file);
+  });
+  if (!digest) {
+    return Error::usage("toolchain=auto: cannot digest the custom operator package " + package.directory.string() +
+                        " (" + entry + "): " + digest.error().message() +
+                        "; make it readable or set toolchain=VERSION and extra." + entry + "=VALUE");
+  }
+  return package.version.value_or(k_unversioned_package) + "/" + digest->substr(0, k_bank_digest_chars);
+}
+
+// A load order as an entry's value: as written, or the first
+// k_bank_digest_chars of its SHA-256 when longer than k_max_order_chars.
+std::string order_value(const std::string& order) {
+  return order.size() <= k_max_order_chars ? order : base::sha256_hex(order).substr(0, k_bank_digest_chars);
+}
+
+// Adds one entry per package of `packages` to `detected` (and `inputs`)
+// under `prefix`, except those `given_extra` names; returns the entries'
+// names in the packages' order.
+Result<std::vector<std::string>> add_packages(const DetectContext& context,
+                                              const std::vector<CustomOpPackage>& packages, const char* prefix,
+                                              const std::map<std::string, std::string>& given_extra,
+                                              DetectedToolchain& detected, std::vector<ScenarioInput>* inputs) {
+  std::set<std::string> taken;
+  std::vector<std::string> names;
+  for (const auto& package : packages) {
+    const std::string entry = package_entry(prefix, package.name, taken);
+    names.push_back(entry.substr(std::string_view(prefix).size()));
+    if (given_extra.count(entry) != 0) {
+      continue;  // the explicit value wins: nothing to digest
+    }
+    OPCACHE_TRY_ASSIGN(auto value, package_value(context, package, entry));
+    if (inputs != nullptr) {
+      inputs->push_back({"extra." + entry, package.directory.string() + " (" + package.source + ")", value, true});
+    }
+    detected.extra[entry] = std::move(value);
+  }
+  return names;
+}
+
+// The custom operator packages' entries and their load orders.
+Status detect_packages(const DetectContext& context, const CannInstall& install,
+                       const std::map<std::string, std::string>& given_extra, DetectedToolchain& detected,
+                       std::vector<ScenarioInput>* inputs) {
+  OPCACHE_TRY_ASSIGN(auto packages, find_custom_op_packages(context.env, install));
+  OPCACHE_TRY(add_packages(context, packages.vendors, k_extra_opp_vendor_prefix, given_extra, detected, inputs));
+  if (packages.vendor_priority) {
+    const std::string value = order_value(*packages.vendor_priority);
+    detected.extra[k_extra_opp_vendor_priority] = value;
+    if (inputs != nullptr) {
+      inputs->push_back({std::string("extra.") + k_extra_opp_vendor_priority,
+                         packages.vendor_config.string() + " load_priority (" + install.opp_source + ")", value, true});
+    }
+  }
+  OPCACHE_TRY_ASSIGN(auto custom,
+                     add_packages(context, packages.custom, k_extra_custom_opp_prefix, given_extra, detected, inputs));
+  if (!custom.empty()) {
+    std::string order;
+    for (const auto& name : custom) {
+      order += (order.empty() ? "" : ",") + name;
+    }
+    const std::string value = order_value(order);
+    detected.extra[k_extra_custom_opp_order] = value;
+    if (inputs != nullptr) {
+      inputs->push_back({std::string("extra.") + k_extra_custom_opp_order,
+                         std::string(k_custom_opp_path_variable) + " (its order)", value, true});
+    }
+  }
+  return {};
 }
 
 // The custom operator bank a compile for `soc` would read, and how it was chosen.
@@ -262,7 +381,8 @@ Result<DetectedToolchain> detect_toolchain(const DetectContext& context, const s
   for (const auto& component : install.components) {
     detected.extra["cann." + component.name] = component.version;
     if (inputs != nullptr) {
-      inputs->push_back({"extra.cann." + component.name, component.file.string() + root_note, component.version, true});
+      inputs->push_back({"extra.cann." + component.name, component.file.string() + " (" + component.source + ")",
+                         component.version, true});
     }
   }
   const CannComponent* readable = install.component("compiler");
@@ -274,6 +394,7 @@ Result<DetectedToolchain> detect_toolchain(const DetectContext& context, const s
     inputs->insert(inputs->begin() + static_cast<std::ptrdiff_t>(inputs->size() - install.components.size()),
                    ScenarioInput{"toolchain", readable->file.string() + root_note, readable->version, true});
   }
+  OPCACHE_TRY(detect_packages(context, install, given_extra, detected, inputs));
 
   auto [bank, bank_source] = tune_bank_directory(context.env, soc);
   std::string bank_value = k_no_bank;
@@ -300,6 +421,21 @@ Result<DetectedToolchain> detect_toolchain(const DetectContext& context, const s
     detected.extra.erase(name);  // an explicit value wins; the caller keeps it
   }
   return detected;
+}
+
+std::optional<ScenarioInput> check_explicit_toolchain(const DetectContext& context, const std::string& given) {
+  auto installed = installed_toolchain(context.env, context.default_cann_root);
+  if (!installed || installed->version == given) {
+    return std::nullopt;
+  }
+  return ScenarioInput{k_input_installed_toolchain, installed->file.string() + " (" + installed->source + ")",
+                       installed->version, false};
+}
+
+std::string explicit_toolchain_note(const std::string& given, const ScenarioInput& installed) {
+  return "note: toolchain=" + given + " is given explicitly, but the CANN install the op compiler loads is " +
+         installed.value + " (" + installed.source + "); the key uses " + given +
+         ". Use toolchain=auto to key on the install, or point ASCEND_TOOLKIT_HOME at the install of " + given;
 }
 
 ScenarioInput driver_input(const DetectContext& context) {

@@ -1,7 +1,8 @@
 // Resolving a scenario's `auto` fields from the environment the op compiler
 // would see (docs/formats.md, "Detected scenario fields (`auto`)"):
-// toolchain=auto reads the CANN install (store/cann_install), its tuning
-// banks and the python3 on PATH; soc=auto asks `npu-smi info`. Values enter
+// toolchain=auto reads the CANN install (store/cann_install), the OPP the
+// compiler loads and its custom operator packages, its tuning banks and the
+// python3 on PATH; soc=auto asks `npu-smi info`. Values enter
 // the scenario; paths, timestamps and host names never do. What costs real
 // time (running python3 or npu-smi, reading bank files) is remembered in a
 // base::DigestCache keyed by the identity of the file it came from.
@@ -31,6 +32,25 @@ inline constexpr const char* k_extra_cann_toolkit = "cann.toolkit";
 inline constexpr const char* k_extra_tune_bank = "cann.tune_bank";
 inline constexpr const char* k_extra_fusion_strategy = "cann.fusion_strategy";
 inline constexpr const char* k_extra_python = "python";
+/// A directory of `<opp>/vendors`: this prefix and the directory's name.
+inline constexpr const char* k_extra_opp_vendor_prefix = "cann.opp_vendor.";
+/// A directory of ASCEND_CUSTOM_OPP_PATH: this prefix and the directory's name.
+inline constexpr const char* k_extra_custom_opp_prefix = "cann.custom_opp.";
+/// The `load_priority` of `<opp>/vendors/config.ini`.
+inline constexpr const char* k_extra_opp_vendor_priority = "cann.opp_vendor_priority";
+/// The names of the ASCEND_CUSTOM_OPP_PATH packages in its order.
+inline constexpr const char* k_extra_custom_opp_order = "cann.custom_opp_order";
+
+/// The version part of a package entry when the package has no `Version=`.
+inline constexpr const char* k_unversioned_package = "unversioned";
+
+/// The subdirectories of a custom operator package that a compile loads,
+/// and so the only ones its entry digests.
+inline constexpr const char* k_package_compiled_parts[] = {"op_impl", "op_proto", "op_tiling"};
+
+/// The name of the not-keyed input that shows the install's toolchain when
+/// an explicit one differs from it.
+inline constexpr const char* k_input_installed_toolchain = "installed_toolchain";
 
 /// The value of a bank entry when the bank directory does not exist.
 inline constexpr const char* k_no_bank = "none";
@@ -77,15 +97,33 @@ struct DetectedToolchain {
   std::map<std::string, std::string> extra;  ///< cann.*, python (see the k_extra_* names)
 };
 
-/// toolchain=auto for chip `soc`: the CANN install's component versions, the
-/// tuning banks' digests and Python's major.minor. An entry named in
-/// `given_extra` is not detected (the explicit value wins; e.g.
-/// extra.python=3.9 skips running python3). `usage` error naming
-/// `toolchain=` (or `extra.python=`) and what to set when detection fails.
-/// Appends the inputs to `inputs` when not null.
+/// toolchain=auto for chip `soc`: the CANN install's component versions (the
+/// opp's from ASCEND_OPP_PATH when set), one entry per custom operator
+/// package, `<Version= or k_unversioned_package>/<digest of its
+/// k_package_compiled_parts>`, and the packages' load orders, the tuning
+/// banks' digests and Python's major.minor. A package's entry is its prefix
+/// and its directory's name, with '_' for each character an extra key cannot
+/// hold, cut to 40 characters, and ".2", ".3"… when taken already. An entry
+/// named in `given_extra` is not detected (the explicit value wins; e.g.
+/// extra.python=3.9 skips running python3, extra.cann.opp_vendor.X=V skips
+/// digesting X). `usage` error naming `toolchain=` (or `extra.python=`) and
+/// what to set when detection fails. Appends the inputs to `inputs` when not
+/// null.
 Result<DetectedToolchain> detect_toolchain(const DetectContext& context, const std::string& soc,
                                            const std::map<std::string, std::string>& given_extra,
                                            std::vector<ScenarioInput>* inputs);
+
+/// An explicit toolchain=`given` checked against the install that
+/// toolchain=auto would read (store/cann_install installed_toolchain()):
+/// when that install's version differs, the not-keyed input
+/// k_input_installed_toolchain with it and the file it was read from;
+/// std::nullopt when they agree or no install is readable. The key keeps
+/// `given`. Reads at most two version files.
+std::optional<ScenarioInput> check_explicit_toolchain(const DetectContext& context, const std::string& given);
+
+/// The one-line note for a disagreement check_explicit_toolchain() found:
+/// both versions, where the installed one was read, and what to do.
+std::string explicit_toolchain_note(const std::string& given, const ScenarioInput& installed);
 
 /// The driver version, for --explain only (keyed = false): the `Version=` of
 /// `context.driver_version_file`, or "not installed".

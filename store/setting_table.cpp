@@ -67,6 +67,12 @@ std::string check_compiler_check(const std::string& text) {
   return check ? "" : check.error().message();
 }
 
+std::string check_base_dir(const std::string& text) {
+  return text.empty() || (text.front() == '/' && text.find('\0') == std::string::npos)
+             ? ""
+             : "expected an absolute directory (or nothing, for none)";
+}
+
 std::string check_exec_env(const std::string& text) {
   auto names = parse_exec_environment(text);
   return names ? "" : names.error().message();
@@ -303,6 +309,20 @@ const SettingSpec k_specs[] = {
        const bool builtin = names == default_exec_environment();
        return Setting<std::string>{builtin ? "(built-in list)" : names.empty() ? "(none)" : join(names), s.exec_env.source};
      }},
+    {{"base_dir", "base_dir", SettingType::text, true, "--base-dir",
+      "A directory below which exec keys absolute paths relative to it (in the command line and in the files the "
+      "command reads), so that two checkouts of one tree share entries (default: none)",
+      "OPCACHE_BASE_DIR", "base_dir", ""},
+     &StoreConfig::base_dir,
+     check_base_dir,
+     [](Settings& s, Setting<std::string> value) {
+       std::string normal = value.value.empty() ? "" : std::filesystem::path(value.value).lexically_normal().string();
+       while (normal.size() > 1 && normal.back() == '/') {
+         normal.pop_back();
+       }
+       s.base_dir = {std::move(normal), std::move(value.source)};
+     },
+     [](const Settings& s) { return Setting<std::string>{s.base_dir.value.empty() ? "(none)" : s.base_dir.value, s.base_dir.source}; }},
     {{"compression_level", "", SettingType::integer, true, "--compression-level",
       "zstd level for new bundles, 1..19 (default 3)", "", "", "3"},
      &StoreConfig::compression_level,

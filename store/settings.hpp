@@ -54,6 +54,7 @@ struct Settings {
   Setting<bool> shared_group;            ///< see store/cache_root.hpp Sharing
   Setting<CompilerCheck> compiler_check{{}, "default"};     ///< store/exec_policy.hpp
   Setting<std::vector<std::string>> exec_env{{}, "default"};  ///< sorted names; store/exec_policy.hpp
+  Setting<std::string> base_dir{"", "default"};  ///< absolute and lexically normal, or "" (none); store/exec_key.hpp
   Setting<std::int64_t> revocation_check_interval_s{300, "default"};  ///< remote/remote_set.hpp check_revocations
   std::vector<std::string> warnings;     ///< problems found in the environment and files
 

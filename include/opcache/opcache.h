@@ -144,6 +144,26 @@ opcache_status opcache_get_or_build_json(opcache_store* store, const char* descr
                                          const char* out_dir, opcache_build_fn build, void* user_data,
                                          char** result_json_out);
 
+/* opcache_get_or_build_json whose key also covers declared inputs: the
+ * input_count paths of inputs, files and directories the build reads that
+ * the descriptor does not describe (headers, a directory of templates). Their
+ * content enters the key as `opcache exec --input`'s does (a file by its
+ * SHA-256, a directory by the digests of the files below it; a path keyed as
+ * given, below the base_dir setting as "{base}/..."), through the descriptor
+ * member "declared_inputs": an edited declared file, or a file added,
+ * removed or changed below a declared directory, is a miss. The report and
+ * its ownership are opcache_get_or_build_json's; "key" is the key with the
+ * inputs. inputs may be NULL when input_count is 0 (then exactly
+ * opcache_get_or_build_json); a NULL entry is OPCACHE_USAGE. A missing input,
+ * one that is neither a file nor a directory, and a descriptor that already
+ * has a member "declared_inputs" (reserved) are OPCACHE_USAGE, before build
+ * runs; an unreadable input is OPCACHE_IO. The strings are only read during
+ * the call. */
+opcache_status opcache_get_or_build_inputs_json(opcache_store* store, const char* descriptor_json,
+                                                const char* scenario, const char* out_dir, const char* const* inputs,
+                                                size_t input_count, opcache_build_fn build, void* user_data,
+                                                char** result_json_out);
+
 #ifdef __cplusplus
 }
 #endif

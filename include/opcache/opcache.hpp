@@ -121,6 +121,11 @@ struct StoreConfig {
   /// to the built-in list, "A,B" replaces it, "none" keys on none; unset
   /// means OPCACHE_EXEC_ENV, else the config file, else the built-in list.
   std::optional<std::string> exec_env;
+  /// An absolute directory (a checkout, a CANN install's parent) below which
+  /// `opcache exec` keys paths relative to it, in the command line and in
+  /// the inputs it observes, so that two checkouts share (ccache's base_dir);
+  /// unset or empty means OPCACHE_BASE_DIR, else the config file, else none.
+  std::optional<std::string> base_dir;
   /// Seconds between two reads of a remote's revocation list by the
   /// processes of one cache directory (docs/remotes.md "Revocation"; 0:
   /// every use); unset means OPCACHE_REVOCATION_CHECK_INTERVAL, else the
@@ -164,6 +169,20 @@ using BuildFunction = std::function<Status(const std::filesystem::path& work_dir
 /// store (used by `opcache exec`). Return an error on failure.
 using BuildInPlaceFunction = std::function<Result<std::vector<std::filesystem::path>>()>;
 
+/// Options of Store::get_or_build and Store::get_or_build_in_place.
+struct GetOrBuildOptions {
+  /// Declared inputs: files and directories the build reads that the
+  /// descriptor does not describe (a header, a tiling source, a directory of
+  /// templates). Their content enters the key as `opcache exec --input`'s
+  /// does: a file by its SHA-256, a directory by the digest of every file
+  /// below it; a path is keyed as given (relative ones as written, absolute
+  /// ones below the base_dir setting as "{base}/…"). Editing a declared
+  /// file, or adding, removing or changing a file below a declared
+  /// directory, makes the next call a miss. Empty: the key is the
+  /// descriptor's and the scenario's alone, as without options.
+  std::vector<std::filesystem::path> inputs;
+};
+
 /// How `opcache exec` identifies the compiler it runs (setting compiler_check),
 /// as ccache's compiler_check does.
 struct CompilerCheck {
@@ -185,6 +204,48 @@ struct CompilerCheck {
 struct ExecKeyPolicy {
   CompilerCheck compiler_check;
   std::vector<std::string> environment;  ///< names of the variables whose values are keyed
+  std::filesystem::path base_dir;        ///< paths below it are keyed relative to it; empty: none
+};
+
+/// What `opcache exec` keys on.
+enum class ExecKeyOn {
+  /// The command: its line, the compiler, exec_env, --input, standard input,
+  /// and the files its process tree reads, observed on a miss (manifests).
+  command,
+  /// The descriptor and scenario only (the caller vouches that they decide the kernel).
+  descriptor,
+};
+
+/// One compiler command line run through the cache (`opcache exec`).
+struct ExecRequest {
+  std::string descriptor_json;                  ///< the op descriptor, JSON text
+  std::string descriptor_origin = "descriptor"; ///< names it in messages (its file)
+  Scenario scenario;
+  std::vector<std::string> command;             ///< argv; argv[0] is searched in PATH
+  std::filesystem::path out;                    ///< the directory the command writes its outputs to
+  /// Output file names in `out`; empty: every file the command's process
+  /// tree created or wrote directly in `out`.
+  std::vector<std::string> outputs;
+  /// Files and directories whose content is keyed before the command runs
+  /// (what it reads that the trace cannot tell from the command line alone).
+  std::vector<std::string> inputs;
+  ExecKeyOn key_on = ExecKeyOn::command;
+  /// The command's standard input. Its data is keyed (a file from its
+  /// offset, a pipe read whole first); a terminal and /dev/null are not.
+  int stdin_fd = 0;
+};
+
+/// The outcome of Store::exec.
+struct ExecResult {
+  BuildResult build;                  ///< key: the entry's; source: hit, built or bypassed
+  std::optional<int> command_status;  ///< the command's exit status when it ran (128 + signal when killed)
+  /// One line each, for a person: why a built result was not stored (the
+  /// tracer cannot run here, an input changed while the command ran...).
+  std::vector<std::string> notes;
+  /// On a miss of a command built before (here or on a remote): what
+  /// differs from its most recent build ("k.h changed", "inc1/k.h now
+  /// exists"); std::nullopt otherwise.
+  std::optional<std::string> miss_reason;
 };
 
 /// One place where a stored entry differs from a lookup (`opcache explain`).
@@ -339,11 +400,58 @@ class Store {
   Result<BuildResult> get_or_build(std::string_view descriptor_json, const Scenario& scenario,
                                    const std::filesystem::path& out_dir, const BuildFunction& build);
 
+  /// get_or_build whose key also covers `options.inputs`, the files and
+  /// directories the build reads (GetOrBuildOptions): the descriptor is
+  /// keyed with the member "declared_inputs" set to their digests
+  /// (docs/integration.md "Declared inputs"), read before anything is
+  /// looked up or built; BuildResult::key is that key. Errors, before
+  /// `build` runs: `usage` when an input is missing or is neither a file
+  /// nor a directory, or when the descriptor already has a member
+  /// "declared_inputs" (reserved for this); `io` when an input cannot be
+  /// read. With no inputs, exactly get_or_build.
+  Result<BuildResult> get_or_build(std::string_view descriptor_json, const Scenario& scenario,
+                                   const std::filesystem::path& out_dir, const BuildFunction& build,
+                                   const GetOrBuildOptions& options);
+
   /// Like get_or_build, but `build` writes its outputs where it likes and
   /// returns them; on a hit the stored files are written into `out_dir`.
   Result<BuildResult> get_or_build_in_place(std::string_view descriptor_json, const Scenario& scenario,
                                             const std::filesystem::path& out_dir,
                                             const BuildInPlaceFunction& build);
+
+  /// get_or_build_in_place with declared inputs in the key, as the
+  /// get_or_build overload with GetOrBuildOptions does (same errors).
+  Result<BuildResult> get_or_build_in_place(std::string_view descriptor_json, const Scenario& scenario,
+                                            const std::filesystem::path& out_dir,
+                                            const BuildInPlaceFunction& build, const GetOrBuildOptions& options);
+
+  /// Runs `request.command` through the cache. A hit writes the stored
+  /// outputs into `out` and never runs the command. A miss runs it once
+  /// across all processes sharing this store (single flight on the command
+  /// key), under a tracer that records what its process tree reads, stores
+  /// the files it wrote in `out` and an exec manifest of what it read
+  /// (docs/formats.md "Exec manifests"), and queues both for upload. A later
+  /// call hits when every file an earlier build read still has its digest,
+  /// on this machine or, through the remotes' manifests, on another. A
+  /// command that fails stores nothing: `command_status` says how it ended
+  /// (not an error). Where the tracer cannot run (or sees a program it
+  /// cannot follow) the command runs uncached, with a note. Errors: `usage`
+  /// (bad descriptor or --output, compiler not found), `build_failed` (the
+  /// command succeeded but wrote no outputs), `io`.
+  Result<ExecResult> exec(const ExecRequest& request);
+
+  /// Why `request` would not hit: the first input of the most recent build
+  /// of its command that differs now ("k.h changed", "inc1/k.h now
+  /// exists"), from the local manifests and then the remotes', or that no
+  /// build of the command is known; std::nullopt when a build matches (its
+  /// entry is then looked up as usual). Runs nothing.
+  Result<std::optional<std::string>> exec_miss_reason(const ExecRequest& request);
+
+  /// The descriptor `request`'s command is keyed by (the descriptor with the
+  /// member "exec" set to what exec keys on, volatile fields removed), as
+  /// JSON text, for explain's comparison with stored entries; the
+  /// descriptor as given with ExecKeyOn::descriptor. Runs nothing.
+  Result<std::string> exec_descriptor(const ExecRequest& request);
 
   /// Why the transparent paths bypass the cache for this op type (mode
   /// disable, op_debug_level, op_debug_list), or std::nullopt.

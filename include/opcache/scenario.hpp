@@ -39,7 +39,9 @@ enum class AutoFields {
   /// install (toolchain, plus component versions, tuning banks and Python in
   /// `extra`) and `npu-smi info` (soc). See docs/formats.md, "Detected
   /// scenario fields (`auto`)". A failed detection is a `usage` error naming
-  /// the field and what to set; nothing is guessed.
+  /// the field and what to set; nothing is guessed. An explicit toolchain is
+  /// kept, and when the install names another version a note says so once
+  /// per process on stderr ("opcache: note: toolchain=X is given explicitly…").
   detect,
   /// Left as the literal "auto" for a caller that gives it its own meaning
   /// (refcc substitutes its C compiler and machine). Nothing is detected.
@@ -85,7 +87,9 @@ struct ScenarioInput {
 /// A scenario and the inputs it was resolved from.
 struct ExplainedScenario {
   Scenario scenario;
-  std::vector<ScenarioInput> inputs;  ///< every field of `scenario`, then the not-keyed driver version
+  /// Every field of `scenario` (with, not keyed, "installed_toolchain" when an
+  /// explicit toolchain differs from the install's), then the not-keyed driver version.
+  std::vector<ScenarioInput> inputs;
 };
 
 /// parse_scenario() with AutoFields::detect that also reports every input:

@@ -157,6 +157,7 @@ struct TransferSummary {
   std::int64_t failed = 0;
   std::int64_t refused = 0;      ///< pulled entries the signature requirement refused (not stored)
   std::int64_t signatures_sent = 0;  ///< push --add-signatures: entries whose signatures were sent
+  std::int64_t manifests = 0;    ///< exec manifests sent (push) or merged into the local ones (pull)
   std::int64_t bytes = 0;
   double seconds = 0;
   bool interrupted = false;

@@ -135,6 +135,18 @@ def _declare(lib: ctypes.CDLL) -> None:
         "opcache_get_or_build": ([*get_or_build_args, ctypes.POINTER(ctypes.c_int)], status),  # opcache_source*
         # char** result_json_out, freed with opcache_string_free
         "opcache_get_or_build_json": ([*get_or_build_args, ctypes.POINTER(ctypes.c_void_p)], status),
+        # store, descriptor_json, scenario, out_dir, const char* const* inputs, size_t input_count,
+        # build, user_data, char** result_json_out
+        "opcache_get_or_build_inputs_json": (
+            [
+                *get_or_build_args[:4],
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.c_size_t,
+                *get_or_build_args[4:],
+                ctypes.POINTER(ctypes.c_void_p),
+            ],
+            status,
+        ),
     }
     for name, (argtypes, restype) in table.items():
         function = getattr(lib, name)

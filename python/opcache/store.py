@@ -340,11 +340,25 @@ class Store:
         scenario: ScenarioLike,
         out_dir: PathLike,
         build_fn: BuildFunction,
+        inputs: Union[None, PathLike, Iterable[PathLike]] = None,
     ) -> Result:
         """The transparent path: on a hit writes the kernel's files into
         out_dir; on a miss calls ``build_fn(work_dir)`` once across every
         process sharing the store (the others wait, then read its result),
         stores what it wrote and moves the files into out_dir.
+
+        ``inputs`` declares the files and directories build_fn reads that the
+        descriptor does not describe (headers, a directory of templates), as
+        str or os.PathLike items (or one path): their content enters the key
+        as ``opcache exec --input``'s does (a file's SHA-256, a directory's
+        files; a path keyed as given, below the base_dir setting as
+        "{base}/..."), so an edited declared file, or a file added, removed or
+        changed below a declared directory, is a miss, and unchanged inputs a
+        hit. ``Result.key`` is then the key with the inputs. A missing input,
+        one that is neither a file nor a directory, or a descriptor with a
+        member "declared_inputs" (reserved for this) raises UsageError before
+        build_fn runs. None or empty: the key is the descriptor's and the
+        scenario's alone.
 
         build_fn receives a pathlib.Path to an empty directory on out_dir's file
         system, writes the kernel's flat regular files there, and returns
@@ -361,6 +375,7 @@ class Store:
         """
         desc, scen = descriptor_text(descriptor), scenario_text(scenario)
         out_bytes = os.fsencode(out_dir)
+        declared = _declared_inputs(inputs)
         # The build runs through the one module-level callback, which finds its
         # _PendingBuild by the user_data pointer (no ctypes thunk per call).
         pending = _PendingBuild(build_fn)
@@ -374,16 +389,22 @@ class Store:
             handle = self._acquire()
             _PENDING[token] = pending
             try:
-                code = lib.opcache_get_or_build_json(
-                    handle, desc, scen, out_bytes, _BUILD_CALLBACK, token, ctypes.byref(text)
-                )
+                if declared is None:
+                    code = lib.opcache_get_or_build_json(
+                        handle, desc, scen, out_bytes, _BUILD_CALLBACK, token, ctypes.byref(text)
+                    )
+                else:
+                    code = lib.opcache_get_or_build_inputs_json(
+                        handle, desc, scen, out_bytes, declared, len(declared), _BUILD_CALLBACK, token,
+                        ctypes.byref(text),
+                    )
             finally:
                 del _PENDING[token]
                 self._release()
             if pending.error is not None:
                 error, pending.error = pending.error, None
                 if hasattr(error, "add_note"):
-                    error.add_note(f"opcache: the build of {self.key(desc, scen)} failed; nothing was stored")
+                    error.add_note(self._failure_note(desc, scen, declared))
                 try:
                     raise error
                 finally:
@@ -396,6 +417,14 @@ class Store:
         out = out_dir if isinstance(out_dir, Path) else Path(os.fsdecode(out_bytes))
         return Result(key=key, source=name, files=list(files), out_dir=out,
                       build_ms=0 if name == "hit" else pending.build_ms)
+
+    def _failure_note(self, desc: bytes, scen: bytes, declared: Optional[ctypes.Array[ctypes.c_char_p]]) -> str:
+        """The note a failed build's exception gets: the key it was for, or
+        (with declared inputs, whose key only the failed call computed) how
+        many inputs were declared."""
+        if declared is None:
+            return f"opcache: the build of {self.key(desc, scen)} failed; nothing was stored"
+        return f"opcache: the build with {len(declared)} declared input(s) failed; nothing was stored"
 
     def cached(
         self,
@@ -414,6 +443,27 @@ class Store:
         Store it uses) and ``.uncached`` (the original function).
         """
         return _cached(lambda: self, scenario, out_dir)
+
+
+def _declared_inputs(
+    inputs: Union[None, PathLike, Iterable[PathLike]]
+) -> Optional[ctypes.Array[ctypes.c_char_p]]:
+    """get_or_build's declared inputs as the C array of
+    opcache_get_or_build_inputs_json, paths as given; None when there are none
+    (then the call is opcache_get_or_build_json's). TypeError for an item that
+    is not a str or os.PathLike."""
+    if inputs is None:
+        return None
+    if isinstance(inputs, (str, os.PathLike)):
+        inputs = [inputs]
+    encoded = []
+    for item in inputs:
+        if not isinstance(item, (str, os.PathLike)):
+            raise TypeError(f"get_or_build inputs must be str or os.PathLike paths, not {type(item).__name__}")
+        encoded.append(os.fsencode(item))
+    if not encoded:
+        return None
+    return (ctypes.c_char_p * len(encoded))(*encoded)
 
 
 def _reopen(options: dict[str, Any]) -> Store:
@@ -465,10 +515,14 @@ def default_store() -> Store:
 
 
 def get_or_build(
-    descriptor: DescriptorLike, scenario: ScenarioLike, out_dir: PathLike, build_fn: BuildFunction
+    descriptor: DescriptorLike,
+    scenario: ScenarioLike,
+    out_dir: PathLike,
+    build_fn: BuildFunction,
+    inputs: Union[None, PathLike, Iterable[PathLike]] = None,
 ) -> Result:
     """Store.get_or_build on default_store()."""
-    return default_store().get_or_build(descriptor, scenario, out_dir, build_fn)
+    return default_store().get_or_build(descriptor, scenario, out_dir, build_fn, inputs)
 
 
 def cached(

@@ -23,6 +23,7 @@ import time
 import traceback
 import unittest
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
@@ -223,7 +224,7 @@ class ErrorTest(TempDirTestCase):
             set(opcache.SETTINGS),
             {"cache_dir", "config_file", "mode", "min_idle_s", "op_debug_level", "op_debug_list", "volatile_fields",
              "wait_timeout_s", "signing_key", "trusted_keys", "require_signature", "team_single_flight", "remotes", "no_remote", "token_file",
-             "shared_group", "compiler_check", "exec_env", "compression_level", "revocation_check_interval_s"},
+             "shared_group", "compiler_check", "exec_env", "base_dir", "compression_level", "revocation_check_interval_s"},
         )
 
     def test_unknown_keyword_is_type_error(self) -> None:
@@ -583,6 +584,107 @@ class GetOrBuildTest(TempDirTestCase):
             thread.join(30)
         self.assertEqual(len(calls), 1)
         self.assertEqual(sorted(results), ["built"] + ["hit"] * 5)
+
+
+class DeclaredInputsTest(TempDirTestCase):
+    """get_or_build(..., inputs=...): declared files and directories in the key."""
+
+    def compiler(self, source: Path) -> tuple[list[str], Callable[[Path], None]]:
+        """A build that compiles what `source` holds, and the list of what it compiled."""
+        compiled: list[str] = []
+
+        def build(work_dir: Path) -> None:
+            compiled.append(source.read_text())
+            (work_dir / "tiled.o").write_text("compiled from " + compiled[-1])
+
+        return compiled, build
+
+    def test_edited_header_is_a_miss_unchanged_a_hit(self) -> None:
+        store = self.store()
+        header = self.tmp / "src" / "tiling.h"
+        header.parent.mkdir()
+        header.write_text("#define TILE 16\n")
+        compiled, build = self.compiler(header)
+        first = store.get_or_build(descriptor(), SCENARIO, self.tmp / "o1", build, inputs=[header])
+        self.assertEqual(first.source, "built")
+        self.assertNotEqual(first.key, store.key(descriptor(), SCENARIO))
+        again = store.get_or_build(descriptor(), SCENARIO, self.tmp / "o2", build, inputs=[str(header)])
+        self.assertEqual((again.source, again.key), ("hit", first.key))
+        self.assertEqual(compiled, ["#define TILE 16\n"])
+
+        header.write_text("#define TILE 32\n")
+        edited = store.get_or_build(descriptor(), SCENARIO, self.tmp / "o3", build, inputs=header)
+        self.assertEqual(edited.source, "built")
+        self.assertNotEqual(edited.key, first.key)
+        self.assertEqual(compiled, ["#define TILE 16\n", "#define TILE 32\n"])
+        self.assertEqual((self.tmp / "o3" / "tiled.o").read_text(), "compiled from #define TILE 32\n")
+
+    def test_new_file_in_a_declared_directory_is_a_miss(self) -> None:
+        store = self.store()
+        include = self.tmp / "include"
+        include.mkdir()
+        (include / "tiling.h").write_text("#define TILE 16\n")
+        compiled, build = self.compiler(include / "tiling.h")
+        first = store.get_or_build(descriptor(), SCENARIO, self.tmp / "o1", build, inputs=[include])
+        self.assertEqual(store.get_or_build(descriptor(), SCENARIO, self.tmp / "o2", build, inputs=[include]).source,
+                         "hit")
+        (include / "vector.h").write_text("#define LANES 8\n")
+        added = store.get_or_build(descriptor(), SCENARIO, self.tmp / "o3", build, inputs=[include])
+        self.assertEqual(added.source, "built")
+        self.assertNotEqual(added.key, first.key)
+        self.assertEqual(len(compiled), 2)
+
+    def test_no_inputs_keys_as_before(self) -> None:
+        store = self.store()
+        for inputs in (None, []):
+            result = store.get_or_build(descriptor(), SCENARIO, self.tmp / "o", lambda d: write_kernel(d, "k", b"1"),
+                                        inputs=inputs)
+            self.assertEqual(result.key, store.key(descriptor(), SCENARIO))
+
+    def test_missing_input_is_usage_error_and_builds_nothing(self) -> None:
+        store = self.store()
+        missing = self.tmp / "missing.h"
+        with self.assertRaises(opcache.UsageError) as caught:
+            store.get_or_build(descriptor(), SCENARIO, self.tmp / "o", lambda d: self.fail("built"), inputs=[missing])
+        self.assertIn(f'declared input "{missing}" does not exist', str(caught.exception))
+        self.assertEqual(store.stats()["entries"], 0)
+
+    def test_reserved_member_and_wrong_types_are_refused(self) -> None:
+        store = self.store()
+        header = self.tmp / "tiling.h"
+        header.write_text("#define TILE 16\n")
+        reserved = dict(descriptor(), declared_inputs=[])
+        with self.assertRaises(opcache.UsageError) as caught:
+            store.get_or_build(reserved, SCENARIO, self.tmp / "o", lambda d: self.fail("built"), inputs=[header])
+        self.assertIn('"declared_inputs" is reserved', str(caught.exception))
+        with self.assertRaises(TypeError):
+            store.get_or_build(descriptor(), SCENARIO, self.tmp / "o", lambda d: self.fail("built"), inputs=[1])
+
+    def test_failed_build_note_names_the_declared_inputs(self) -> None:
+        store = self.store()
+        header = self.tmp / "tiling.h"
+        header.write_text("#define TILE 16\n")
+
+        def build(work_dir: Path) -> None:
+            raise ValueError("tiling failed")
+
+        with self.assertRaises(ValueError) as caught:
+            store.get_or_build(descriptor(), SCENARIO, self.tmp / "o", build, inputs=[header])
+        if sys.version_info >= (3, 11):
+            self.assertIn("opcache: the build with 1 declared input(s) failed; nothing was stored",
+                          getattr(caught.exception, "__notes__", []))
+
+    def test_module_level_get_or_build_takes_inputs(self) -> None:
+        os.environ["OPCACHE_DIR"] = str(self.cache_dir)
+        self.addCleanup(os.environ.pop, "OPCACHE_DIR", None)
+        header = self.tmp / "tiling.h"
+        header.write_text("#define TILE 16\n")
+        compiled, build = self.compiler(header)
+        first = opcache.get_or_build(descriptor(), SCENARIO, self.tmp / "o1", build, inputs=[header])
+        self.addCleanup(opcache.default_store().close)
+        second = opcache.get_or_build(descriptor(), SCENARIO, self.tmp / "o2", build, inputs=[header])
+        self.assertEqual((first.source, second.source), ("built", "hit"))
+        self.assertEqual(len(compiled), 1)
 
 
 class StoreLifetimeTest(TempDirTestCase):

@@ -187,6 +187,43 @@ Result<std::vector<store::Tombstone>> S3Bucket::list_tombstones(std::int64_t sin
   return store::select_tombstones(std::move(found), since_ms, limit, truncated);
 }
 
+Result<std::optional<std::string>> S3Bucket::get_exec_manifest(const std::string& command_key,
+                                                                 const std::filesystem::path& temp_dir) {
+  OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(temp_dir));
+  OPCACHE_TRY_ASSIGN(bool found, m_client.get_to_fd(s3_exec_manifest_name(command_key), temp.fd(),
+                                                    static_cast<std::int64_t>(store::k_max_manifest_bytes)));
+  if (!found) {
+    return std::optional<std::string>();
+  }
+  OPCACHE_TRY(temp.finish_writing(base::Durability::deferred));
+  OPCACHE_TRY_ASSIGN(auto text, base::read_file(temp.temp_path()));
+  return std::optional<std::string>(std::move(text));
+}
+
+Status S3Bucket::put_exec_manifest(const store::ExecManifest& manifest, const std::filesystem::path& temp_dir) {
+  OPCACHE_TRY_ASSIGN(auto temp, base::AtomicFile::create(temp_dir));
+  const auto text = store::exec_manifest_to_json(manifest);
+  OPCACHE_TRY(temp.write(text.data(), text.size()));
+  OPCACHE_TRY(temp.finish_writing(base::Durability::deferred));
+  return m_client.put_from_file(s3_exec_manifest_name(manifest.command_key), temp.temp_path(), {},
+                                "application/json");
+}
+
+Result<store::ExecManifest> S3Bucket::merge_exec_manifest(const store::ExecManifest& manifest,
+                                                          const std::filesystem::path& temp_dir) {
+  store::ExecManifest merged = manifest;
+  OPCACHE_TRY_ASSIGN(auto stored, get_exec_manifest(manifest.command_key, temp_dir));
+  if (stored) {
+    auto parsed = store::parse_exec_manifest(*stored, "exec manifest object " +
+                                                          s3_exec_manifest_name(manifest.command_key));
+    if (parsed && parsed->command_key == manifest.command_key) {
+      OPCACHE_TRY_ASSIGN(merged, store::merge_exec_manifests(manifest, *parsed));
+    }
+  }
+  OPCACHE_TRY(put_exec_manifest(merged, temp_dir));
+  return merged;
+}
+
 Status S3Bucket::for_each_marker(const S3IndexFields& filter, const std::string& start_after,
                                  const std::function<bool(const S3Marker&)>& visit) {
   const auto prefix = s3_index_prefix(filter);

@@ -21,6 +21,7 @@
 #include "opcache/result.hpp"
 #include "remote/s3/client.hpp"
 #include "remote/s3/layout.hpp"
+#include "store/exec_manifest.hpp"
 #include "store/manifest.hpp"
 #include "store/revocation.hpp"
 #include "store/signature.hpp"
@@ -105,6 +106,26 @@ class S3Bucket {
   /// selected as store::select_tombstones does.
   Result<std::vector<store::Tombstone>> list_tombstones(std::int64_t since_ms, std::size_t limit, bool* truncated,
                                                        const std::filesystem::path& temp_dir);
+
+  /// The exec manifest text of `command_key` (s3_exec_manifest_name),
+  /// downloaded through a temp file in `temp_dir`, not parsed; std::nullopt
+  /// when there is none. An object larger than store::k_max_manifest_bytes
+  /// is a `remote` error.
+  Result<std::optional<std::string>> get_exec_manifest(const std::string& command_key,
+                                                       const std::filesystem::path& temp_dir);
+
+  /// Replaces the exec manifest of its command key with `manifest` (written
+  /// through a temp file in `temp_dir`).
+  Status put_exec_manifest(const store::ExecManifest& manifest, const std::filesystem::path& temp_dir);
+
+  /// Reads the stored manifest of `manifest`'s command key, merges `manifest`
+  /// into it (its builds first; a stored object that is not a valid manifest
+  /// of the key counts as none) and writes the result, which it returns.
+  /// Read, merge, write: S3 has no compare-and-swap here, so of two merges
+  /// racing on one key the last one wins; callers that can (the server)
+  /// serialize them per key.
+  Result<store::ExecManifest> merge_exec_manifest(const store::ExecManifest& manifest,
+                                                  const std::filesystem::path& temp_dir);
 
   /// Calls `visit` for every marker matching `filter`, in name order, starting
   /// after the marker name `start_after` (may be empty), until `visit`

@@ -44,6 +44,10 @@ std::string s3_signatures_name(const std::string& key) { return "v1/signatures/"
 
 std::string s3_tombstone_name(const std::string& key) { return k_s3_revocations_root + key + ".json"; }
 
+std::string s3_exec_manifest_name(const std::string& command_key) {
+  return "v1/manifests/" + command_key + ".json";
+}
+
 std::string s3_index_name(const S3IndexFields& fields, const std::string& key) {
   return std::string(k_s3_index_root) + s3_component_encode(fields.device_mode) + "/" +
          s3_component_encode(fields.phase) + "/" + s3_component_encode(fields.toolchain) + "/" +

@@ -5,6 +5,7 @@
 //   <prefix>/v1/index/<device>/<phase>/<toolchain>/<soc>/<op_type>/<key>  an empty marker, for listing
 //   <prefix>/v1/signatures/<key>                                     the entry's signatures (text form), if any
 //   <prefix>/v1/revocations/<key>.json                               a revoked key's tombstone (store/revocation.hpp)
+//   <prefix>/v1/manifests/<command key>.json                         an exec manifest (store/exec_manifest.hpp)
 // Path components are percent-encoded (only A-Z a-z 0-9 - . _ stay).
 #pragma once
 
@@ -37,6 +38,10 @@ inline constexpr const char* k_s3_revocations_root = "v1/revocations/";
 /// "v1/revocations/<key>.json": the tombstone of a revoked key
 /// (store/revocation.hpp, the same JSON as a tombstone file).
 std::string s3_tombstone_name(const std::string& key);
+
+/// "v1/manifests/<command key>.json": the exec manifest of a command key
+/// (the JSON of store/exec_manifest.hpp), replaced whole by each merge.
+std::string s3_exec_manifest_name(const std::string& command_key);
 
 /// "v1/index/" — every marker starts with it.
 inline constexpr const char* k_s3_index_root = "v1/index/";

@@ -9,6 +9,7 @@
 #include <regex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -302,7 +303,7 @@ TEST_CASE("C API opcache_open_ex takes the settings table's keys, in their JSON 
   CHECK(last_error().find("unknown option \"colour\" (allowed: cache_dir, config_file, mode, min_idle_s,") !=
         std::string::npos);
   CHECK(last_error().find("signing_key, trusted_keys, require_signature, team_single_flight, remotes, no_remote, token_file, shared_group, "
-                          "compiler_check, exec_env, compression_level, revocation_check_interval_s)") != std::string::npos);
+                          "compiler_check, exec_env, base_dir, compression_level, revocation_check_interval_s)") != std::string::npos);
 
   CHECK(open_ex(R"({"cache_dir":")" + cache + R"(","wait_timeout_s":"5"})") == OPCACHE_USAGE);
   CHECK(last_error() == "opcache_open_ex option \"wait_timeout_s\" must be an integer");
@@ -378,4 +379,94 @@ TEST_CASE("C API opcache_get_or_build_json writes the files in place and names t
   CHECK(report == nullptr);
   CHECK(opcache_get_or_build_json(handle.store, other.c_str(), k_scenario_spec, out.c_str(), failing, nullptr,
                                   nullptr) == OPCACHE_USAGE);
+}
+
+TEST_CASE("C API opcache_get_or_build_inputs_json keys declared inputs: an edit is a miss, unchanged a hit") {
+  TempDir temp;
+  Handle handle(temp / "cache");
+  const std::string descriptor = R"({"op_type":"tiled_mul","inputs":[{"shape":[32],"dtype":"float16"}]})";
+  const fs::path header = temp / "src" / "tiling.h";
+  const fs::path templates = temp / "src" / "templates";
+  opcache::test::write_text(header, "#define TILE 16\n");
+  opcache::test::write_text(templates / "body.tpl", "loop\n");
+  const std::string header_path = header.string(), templates_path = templates.string();
+  const char* inputs[] = {header_path.c_str(), templates_path.c_str()};
+  struct Compiles {
+    fs::path header;
+    int count = 0;
+  } compiles{header};
+  auto build = [](const char* work_dir, void* user_data) -> int {
+    auto* state = static_cast<Compiles*>(user_data);
+    ++state->count;
+    opcache::test::write_text(fs::path(work_dir) / "tiled_mul.o", read_text(state->header));
+    return 0;
+  };
+  // One call: its "source" and "key", REQUIREd to succeed.
+  auto call = [&](const char* out, const char* const* declared, size_t count) {
+    char* report = nullptr;
+    REQUIRE_MESSAGE(opcache_get_or_build_inputs_json(handle.store, descriptor.c_str(), k_scenario_spec,
+                                                     (temp / out).c_str(), declared, count, build, &compiles,
+                                                     &report) == OPCACHE_OK,
+                    last_error());
+    auto parsed = nlohmann::json::parse(report);
+    opcache_string_free(report);
+    return std::make_pair(parsed["source"].get<std::string>(), parsed["key"].get<std::string>());
+  };
+
+  auto [first_source, first_key] = call("out1", inputs, 2);
+  CHECK(first_source == "built");
+  CHECK(call("out2", inputs, 2) == std::make_pair(std::string("hit"), first_key));
+  CHECK(compiles.count == 1);
+  CHECK(read_text(temp / "out2" / "tiled_mul.o") == "#define TILE 16\n");
+
+  opcache::test::write_text(header, "#define TILE 32\n");
+  auto [edited_source, edited_key] = call("out3", inputs, 2);
+  CHECK(edited_source == "built");
+  CHECK(edited_key != first_key);
+  opcache::test::write_text(templates / "tail.tpl", "tail\n");  // a new file in a declared directory
+  auto [added_source, added_key] = call("out4", inputs, 2);
+  CHECK(added_source == "built");
+  CHECK(added_key != edited_key);
+  CHECK(compiles.count == 3);
+
+  // No inputs (NULL, 0): opcache_get_or_build_json's key, opcache_key's.
+  char plain_key[OPCACHE_KEY_BUFFER];
+  REQUIRE(opcache_key(handle.store, descriptor.c_str(), k_scenario_spec, plain_key) == OPCACHE_OK);
+  CHECK(call("out5", nullptr, 0).second == plain_key);
+}
+
+TEST_CASE("C API opcache_get_or_build_inputs_json refuses missing inputs, NULL entries and the reserved member") {
+  TempDir temp;
+  Handle handle(temp / "cache");
+  const std::string descriptor = R"({"op_type":"tiled_mul"})";
+  const std::string missing = (temp / "missing.h").string();
+  const std::string out = (temp / "out").string();
+  int builds = 0;
+  auto build = [](const char*, void* user_data) -> int {
+    ++*static_cast<int*>(user_data);
+    return 0;
+  };
+  auto refused = [&](const std::string& text, const char* const* inputs, size_t count, const std::string& needle) {
+    char* report = reinterpret_cast<char*>(0x1);
+    CHECK(opcache_get_or_build_inputs_json(handle.store, text.c_str(), k_scenario_spec, out.c_str(), inputs, count,
+                                           build, &builds, &report) == OPCACHE_USAGE);
+    CHECK(report == nullptr);
+    CHECK_MESSAGE(last_error().find(needle) != std::string::npos, last_error());
+  };
+  const char* missing_inputs[] = {missing.c_str()};
+  refused(descriptor, missing_inputs, 1, "declared input \"" + missing + "\" does not exist");
+  const char* null_entry[] = {nullptr};
+  refused(descriptor, null_entry, 1, "inputs[0] is NULL");
+  refused(descriptor, nullptr, 2, "inputs must not be NULL when input_count is 2");
+  opcache::test::write_text(temp / "tiling.h", "#define TILE 16\n");
+  const std::string header = (temp / "tiling.h").string();
+  const char* present[] = {header.c_str()};
+  refused(R"({"op_type":"tiled_mul","declared_inputs":[]})", present, 1, "\"declared_inputs\" is reserved");
+  CHECK(builds == 0);
+  char* report = nullptr;
+  CHECK(opcache_get_or_build_inputs_json(handle.store, descriptor.c_str(), k_scenario_spec, out.c_str(), present, 1,
+                                         build, &builds, nullptr) == OPCACHE_USAGE);
+  CHECK(opcache_get_or_build_inputs_json(nullptr, descriptor.c_str(), k_scenario_spec, out.c_str(), present, 1, build,
+                                         &builds, &report) == OPCACHE_USAGE);
+  CHECK(builds == 0);
 }

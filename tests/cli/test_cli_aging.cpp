@@ -184,6 +184,7 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                                     config_line("shared_group", "false", "default") + "\n" +
                                     config_line("compiler_check", "content", "default") + "\n" +
                                     config_line("exec_env", "(built-in list)", "default") + "\n" +
+                                    config_line("base_dir", "(none)", "default") + "\n" +
                                     config_line("revocation_check_interval", "300 s", "default") + "\n";
   CHECK(result.out == expected_text);
 
@@ -204,6 +205,7 @@ TEST_CASE("cli::config prints every effective setting with its source, as text a
                    {"shared_group", setting("false", "default")},
                    {"compiler_check", setting("content", "default")},
                    {"exec_env", setting("(built-in list)", "default")},
+                   {"base_dir", setting("(none)", "default")},
                    {"revocation_check_interval", setting("300 s", "default")},
                    {"remotes", json::array()}};
   CHECK(cli.config() == expected);

@@ -111,32 +111,41 @@ TEST_CASE("cli::explain asks a team server too, whose POST /v1/explain answers b
   CHECK(bad.status == 400);
 }
 
-TEST_CASE("cli::explain of an exec command names the edited source among exec's inputs") {
+TEST_CASE("cli::explain of an exec command names the input its last build read that changed") {
   TempDir temp;
   CliRunner cli(temp);
   write_text(temp / "desc.json", R"({"op_type":"Scale"})");
-  write_text(temp / "scale.c", "int scale(int x) { return x * 3; }\n");
+  write_text(temp / "scale.h", "#define FACTOR 3\n");
+  write_text(temp / "scale.c", "#include \"scale.h\"\nint scale(int x) { return x * FACTOR; }\n");
   auto options = hermetic();
   options.cwd = temp.path().string();
   const std::vector<std::string> exec_tail{"--desc", "desc.json", "--scenario", k_rc2, "--out", "out", "--",
                                            "gcc", "-O2", "-c", "scale.c", "-o", "out/scale.o"};
   std::vector<std::string> exec{"exec"};
   exec.insert(exec.end(), exec_tail.begin(), exec_tail.end());
-  REQUIRE(cli.run(exec, options).exit_code == 0);
-
-  write_text(temp / "scale.c", "int scale(int x) { return x * 5; }\n");
   std::vector<std::string> explain{"--json", "explain"};
   explain.insert(explain.end(), exec_tail.begin(), exec_tail.end());
+
+  auto never = cli.run(explain, options);
+  CHECK(never.exit_code == 1);
+  CHECK(json::parse(never.out)["exec"]["reason"].get<std::string>().find("never built") != std::string::npos);
+  REQUIRE(cli.run(exec, options).exit_code == 0);
+  auto same = cli.run(explain, options);
+  CHECK(same.exit_code == 0);
+  CHECK(json::parse(same.out)["exec"]["hit"] == true);
+
+  write_text(temp / "scale.h", "#define FACTOR 5\n");
   auto result = cli.run(explain, options);
   INFO(result.out, result.err);
   CHECK(result.exit_code == 1);
   auto document = json::parse(result.out);
-  auto differences = differences_in(document, "local");
-  REQUIRE(differences.size() == 1);
-  CHECK(differences[0]["path"] == "descriptor.exec.files[\"scale.c\"]");
+  CHECK(document["exec"]["hit"] == false);
+  CHECK(document["exec"]["reason"] == "scale.h changed");
+  std::vector<std::string> text_explain(explain.begin() + 1, explain.end());
+  CHECK(contains(cli.run(text_explain, options).out, "miss: scale.h changed"));
 
-  // The rebuilt exec says that `opcache explain` can tell what changed.
+  // The rebuilt exec names it too, in its one-line miss note.
   auto rebuilt = cli.run(exec, options);
   CHECK(rebuilt.exit_code == 0);
-  CHECK(contains(rebuilt.err, "`opcache explain` with the same --desc, --scenario, --out, --input and command"));
+  CHECK(contains(rebuilt.err, "miss: scale.h changed since the last build of this command"));
 }

@@ -161,3 +161,44 @@ TEST_CASE("cli::scenario exits 2 naming what to set when detection fails, and --
   CHECK(contains(help.out, "opcache scenario --scenario phase=train --explain"));
   CHECK(contains(help.out, "--explain"));
 }
+
+TEST_CASE("cli::scenario and key note once on stderr when an explicit toolchain differs from the install") {
+  CannMachine machine;  // 8.0.RC2 installed
+  const std::string spec = "device=multi,phase=train,toolchain=8.0.RC3,soc=Ascend910B1";
+  const std::string note =
+      "note: toolchain=8.0.RC3 is given explicitly, but the CANN install the op compiler loads is 8.0.RC2";
+  auto said = [&note](const std::string& err) {
+    std::size_t count = 0;
+    for (auto at = err.find(note); at != std::string::npos; at = err.find(note, at + 1)) {
+      ++count;
+    }
+    return count;
+  };
+  auto explained = machine.cli.run({"scenario", "--scenario", spec, "--explain"}, hermetic(machine.env));
+  INFO(explained.err);
+  REQUIRE(explained.exit_code == 0);
+  CHECK(said(explained.err) == 1);
+  CHECK(contains(explained.out, "installed_toolchain"));
+  auto document = machine.cli.run_json({"scenario", "--scenario", spec, "--explain"}, 0, hermetic(machine.env));
+  CHECK(document.at("canonical") ==
+        R"({"device_mode":"multi","phase":"train","soc":"Ascend910B1","toolchain":"8.0.RC3"})");
+  bool shown = false;
+  for (const auto& input : document.at("inputs")) {
+    if (input.at("name") == "installed_toolchain") {
+      shown = true;
+      CHECK(input.at("value") == "8.0.RC2");
+      CHECK(input.at("keyed") == false);
+    }
+  }
+  CHECK(shown);
+
+  opcache::test::write_text(machine.dir / "d.json", R"({"op_type":"Add"})");
+  auto key =
+      machine.cli.run({"key", "--desc", (machine.dir / "d.json").string(), "--scenario", spec}, hermetic(machine.env));
+  REQUIRE(key.exit_code == 0);
+  CHECK(said(key.err) == 1);
+  auto agreeing = machine.cli.run(
+      {"scenario", "--scenario", "device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1"}, hermetic(machine.env));
+  REQUIRE(agreeing.exit_code == 0);
+  CHECK_FALSE(contains(agreeing.err, "given explicitly"));
+}

@@ -1,4 +1,4 @@
-// What `opcache exec` keys on (cli/exec_key.cpp, docs/formats.md "What exec
+// What `opcache exec` keys on (store/exec_key.cpp, api/exec.cpp, docs/formats.md "What exec
 // keys on"), with real compilers: gcc for C objects and nvcc for cubins.
 // Each case compiles once, changes one thing (the source, a flag, a
 // declared header, the compiler, a keyed variable), compiles again through

@@ -122,7 +122,7 @@ Outcome read_body_then_dispatch(http::request_parser<http::empty_body>& header, 
   const bool upload = routed.route.body == BodyKind::upload;
   const auto length = header.content_length();
   if (upload && !length) return stop_with(error_response(411, "length_required", "no Content-Length"));
-  const std::uint64_t limit = upload ? server().config.max_body_bytes : k_small_body_limit;
+  const std::uint64_t limit = upload ? server().config.max_body_bytes : small_body_limit(routed.route.id);
   if (length.value_or(0) > limit) return stop_with(error_response(413, "payload_too_large", "too large"));
   http::request_parser<http::string_body> parser(std::move(header));
   parser.body_limit(limit);

@@ -14,12 +14,14 @@
 #include "opcache/key.hpp"
 #include "opcache/scenario.hpp"
 #include "store/cann_install.hpp"
+#include "store/explain.hpp"
 #include "store/scenario.hpp"
 #include "store/scenario_detect.hpp"
 #include "tests/support/cann_tree.hpp"
 #include "tests/support/expect_usage.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/text.hpp"
 
 using opcache::test::expect_usage;
 
@@ -75,11 +77,17 @@ struct Machine {
     return context;
   }
 
-  Result<Scenario> resolve(const std::string& spec, std::vector<ScenarioInput>* inputs = nullptr) const {
+  Result<Scenario> resolve(const std::string& spec, std::vector<ScenarioInput>* inputs = nullptr,
+                           std::vector<std::string>* notes = nullptr) const {
     AutoResolution resolution;
     resolution.mode = AutoResolution::Mode::detect;
     resolution.context = [this] { return context(); };
     resolution.inputs = inputs;
+    resolution.note = [notes](const std::string& message) {
+      if (notes != nullptr) {
+        notes->push_back(message);
+      }
+    };
     const DetectContext detect = context();
     return opcache::store::parse_scenario_spec(spec, detect.env, resolution);
   }
@@ -92,7 +100,41 @@ struct Machine {
     REQUIRE(key.ok());
     return *key;
   }
+
+  // resolve() that must succeed.
+  Scenario resolved(const std::string& spec, std::vector<ScenarioInput>* inputs = nullptr) const {
+    auto scenario = resolve(spec, inputs);
+    INFO("spec: " << spec << "; " << (scenario ? "" : scenario.error().message()));
+    REQUIRE(scenario.ok());
+    return *scenario;
+  }
 };
+
+// The fields in which two resolved scenarios differ, as `opcache explain`
+// names them (store/explain): "scenario.extra[\"cann.opp\"]"…
+std::vector<std::string> scenario_differences(const Scenario& stored, const Scenario& wanted) {
+  std::vector<std::string> paths;
+  for (const auto& difference : opcache::store::json_differences(
+           opcache::store::scenario_to_json(stored), opcache::store::scenario_to_json(wanted), "scenario")) {
+    paths.push_back(difference.path);
+  }
+  return paths;
+}
+
+// The one difference naming the extra entry `name`.
+std::vector<std::string> only_extra(const std::string& name) {
+  return {"scenario.extra[\"" + name + "\"]"};
+}
+
+// The source an input of `inputs` was read from ("" when there is none).
+std::string input_source(const std::vector<ScenarioInput>& inputs, const std::string& name) {
+  for (const auto& input : inputs) {
+    if (input.name == name) {
+      return input.source;
+    }
+  }
+  return "";
+}
 
 }  // namespace
 
@@ -366,4 +408,224 @@ TEST_CASE("store::scenario_detect: the example of docs/formats.md \"Detected sce
   MESSAGE("canonical: " << canonical);
   CHECK(canonical == k_docs_example_scenario);
   CHECK(machine.key("phase=train") == k_docs_example_key);
+}
+
+TEST_CASE("store::scenario_detect reads the version of the OPP that ASCEND_OPP_PATH names") {
+  Machine machine;
+  CannTree tree{machine.dir / "Ascend/ascend-toolkit/8.0.RC2"};
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  const std::string spec = "phase=train,soc=Ascend910B1";
+  const Scenario unset = machine.resolved(spec);
+  const std::string before = machine.key(spec);
+
+  SUBCASE("set to <root>/opp, as the toolkit's set_env.sh does: the same key") {
+    machine.env["ASCEND_OPP_PATH"] = (tree.root / "opp").string();
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("an OPP of 8.0.RC3 beside the 8.0.RC2 toolkit: cann.opp says so, another key") {
+    const fs::path opp = opcache::test::write_opp(machine.dir / "opp-8.0.RC3", "8.0.RC3");
+    machine.env["ASCEND_OPP_PATH"] = opp.string();
+    std::vector<ScenarioInput> inputs;
+    const Scenario scenario = machine.resolved(spec, &inputs);
+    CHECK(scenario.toolchain == "8.0.RC2");
+    CHECK(scenario.extra.at("cann.opp") == "8.0.RC3");
+    CHECK(scenario_differences(unset, scenario) == only_extra("cann.opp"));
+    CHECK(machine.key(spec) != before);
+    CHECK(opcache::test::contains(input_source(inputs, "extra.cann.opp"), (opp / "version.info").string()));
+    CHECK(opcache::test::contains(input_source(inputs, "extra.cann.opp"), "($ASCEND_OPP_PATH)"));
+  }
+  SUBCASE("an OPP of the same version at another path: the same key") {
+    machine.env["ASCEND_OPP_PATH"] = opcache::test::write_opp(machine.dir / "elsewhere/opp", "8.0.RC2").string();
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("an OPP without a version.info: no cann.opp entry, another key") {
+    fs::create_directories(machine.dir / "bare-opp");
+    machine.env["ASCEND_OPP_PATH"] = (machine.dir / "bare-opp").string();
+    CHECK(machine.resolved(spec).extra.count("cann.opp") == 0);
+    CHECK(machine.key(spec) != before);
+  }
+}
+
+TEST_CASE("store::scenario_detect digests each custom operator package of the OPP's vendors") {
+  Machine machine;
+  CannTree tree{machine.dir / "toolkit"};
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  const std::string spec = "phase=train,soc=Ascend910B1";
+  const Scenario bare = machine.resolved(spec);
+  const fs::path customize = tree.add_vendor("customize", "1.0.0");
+  std::vector<ScenarioInput> inputs;
+  const Scenario with = machine.resolved(spec, &inputs);
+  const std::string entry = with.extra.at("cann.opp_vendor.customize");
+  CHECK(entry.starts_with("1.0.0/"));
+  CHECK(entry.size() == std::string("1.0.0/").size() + opcache::store::k_bank_digest_chars);
+  CHECK(with.extra.at("cann.opp_vendor_priority") == "customize");
+  CHECK(scenario_differences(bare, with) == std::vector<std::string>{R"(scenario.extra["cann.opp_vendor.customize"])",
+                                                                     R"(scenario.extra["cann.opp_vendor_priority"])"});
+  CHECK(opcache::test::contains(input_source(inputs, "extra.cann.opp_vendor.customize"), customize.string()));
+  CHECK(opcache::test::contains(input_source(inputs, "extra.cann.opp_vendor_priority"), "vendors/config.ini"));
+  const std::string before = machine.key(spec);
+
+  SUBCASE("editing the op's kernel source changes the key, and explain names the package") {
+    opcache::test::write_text(opcache::test::custom_op_kernel_source(customize), "// tuned\n");
+    CHECK(scenario_differences(with, machine.resolved(spec)) == only_extra("cann.opp_vendor.customize"));
+    CHECK(machine.key(spec) != before);
+  }
+  SUBCASE("op_proto and op_tiling are digested too") {
+    opcache::test::write_text(customize / "op_proto/inc/op_proto.h",
+                              "REG_OP(AddCustom).INPUT(x, TensorType({DT_FLOAT}))\n");
+    const Scenario proto = machine.resolved(spec);
+    CHECK(scenario_differences(with, proto) == only_extra("cann.opp_vendor.customize"));
+    opcache::test::write_text(customize / "op_tiling/liboptiling.so", "tiling");
+    CHECK(scenario_differences(proto, machine.resolved(spec)) == only_extra("cann.opp_vendor.customize"));
+  }
+  SUBCASE("files no compile loads, and a version.info line other than Version=, keep the key") {
+    opcache::test::write_text(customize / "framework/onnx/libcust_onnx_parsers.so", "parser");
+    opcache::test::write_text(customize / "op_api/lib/libcust_opapi.so", "api");
+    opcache::test::write_text(customize / "bin/set_env.bash", "# moved\n");
+    opcache::test::write_text(customize / "version.info", "Version=1.0.0\ncustom_opp_compiler_version=8.0.RC3\n");
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("a new version of the package") {
+    opcache::test::write_text(customize / "version.info", "Version=1.0.1\n");
+    const Scenario upgraded = machine.resolved(spec);
+    CHECK(upgraded.extra.at("cann.opp_vendor.customize").starts_with("1.0.1/"));
+    CHECK(scenario_differences(with, upgraded) == only_extra("cann.opp_vendor.customize"));
+  }
+  SUBCASE("a second vendor has its own entry; the load priority is keyed") {
+    const fs::path mdc = tree.add_vendor("mdc", "");
+    const Scenario two = machine.resolved(spec);
+    CHECK(two.extra.at("cann.opp_vendor.mdc").starts_with("unversioned/"));
+    CHECK(two.extra.at("cann.opp_vendor.customize") == entry);
+    CHECK(two.extra.at("cann.opp_vendor_priority") == "customize,mdc");
+    opcache::test::write_text(opcache::test::custom_op_kernel_source(mdc), "// mdc's own\n");
+    const Scenario edited = machine.resolved(spec);
+    CHECK(scenario_differences(two, edited) == only_extra("cann.opp_vendor.mdc"));
+    tree.set_vendor_priority("mdc,customize");
+    CHECK(scenario_differences(edited, machine.resolved(spec)) == only_extra("cann.opp_vendor_priority"));
+  }
+  SUBCASE("the vendors of the OPP that ASCEND_OPP_PATH names are read, not <root>/opp's") {
+    const fs::path opp = opcache::test::write_opp(machine.dir / "other-opp", "8.0.RC2");
+    machine.env["ASCEND_OPP_PATH"] = opp.string();
+    CHECK(machine.resolved(spec).extra.count("cann.opp_vendor.customize") == 0);
+    // The same package there: the same entry (its path does not enter).
+    opcache::test::write_custom_op_package(opp / "vendors/customize", "1.0.0");
+    const Scenario moved = machine.resolved(spec);
+    CHECK(moved.extra.at("cann.opp_vendor.customize") == entry);
+    CHECK(moved.extra.count("cann.opp_vendor_priority") == 0);  // that OPP has no config.ini
+  }
+}
+
+TEST_CASE("store::scenario_detect digests each package ASCEND_CUSTOM_OPP_PATH names, and their order") {
+  Machine machine;
+  CannTree tree{machine.dir / "toolkit"};
+  tree.write();
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  const std::string spec = "phase=infer,soc=Ascend910B1";
+  const fs::path mine = opcache::test::write_custom_op_package(machine.dir / "a/vendors/my_ops", "0.1");
+  const fs::path theirs = opcache::test::write_custom_op_package(machine.dir / "b/vendors/their_ops", "");
+  opcache::test::write_text(opcache::test::custom_op_kernel_source(theirs), "// theirs\n");
+  const Scenario bare = machine.resolved(spec);
+  machine.env["ASCEND_CUSTOM_OPP_PATH"] = mine.string() + ":" + theirs.string();
+  std::vector<ScenarioInput> inputs;
+  const Scenario both = machine.resolved(spec, &inputs);
+  CHECK(both.extra.at("cann.custom_opp.my_ops").starts_with("0.1/"));
+  CHECK(both.extra.at("cann.custom_opp.their_ops").starts_with("unversioned/"));
+  CHECK(both.extra.at("cann.custom_opp_order") == "my_ops,their_ops");
+  CHECK(scenario_differences(bare, both).size() == 3);
+  CHECK(opcache::test::contains(input_source(inputs, "extra.cann.custom_opp.my_ops"), "$ASCEND_CUSTOM_OPP_PATH"));
+  const std::string before = machine.key(spec);
+
+  SUBCASE("editing one package's kernel source changes its entry only") {
+    opcache::test::write_text(opcache::test::custom_op_kernel_source(mine), "// faster\n");
+    CHECK(scenario_differences(both, machine.resolved(spec)) == only_extra("cann.custom_opp.my_ops"));
+    CHECK(machine.key(spec) != before);
+  }
+  SUBCASE("the order is keyed: the first package wins an op both define") {
+    machine.env["ASCEND_CUSTOM_OPP_PATH"] = theirs.string() + ":" + mine.string();
+    CHECK(scenario_differences(both, machine.resolved(spec)) == only_extra("cann.custom_opp_order"));
+  }
+  SUBCASE("empty items, a trailing '/' and a missing directory change nothing") {
+    machine.env["ASCEND_CUSTOM_OPP_PATH"] =
+        ":" + mine.string() + "/:" + (machine.dir / "missing").string() + "::" + theirs.string();
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("the same packages at other paths: the same key") {
+    fs::copy(machine.dir / "a", machine.dir / "copy-a", fs::copy_options::recursive);
+    fs::copy(machine.dir / "b", machine.dir / "copy-b", fs::copy_options::recursive);
+    machine.env["ASCEND_CUSTOM_OPP_PATH"] =
+        (machine.dir / "copy-a/vendors/my_ops").string() + ":" + (machine.dir / "copy-b/vendors/their_ops").string();
+    CHECK(machine.key(spec) == before);
+  }
+  SUBCASE("a second package of the same name is my_ops.2; a name a key cannot hold is cleaned") {
+    const fs::path again = opcache::test::write_custom_op_package(machine.dir / "c/vendors/my_ops", "0.2");
+    const fs::path odd = opcache::test::write_custom_op_package(machine.dir / "d/my ops+x", "3");
+    machine.env["ASCEND_CUSTOM_OPP_PATH"] =
+        mine.string() + ":" + theirs.string() + ":" + again.string() + ":" + odd.string();
+    const Scenario four = machine.resolved(spec);
+    CHECK(four.extra.at("cann.custom_opp.my_ops.2").starts_with("0.2/"));
+    CHECK(four.extra.at("cann.custom_opp.my_ops_x").starts_with("3/"));
+    CHECK(four.extra.at("cann.custom_opp_order") == "my_ops,their_ops,my_ops.2,my_ops_x");
+  }
+  SUBCASE("an explicit entry wins") {
+    const Scenario pinned = machine.resolved(spec + ",extra.cann.custom_opp.my_ops=pinned");
+    CHECK(pinned.extra.at("cann.custom_opp.my_ops") == "pinned");
+    CHECK(pinned.extra.at("cann.custom_opp.their_ops") == both.extra.at("cann.custom_opp.their_ops"));
+  }
+}
+
+TEST_CASE("store::scenario_detect keys an explicit toolchain as given and notes when the install differs") {
+  Machine machine;
+  CannTree tree{machine.dir / "Ascend/ascend-toolkit/8.0.RC2"};
+  tree.write();
+  const std::string explicit_rc3 = "device=multi,phase=train,toolchain=8.0.RC3,soc=Ascend910B1";
+  const std::string without_install = machine.key(explicit_rc3);
+  machine.env["ASCEND_TOOLKIT_HOME"] = tree.root.string();
+  std::vector<std::string> notes;
+  std::vector<ScenarioInput> inputs;
+
+  SUBCASE("8.0.RC3 given, 8.0.RC2 installed: the key uses 8.0.RC3, one note names both") {
+    auto scenario = machine.resolve(explicit_rc3, &inputs, &notes);
+    REQUIRE(scenario.ok());
+    CHECK(scenario->toolchain == "8.0.RC3");
+    CHECK(scenario->extra.empty());
+    CHECK(machine.key(explicit_rc3) == without_install);
+    REQUIRE(notes.size() == 1);
+    for (const char* part : {"toolchain=8.0.RC3", "is given explicitly", "8.0.RC2", "compiler/version.info",
+                             "$ASCEND_TOOLKIT_HOME", "the key uses 8.0.RC3", "toolchain=auto"}) {
+      CAPTURE(part);
+      CHECK(opcache::test::contains(notes.front(), part));
+    }
+    bool shown = false;
+    for (const auto& input : inputs) {
+      if (input.name == opcache::store::k_input_installed_toolchain) {
+        shown = true;
+        CHECK(input.value == "8.0.RC2");
+        CHECK_FALSE(input.keyed);
+      }
+    }
+    CHECK(shown);
+  }
+  SUBCASE("the version installed: no note") {
+    REQUIRE(machine.resolve("device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1", &inputs, &notes).ok());
+    CHECK(notes.empty());
+    CHECK(input_source(inputs, opcache::store::k_input_installed_toolchain).empty());
+  }
+  SUBCASE("no compiler/version.info: compared with the toolkit's version") {
+    fs::remove(tree.root / "compiler/version.info");
+    tree.set_version("toolkit", "8.0.RC3");
+    REQUIRE(machine.resolve(explicit_rc3, &inputs, &notes).ok());
+    CHECK(notes.empty());
+  }
+  SUBCASE("no install: no note") {
+    machine.env.erase("ASCEND_TOOLKIT_HOME");
+    REQUIRE(machine.resolve(explicit_rc3, &inputs, &notes).ok());
+    CHECK(notes.empty());
+  }
+  SUBCASE("an unreadable install: no note, no error (an explicit toolchain needs none)") {
+    opcache::test::write_text(tree.root / "compiler/version.info", "timestamp=1\n");
+    REQUIRE(machine.resolve(explicit_rc3, &inputs, &notes).ok());
+    CHECK(notes.empty());
+  }
 }

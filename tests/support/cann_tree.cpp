@@ -38,6 +38,57 @@ void CannTree::set_version(const std::string& component, const std::string& vers
                                                 "\ntimestamp=20240730_110000000\narch=x86_64\n");
 }
 
+fs::path CannTree::add_vendor(const std::string& name, const std::string& version) const {
+  const fs::path package = write_custom_op_package(root / "opp/vendors" / name, version);
+  const fs::path config = root / "opp/vendors/config.ini";
+  std::string priority;
+  if (fs::exists(config)) {
+    const std::string text = read_text(config);
+    const auto start = text.find('=') + 1;
+    priority = text.substr(start, text.find('\n') - start) + ",";
+  }
+  set_vendor_priority(priority + name);
+  return package;
+}
+
+void CannTree::set_vendor_priority(const std::string& priority) const {
+  write_text(root / "opp/vendors/config.ini", "load_priority=" + priority + "\n");
+}
+
+fs::path write_opp(const fs::path& directory, const std::string& version) {
+  write_text(directory / "version.info",
+             "Version=" + version + "\nversion_dir=" + version + "\ntimestamp=20241030_120000000\n");
+  write_text(directory / "built-in/op_impl/ai_core/tbe/impl/square.py",
+             "def square(x, y):\n    pass  # " + version + "\n");
+  return directory;
+}
+
+fs::path write_custom_op_package(const fs::path& directory, const std::string& version) {
+  if (!version.empty()) {
+    write_text(directory / "version.info", "Version=" + version + "\ncustom_opp_compiler_version=8.0.RC2\n");
+  }
+  write_text(custom_op_kernel_source(directory),
+             "#include \"kernel_operator.h\"\nextern \"C\" __global__ __aicore__ void add_custom(GM_ADDR x, "
+             "GM_ADDR y, GM_ADDR z) {}\n");
+  write_text(directory / "op_impl/ai_core/tbe/customize_impl/dynamic/add_custom.py",
+             "def add_custom(x, y, z, kernel_name='add_custom'):\n    pass\n");
+  write_text(directory / "op_impl/ai_core/tbe/config/ascend910b/aic-ascend910b-ops-info.json",
+             R"({"AddCustom":{"input0":{"name":"x","dtype":"float16"},"opFile":{"value":"add_custom"}}})");
+  write_text(directory / "op_impl/ai_core/tbe/op_tiling/lib/linux/x86_64/libcust_opmaster_rt2.0.so",
+             std::string("\x7f") + "ELF fake tiling");
+  write_text(directory / "op_proto/inc/op_proto.h", "REG_OP(AddCustom).INPUT(x, TensorType::ALL())\n");
+  write_text(directory / "op_proto/lib/linux/x86_64/libcust_opsproto_rt2.0.so",
+             std::string("\x7f") + "ELF fake proto");
+  write_text(directory / "framework/tensorflow/npu_supported_ops.json", R"({"AddCustom":{"isOplist":"true"}})");
+  write_text(directory / "op_api/include/aclnn_add_custom.h", "aclnnStatus aclnnAddCustom(void);\n");
+  write_text(directory / "bin/set_env.bash", "export ASCEND_CUSTOM_OPP_PATH=" + directory.string() + "\n");
+  return directory;
+}
+
+fs::path custom_op_kernel_source(const fs::path& package) {
+  return package / "op_impl/ai_core/tbe/customize_impl/dynamic/add_custom.cpp";
+}
+
 fs::path write_tune_bank(const fs::path& directory, const std::string& soc) {
   const fs::path bank = directory / soc;
   write_text(bank / "rl/MatMulV2_float16.json", R"({"shape":[1024,1024],"tiling":"bm128_bn256"})");

@@ -28,7 +28,34 @@ struct CannTree {
 
   /// Rewrites one component's version.info with `version`.
   void set_version(const std::string& component, const std::string& version) const;
+
+  /// Installs a custom operator package as `<root>/opp/vendors/<name>`
+  /// (write_custom_op_package) and appends `name` to the `load_priority` of
+  /// `<root>/opp/vendors/config.ini`, as the package's installer does.
+  /// Returns the package directory.
+  std::filesystem::path add_vendor(const std::string& name, const std::string& version = "1.0.0") const;
+
+  /// Rewrites `<root>/opp/vendors/config.ini` with `load_priority=<priority>`.
+  void set_vendor_priority(const std::string& priority) const;
 };
+
+/// Writes an OPP (operator package) at `directory`, such as the one
+/// ASCEND_OPP_PATH names: its version.info with `version` and a built-in op
+/// implementation. Returns `directory`.
+std::filesystem::path write_opp(const std::filesystem::path& directory, const std::string& version);
+
+/// Writes a custom operator package at `directory` as msopgen's installer
+/// lays one out (vendors/<name>): op_impl/ (the AddCustom op's kernel source
+/// and Python entry, its ops-info config, op_tiling's library), op_proto/,
+/// and, which no compile loads, framework/, op_api/ and bin/; with a
+/// version.info holding `Version=<version>` among other lines, or none when
+/// `version` is empty. Returns `directory`.
+std::filesystem::path write_custom_op_package(const std::filesystem::path& directory,
+                                              const std::string& version = "1.0.0");
+
+/// The kernel source of the AddCustom op in a package written by
+/// write_custom_op_package: the file an operator developer edits.
+std::filesystem::path custom_op_kernel_source(const std::filesystem::path& package);
 
 /// Writes a custom op tuning bank for `soc` below `directory` (the files
 /// AOE writes: <soc>/… json knowledge files) and returns the bank directory.

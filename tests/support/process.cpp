@@ -221,7 +221,8 @@ const std::vector<std::string>& hermetic_variables() {
         "OPCACHE_OP_DEBUG_LEVEL", "OPCACHE_OP_DEBUG_LIST", "OPCACHE_VOLATILE_FIELDS", "OPCACHE_WAIT_TIMEOUT",
         "RANK_SIZE",            "LOCAL_WORLD_SIZE",        "XDG_CACHE_HOME",
         // What toolchain=auto reads (store/scenario_detect): a test sets its own install.
-        "ASCEND_TOOLKIT_HOME",  "ASCEND_HOME_PATH",        "ASCEND_CACHE_PATH",    "TUNE_BANK_PATH"};
+        "ASCEND_TOOLKIT_HOME",  "ASCEND_HOME_PATH",        "ASCEND_CACHE_PATH",    "TUNE_BANK_PATH",
+        "ASCEND_OPP_PATH",      "ASCEND_CUSTOM_OPP_PATH"};
     // Every variable of the client's settings table (OPCACHE_COMPILER_CHECK,
     // OPCACHE_EXEC_ENV…) and of `opcache serve`'s (OPCACHE_SERVE_*).
     for (const auto& setting : setting_descriptors()) {

@@ -1,4 +1,4 @@
-#include "cli/exec_key.hpp"
+#include "store/exec_key.hpp"
 
 #include <sys/stat.h>
 
@@ -11,8 +11,9 @@
 #include "base/subprocess.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
+#include "store/key.hpp"
 
-namespace opcache::cli {
+namespace opcache::store {
 
 namespace fs = std::filesystem;
 
@@ -21,6 +22,8 @@ namespace {
 using json = nlohmann::json;
 
 constexpr std::string_view k_out_marker = "{out}";
+constexpr std::string_view k_base_marker = "{base}";
+constexpr std::string_view k_cann_marker = "{cann}";
 
 // The spellings of --out that may appear in arguments, longest first:
 // as given (unless it is "." or empty: then every relative path would
@@ -54,25 +57,22 @@ bool is_path_occurrence(const std::string& arg, std::size_t pos, std::size_t len
   return starts && (end == arg.size() || arg[end] == '/' || std::strchr(" \t'\"", arg[end]) != nullptr);
 }
 
-// `arg` with every path occurrence of --out replaced by "{out}", so that the
-// same command from rank_0/kernel_meta and rank_7/kernel_meta has one key.
-std::string normalise_out(std::string arg, const std::vector<std::string>& out_forms) {
-  for (const auto& form : out_forms) {
+// `arg` with every path occurrence of one of `forms` replaced by `marker`:
+// --out by "{out}", so that the same command from rank_0/kernel_meta and
+// rank_7/kernel_meta has one key; base_dir by "{base}", so that two
+// checkouts share.
+std::string normalise_paths(std::string arg, const std::vector<std::string>& forms, std::string_view marker) {
+  for (const auto& form : forms) {
     for (std::size_t pos = arg.find(form); pos != std::string::npos; pos = arg.find(form, pos)) {
       if (is_path_occurrence(arg, pos, form.size())) {
-        arg.replace(pos, form.size(), k_out_marker);
-        pos += k_out_marker.size();
+        arg.replace(pos, form.size(), marker);
+        pos += marker.size();
       } else {
         ++pos;
       }
     }
   }
   return arg;
-}
-
-bool is_regular_file_at(const fs::path& path) {
-  struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode);
 }
 
 // Whether `path` is `out` or below it (symlinks resolved as far as they exist).
@@ -115,37 +115,39 @@ Result<std::string> compiler_fingerprint(const fs::path& compiler, const Compile
     case CompilerCheck::Kind::none: return std::string("none");
     case CompilerCheck::Kind::string: return "string:" + check.argument;
     case CompilerCheck::Kind::command: {
-      OPCACHE_TRY_ASSIGN(auto digest,
-                         cache.digest(compiler, "command:" + check.argument,
-                                      [&check](const fs::path& path) { return run_check_command(check.argument, path); }));
+      // Run every time, not remembered by the compiler's identity: what the
+      // command reads (a replaced cc1, a changed specs file) is not the compiler file.
+      OPCACHE_TRY_ASSIGN(auto digest, run_check_command(check.argument, compiler));
       return "command:" + digest;
     }
   }
   return Error::usage("unknown compiler_check");
 }
 
-// [argument as keyed, digest] for each argument after argv[0] that names an
-// existing regular file outside --out.
-Result<json> argument_files(const ExecKeyRequest& request, const std::vector<std::string>& keyed_args,
-                            const fs::path& canonical_out, const base::DigestCache& cache) {
-  json files = json::array();
-  for (std::size_t i = 1; i < request.command.size(); ++i) {
-    const fs::path path = request.command[i];
-    if (request.command[i].empty() || !is_regular_file_at(path) || is_below(path, canonical_out)) {
-      continue;
-    }
-    OPCACHE_TRY_ASSIGN(auto digest, cache.file_sha256(path));
-    files.push_back(json::array({keyed_args[i], digest}));
+// The spellings of base_dir that may appear in arguments: as set, and with
+// symlinks resolved; none when it is not set.
+std::vector<std::string> base_spellings(const fs::path& base_dir) {
+  std::vector<std::string> forms;
+  if (base_dir.empty()) {
+    return forms;
   }
-  return files;
+  forms.push_back(base_dir.string());
+  std::error_code ec;
+  auto resolved = fs::weakly_canonical(base_dir, ec).string();
+  if (!ec && resolved != forms.front()) {
+    forms.push_back(resolved);
+  }
+  std::sort(forms.begin(), forms.end(), [](const auto& a, const auto& b) { return a.size() > b.size(); });
+  return forms;
 }
 
-// [input as given, digest] for each --input: a file's SHA-256, or "tree:"
+// [input as keyed, digest] for each --input: a file's SHA-256, or "tree:"
 // and the digest of a directory's files (those under --out left out).
-Result<json> declared_inputs(const ExecKeyRequest& request, const fs::path& canonical_out,
-                             const base::DigestCache& cache) {
+Result<json> declared_inputs(const std::vector<std::string>& declared, const fs::path& base_dir,
+                             const fs::path& canonical_out, const base::DigestCache& cache) {
+  const auto base_forms = base_spellings(base_dir);
   json inputs = json::array();
-  std::vector<std::string> sorted = request.inputs;
+  std::vector<std::string> sorted = declared;
   std::sort(sorted.begin(), sorted.end());
   sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
   for (const auto& input : sorted) {
@@ -157,10 +159,10 @@ Result<json> declared_inputs(const ExecKeyRequest& request, const fs::path& cano
       OPCACHE_TRY_ASSIGN(auto digest, base::tree_sha256(input, cache, [&canonical_out](const fs::path& file) {
                            return is_below(file, canonical_out);
                          }));
-      inputs.push_back(json::array({input, "tree:" + digest}));
+      inputs.push_back(json::array({normalise_paths(input, base_forms, k_base_marker), "tree:" + digest}));
     } else if (S_ISREG(info.st_mode)) {
       OPCACHE_TRY_ASSIGN(auto digest, cache.file_sha256(input));
-      inputs.push_back(json::array({input, digest}));
+      inputs.push_back(json::array({normalise_paths(input, base_forms, k_base_marker), digest}));
     } else {
       return Error::usage("--input " + input + " is neither a regular file nor a directory");
     }
@@ -168,17 +170,24 @@ Result<json> declared_inputs(const ExecKeyRequest& request, const fs::path& cano
   return inputs;
 }
 
-json keyed_environment(const std::vector<std::string>& names, const base::EnvLookup& env) {
+json keyed_environment(const std::vector<std::string>& names, const base::EnvLookup& env,
+                       const std::vector<std::string>& cann_forms, const std::vector<std::string>& base_forms) {
   json values = json::array();
   for (const auto& name : names) {
     if (auto value = env(name.c_str())) {
-      values.push_back(json::array({name, *value}));
+      values.push_back(json::array({name, normalise_paths(normalise_paths(*value, cann_forms, k_cann_marker), base_forms,
+                                                           k_base_marker)}));
     }
   }
   return values;
 }
 
 }  // namespace
+
+Result<json> declared_input_digests(const std::vector<std::string>& inputs, const fs::path& base_dir,
+                                    const base::DigestCache& cache) {
+  return declared_inputs(inputs, base_dir, fs::path(), cache);
+}
 
 Result<json> exec_key_member(const ExecKeyRequest& request, const base::DigestCache& cache, const base::EnvLookup& env) {
   if (request.command.empty()) {
@@ -201,19 +210,25 @@ Result<json> exec_key_member(const ExecKeyRequest& request, const base::DigestCa
   OPCACHE_TRY_ASSIGN(auto fingerprint, compiler_fingerprint(ec ? *compiler : resolved, request.policy.compiler_check, cache));
 
   const auto out_forms = out_spellings(request.out);
+  const auto base_forms = base_spellings(request.policy.base_dir);
+  const auto cann_forms = base_spellings(request.cann_root);
   std::vector<std::string> keyed_args{fs::path(request.command[0]).filename().string()};
   for (std::size_t i = 1; i < request.command.size(); ++i) {
-    keyed_args.push_back(normalise_out(request.command[i], out_forms));
+    auto arg = normalise_paths(request.command[i], out_forms, k_out_marker);
+    arg = normalise_paths(std::move(arg), cann_forms, k_cann_marker);
+    keyed_args.push_back(normalise_paths(std::move(arg), base_forms, k_base_marker));
   }
   const fs::path canonical_out = fs::weakly_canonical(request.out, ec);
-  OPCACHE_TRY_ASSIGN(auto files, argument_files(request, keyed_args, canonical_out, cache));
-  OPCACHE_TRY_ASSIGN(auto inputs, declared_inputs(request, canonical_out, cache));
-  return json{{"version", k_exec_key_version},
+  OPCACHE_TRY_ASSIGN(auto inputs, declared_inputs(request.inputs, request.policy.base_dir, canonical_out, cache));
+  json member{{"version", k_exec_key_version},
               {"argv", keyed_args},
               {"compiler", fingerprint},
-              {"files", std::move(files)},
               {"inputs", std::move(inputs)},
-              {"env", keyed_environment(request.policy.environment, env)}};
+              {"env", keyed_environment(request.policy.environment, env, cann_forms, base_forms)}};
+  if (request.stdin_digest) {
+    member["stdin"] = *request.stdin_digest;
+  }
+  return member;
 }
 
 Result<std::string> descriptor_with_exec_member(std::string_view descriptor_text, const json& member,
@@ -230,4 +245,84 @@ Result<std::string> descriptor_with_exec_member(std::string_view descriptor_text
   return descriptor.dump();
 }
 
-}  // namespace opcache::cli
+namespace {
+
+// Whether `path` is `directory` or below it, as text: `rest` gets what follows.
+bool text_below(std::string_view path, std::string_view directory, std::string_view& rest) {
+  while (directory.size() > 1 && directory.back() == '/') {
+    directory.remove_suffix(1);
+  }
+  if (directory.empty() || path.substr(0, directory.size()) != directory) {
+    return false;
+  }
+  rest = path.substr(directory.size());
+  return rest.empty() || rest.front() == '/' || directory == "/";
+}
+
+}  // namespace
+
+fs::path cann_root_of(const base::EnvLookup& env) {
+  for (const char* name : {"ASCEND_TOOLKIT_HOME", "ASCEND_HOME_PATH"}) {
+    if (auto value = env(name); value && !value->empty() && value->front() == '/') {
+      std::string root = fs::path(*value).lexically_normal().string();
+      while (root.size() > 1 && root.back() == '/') {
+        root.pop_back();
+      }
+      return root;
+    }
+  }
+  return {};
+}
+
+std::string keyed_path(const std::string& path, const PathFrame& frame) {
+  std::string_view rest;
+  const std::string absolute_out = fs::absolute(frame.out).lexically_normal().string();
+  if (text_below(path, absolute_out, rest)) {
+    return std::string(k_out_marker) + std::string(rest);
+  }
+  if (text_below(path, frame.cann_root.string(), rest)) {
+    return std::string(k_cann_marker) + std::string(rest);
+  }
+  if (text_below(path, frame.base_dir.string(), rest)) {
+    return std::string(k_base_marker) + std::string(rest);
+  }
+  return path;
+}
+
+std::optional<fs::path> unkeyed_path(const std::string& path, const PathFrame& frame) {
+  std::string_view rest;
+  if (text_below(path, k_out_marker, rest)) {
+    return fs::path(fs::absolute(frame.out).lexically_normal().string() + std::string(rest)).lexically_normal();
+  }
+  for (const auto& [marker, directory] : {std::pair{k_cann_marker, &frame.cann_root}, std::pair{k_base_marker, &frame.base_dir}}) {
+    if (text_below(path, marker, rest)) {
+      if (directory->empty()) {
+        return std::nullopt;
+      }
+      return fs::path(directory->string() + std::string(rest)).lexically_normal();
+    }
+  }
+  return fs::path(path);
+}
+
+Result<json> exec_entry_descriptor(json command_descriptor, const std::vector<ObservedInput>& inputs) {
+  auto member = command_descriptor.find("exec");
+  if (member == command_descriptor.end() || !member->is_object()) {
+    return Error::usage("the descriptor has no member \"exec\" to add observed inputs to");
+  }
+  (*member)["observed"] = observed_inputs_digest(inputs);
+  return command_descriptor;
+}
+
+std::optional<std::string> exec_command_key_of(const json& descriptor, const json& scenario) {
+  const auto member = descriptor.find("exec");
+  if (member == descriptor.end() || !member->is_object() || !member->contains("observed")) {
+    return std::nullopt;
+  }
+  json command_descriptor = descriptor;
+  command_descriptor["exec"].erase("observed");
+  auto key = derive_key(command_descriptor, scenario);
+  return key ? std::optional<std::string>(*key) : std::nullopt;
+}
+
+}  // namespace opcache::store

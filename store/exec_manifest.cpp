@@ -1,0 +1,245 @@
+#include "store/exec_manifest.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include "base/canonical_json.hpp"
+#include "base/json_parse.hpp"
+#include "base/sha256.hpp"
+#include "base/try.hpp"
+#include "base/utf8.hpp"
+
+namespace opcache::store {
+
+namespace {
+
+using json = nlohmann::json;
+
+constexpr std::size_t k_max_path_bytes = 4096;
+constexpr std::size_t k_max_inputs = 100000;
+constexpr std::size_t k_max_outputs = 10000;
+
+bool is_state(const std::string& state) {
+  auto digest_after = [&state](std::string_view prefix) {
+    return state.size() == prefix.size() + 64 && state.compare(0, prefix.size(), prefix) == 0 &&
+           base::is_sha256_hex(std::string_view(state).substr(prefix.size()));
+  };
+  return state == "absent" || digest_after("sha256:") || digest_after("dir:");
+}
+
+// An input path: absolute, or below one of the two markers; no "." or ".."
+// component, no empty component, no NUL, valid UTF-8.
+bool is_input_path(const std::string& path) {
+  if (path.empty() || path.size() > k_max_path_bytes || path.find('\0') != std::string::npos ||
+      !base::is_valid_utf8(path)) {
+    return false;
+  }
+  std::string_view rest = path;
+  for (std::string_view marker : {"{out}", "{base}", "{cann}"}) {
+    if (rest == marker) {
+      return true;
+    }
+    if (rest.substr(0, marker.size() + 1) == std::string(marker) + "/") {
+      rest.remove_prefix(marker.size());
+      break;
+    }
+  }
+  if (rest.front() != '/') {
+    return false;
+  }
+  if (rest == "/") {
+    return true;
+  }
+  for (std::size_t start = 1; start <= rest.size();) {
+    const std::size_t end = std::min(rest.find('/', start), rest.size());
+    const auto part = rest.substr(start, end - start);
+    if (part.empty() || part == "." || part == "..") {
+      return false;
+    }
+    start = end + 1;
+  }
+  return true;
+}
+
+bool is_member_name(const std::string& name) {
+  return !name.empty() && name.size() <= 255 && name != "." && name != ".." && name.find('/') == std::string::npos &&
+         name.find('\0') == std::string::npos && base::is_valid_utf8(name);
+}
+
+json input_to_json(const ObservedInput& input) {
+  json item = json::array({input.path, input.state});
+  if (!input.ignored.empty()) {
+    item.push_back(input.ignored);
+  }
+  return item;
+}
+
+// The third member of a listed directory's input: the names its digest leaves out.
+Result<std::vector<std::string>> ignored_names(const json& item, const std::string& state) {
+  std::vector<std::string> names;
+  if (item.size() < 3) {
+    return names;
+  }
+  if (state.rfind("dir:", 0) != 0 || !item[2].is_array() || item[2].size() > k_max_outputs) {
+    return Error::corrupt("only a listed directory has a list of ignored names");
+  }
+  for (const auto& name : item[2]) {
+    if (!name.is_string() || !is_member_name(name.get_ref<const std::string&>()) ||
+        (!names.empty() && !(names.back() < name.get_ref<const std::string&>()))) {
+      return Error::corrupt("ignored names must be sorted file names, each once");
+    }
+    names.push_back(name);
+  }
+  return names;
+}
+
+json build_to_json(const ManifestBuild& build) {
+  json inputs = json::array();
+  for (const auto& input : build.inputs) {
+    inputs.push_back(input_to_json(input));
+  }
+  return json{{"entry", build.entry}, {"created", build.created}, {"outputs", build.outputs}, {"inputs", inputs}};
+}
+
+Result<ManifestBuild> build_from_json(const json& value, const std::string& where) {
+  auto refuse = [&where](const std::string& why) { return Error::corrupt(where + ": " + why); };
+  if (!value.is_object()) {
+    return refuse("a build must be an object");
+  }
+  ManifestBuild build;
+  const auto entry = value.find("entry");
+  if (entry == value.end() || !entry->is_string() || !base::is_sha256_hex(entry->get_ref<const std::string&>())) {
+    return refuse("\"entry\" must be a key (64 lowercase hex digits)");
+  }
+  build.entry = *entry;
+  if (auto created = value.find("created"); created != value.end() && created->is_string()) {
+    build.created = *created;
+  }
+  const auto outputs = value.find("outputs");
+  if (outputs == value.end() || !outputs->is_array() || outputs->size() > k_max_outputs) {
+    return refuse("\"outputs\" must be an array of at most " + std::to_string(k_max_outputs) + " names");
+  }
+  for (const auto& name : *outputs) {
+    if (!name.is_string() || !is_member_name(name.get_ref<const std::string&>())) {
+      return refuse("an output must be a file name without '/'");
+    }
+    build.outputs.push_back(name);
+  }
+  const auto inputs = value.find("inputs");
+  if (inputs == value.end() || !inputs->is_array() || inputs->size() > k_max_inputs) {
+    return refuse("\"inputs\" must be an array of at most " + std::to_string(k_max_inputs) + " inputs");
+  }
+  for (const auto& item : *inputs) {
+    if (!item.is_array() || item.size() < 2 || item.size() > 3 || !item[0].is_string() || !item[1].is_string()) {
+      return refuse("an input must be [path, state] or [path, state, ignored names]");
+    }
+    ObservedInput input{item[0], item[1], {}};
+    if (!is_input_path(input.path)) {
+      return refuse("input path \"" + input.path.substr(0, 200) + "\" is not absolute and normal");
+    }
+    if (!is_state(input.state)) {
+      return refuse("input " + input.path + " has state \"" + input.state.substr(0, 80) +
+                    "\" (expected sha256:<hex>, dir:<hex> or absent)");
+    }
+    auto ignored = ignored_names(item, input.state);
+    if (!ignored) {
+      return refuse("input " + input.path + ": " + ignored.error().message());
+    }
+    input.ignored = std::move(*ignored);
+    if (!build.inputs.empty() && !(build.inputs.back().path < input.path)) {
+      return refuse("inputs must be sorted by path, each path once (at " + input.path + ")");
+    }
+    build.inputs.push_back(std::move(input));
+  }
+  return build;
+}
+
+}  // namespace
+
+std::string exec_manifest_to_json(const ExecManifest& manifest) {
+  json builds = json::array();
+  for (const auto& build : manifest.builds) {
+    builds.push_back(build_to_json(build));
+  }
+  json document = json::object();
+  document["format"] = "opcache-exec-manifest";
+  document["version"] = k_exec_manifest_version;
+  document["command_key"] = manifest.command_key;
+  document["builds"] = std::move(builds);
+  return document.dump();
+}
+
+Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::string& origin) {
+  if (text.size() > k_max_manifest_bytes) {
+    return Error::corrupt(origin + ": an exec manifest of " + std::to_string(text.size()) + " bytes is over the limit of " +
+                          std::to_string(k_max_manifest_bytes));
+  }
+  auto parsed = base::parse_json(text, origin);
+  if (!parsed) {
+    return Error::corrupt(parsed.error().message());
+  }
+  const json& document = *parsed;
+  if (!document.is_object() || document.value("format", std::string()) != "opcache-exec-manifest") {
+    return Error::corrupt(origin + ": not an exec manifest (\"format\" must be \"opcache-exec-manifest\")");
+  }
+  const auto version = document.find("version");
+  if (version == document.end() || !version->is_number_integer() || *version != k_exec_manifest_version) {
+    return Error::corrupt(origin + ": exec manifest version " + (version == document.end() ? "missing" : version->dump()) +
+                          " is not supported (this opcache reads version " +
+                          std::to_string(k_exec_manifest_version) + ")");
+  }
+  ExecManifest manifest;
+  const auto command_key = document.find("command_key");
+  if (command_key == document.end() || !command_key->is_string() ||
+      !base::is_sha256_hex(command_key->get_ref<const std::string&>())) {
+    return Error::corrupt(origin + ": \"command_key\" must be 64 lowercase hex digits");
+  }
+  manifest.command_key = *command_key;
+  const auto builds = document.find("builds");
+  if (builds == document.end() || !builds->is_array() || builds->size() > k_max_manifest_builds) {
+    return Error::corrupt(origin + ": \"builds\" must be an array of at most " +
+                          std::to_string(k_max_manifest_builds) + " builds");
+  }
+  for (std::size_t i = 0; i < builds->size(); ++i) {
+    OPCACHE_TRY_ASSIGN(auto build, build_from_json((*builds)[i], origin + " builds[" + std::to_string(i) + "]"));
+    manifest.builds.push_back(std::move(build));
+  }
+  return manifest;
+}
+
+ExecManifest add_manifest_build(ExecManifest manifest, ManifestBuild build) {
+  std::erase_if(manifest.builds, [&build](const ManifestBuild& old) { return old.entry == build.entry; });
+  manifest.builds.insert(manifest.builds.begin(), std::move(build));
+  if (manifest.builds.size() > k_max_manifest_builds) {
+    manifest.builds.resize(k_max_manifest_builds);
+  }
+  return manifest;
+}
+
+Result<ExecManifest> merge_exec_manifests(const ExecManifest& newer, const ExecManifest& older) {
+  if (newer.command_key != older.command_key) {
+    return Error::usage("cannot merge the exec manifests of two command keys (" + newer.command_key + ", " +
+                        older.command_key + ")");
+  }
+  ExecManifest merged{newer.command_key, {}};
+  std::set<std::string> entries;
+  for (const auto* manifest : {&newer, &older}) {
+    for (const auto& build : manifest->builds) {
+      if (merged.builds.size() < k_max_manifest_builds && entries.insert(build.entry).second) {
+        merged.builds.push_back(build);
+      }
+    }
+  }
+  return merged;
+}
+
+std::string observed_inputs_digest(const std::vector<ObservedInput>& inputs) {
+  json list = json::array();
+  for (const auto& input : inputs) {
+    list.push_back(input_to_json(input));
+  }
+  // Strings only: canonical JSON cannot fail on them.
+  return base::sha256_hex(base::canonical_json(list).value());
+}
+
+}  // namespace opcache::store

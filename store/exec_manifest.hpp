@@ -1,0 +1,85 @@
+// Exec manifests: what earlier builds of one exec command read (ccache's
+// direct-mode manifests, for any compiler). A command key (the descriptor
+// with exec's command member, keyed as usual) names one manifest; the
+// manifest lists up to `k_max_manifest_builds` builds, each the inputs one
+// traced build observed (path and digest; paths found absent; directories
+// listed) and the files it wrote under --out. A lookup takes the first build
+// whose every input still has its digest; that build's entry key is derived
+// from the command descriptor and those inputs (exec_entry_key), never taken
+// from the manifest, so a manifest from anywhere can point a lookup only at
+// the entry that belongs to the files as they are. docs/formats.md "Exec
+// manifests" is the byte-level contract.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "opcache/result.hpp"
+
+namespace opcache::store {
+
+/// Version of the manifest's layout (its "version" member).
+inline constexpr int k_exec_manifest_version = 1;
+/// At most this many builds per manifest; the least recently built are dropped.
+inline constexpr std::size_t k_max_manifest_builds = 32;
+/// A manifest text larger than this is refused (it comes from remotes too).
+inline constexpr std::size_t k_max_manifest_bytes = 8 * 1024 * 1024;
+
+/// One observed input: where (an absolute path, or one starting "{out}/" or
+/// "{base}/"), and what was there: "sha256:<hex>" of a file's bytes,
+/// "absent" for a path looked up and not found, "dir:<hex>" for a listed
+/// directory (the SHA-256 of its entries' names, one per line, sorted,
+/// those in `ignored` left out).
+struct ObservedInput {
+  std::string path;
+  std::string state;
+  /// For a listed directory: the names the build itself created there (its
+  /// outputs, Python's __pycache__), left out of the listing's digest
+  /// whether they exist or not; sorted. Empty otherwise.
+  std::vector<std::string> ignored;
+  bool operator==(const ObservedInput&) const = default;
+};
+
+/// One traced build of the command.
+struct ManifestBuild {
+  std::vector<ObservedInput> inputs;  ///< sorted by path, each path once
+  std::vector<std::string> outputs;   ///< member names the build wrote into --out, sorted
+  std::string entry;                  ///< the entry key it was stored under (checked, not trusted)
+  std::string created;                ///< RFC 3339 UTC, for display
+};
+
+/// The manifest of one command key, most recent build first.
+struct ExecManifest {
+  std::string command_key;
+  std::vector<ManifestBuild> builds;
+};
+
+/// The manifest as JSON text (docs/formats.md "Exec manifests"): compact,
+/// members in a fixed order.
+std::string exec_manifest_to_json(const ExecManifest& manifest);
+
+/// Parses a manifest from any source (a local file, a remote). Refuses text
+/// over k_max_manifest_bytes, another version, a command key that is not 64
+/// lowercase hex, malformed paths (relative, with "..", a NUL) or states, and
+/// more than k_max_manifest_builds builds; `corrupt` error naming `origin`.
+Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::string& origin);
+
+/// `manifest` with `build` first: a build with the same entry is replaced,
+/// and only the k_max_manifest_builds most recent are kept.
+ExecManifest add_manifest_build(ExecManifest manifest, ManifestBuild build);
+
+/// Both manifests' builds in one (those of `newer` first, then those of
+/// `older` whose entries `newer` lacks), bounded like add_manifest_build.
+/// The command keys must be equal (`usage` error otherwise).
+Result<ExecManifest> merge_exec_manifests(const ExecManifest& newer, const ExecManifest& older);
+
+/// The digest that stands for `inputs` in an entry's descriptor: SHA-256 of
+/// their canonical JSON ([[path, state], ...]).
+std::string observed_inputs_digest(const std::vector<ObservedInput>& inputs);
+
+}  // namespace opcache::store

@@ -1,0 +1,324 @@
+// opcache exec keyed on what the command reads (api/exec.cpp,
+// store/observed_inputs.cpp, docs/formats.md "Exec manifests"): each case
+// builds once, changes a file that no argument and no --input names (a
+// header, a module, a model named inside an argument, standard input...),
+// runs the same exec again and checks that it is a miss that writes what
+// the command makes of the new files; and that an unchanged tree hits
+// without running the command. Real programs: gcc, python3, sh, busybox.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <thread>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/support/cli_runner.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/skip.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using opcache::test::CliRunner;
+using opcache::test::ProcessOptions;
+using opcache::test::ProcessResult;
+using opcache::test::read_text;
+using opcache::test::TempDir;
+using opcache::test::write_executable;
+using opcache::test::write_text;
+
+namespace exec_observed {
+
+constexpr const char* k_scenario = "phase=infer,toolchain=native,soc=host";
+
+// A work tree with a descriptor and a cache; `opcache --json exec` runs in it.
+struct Tree {
+  fs::path dir;
+  fs::path cache;
+
+  explicit Tree(const fs::path& directory, fs::path cache_dir = {})
+      : dir(directory), cache(cache_dir.empty() ? directory / "cache" : std::move(cache_dir)) {
+    fs::create_directories(dir);
+    write_text(dir / "desc.json", R"({"op_type":"Observed"})");
+  }
+
+  ProcessOptions options(std::map<std::string, std::string> env = {}) const {
+    auto options = opcache::test::hermetic(std::move(env));
+    options.cwd = dir.string();
+    return options;
+  }
+
+  // `opcache --json [globals] exec --desc desc.json --scenario S --out OUT [extra...] -- command`
+  ProcessResult exec(const std::string& out, const std::vector<std::string>& command,
+                     const std::vector<std::string>& extra = {}, const std::vector<std::string>& globals = {},
+                     ProcessOptions options_override = {}) const {
+    std::vector<std::string> args{"--json"};
+    args.insert(args.end(), globals.begin(), globals.end());
+    args.insert(args.end(), {"exec", "--desc", "desc.json", "--scenario", k_scenario, "--out", out});
+    args.insert(args.end(), extra.begin(), extra.end());
+    args.push_back("--");
+    args.insert(args.end(), command.begin(), command.end());
+    auto options = options_override.cwd.empty() ? this->options() : options_override;
+    return CliRunner(dir, cache).run(args, options);
+  }
+
+  void run_directly(const std::vector<std::string>& command) const {
+    auto result = opcache::test::run_process(command, options());
+    INFO("stderr: ", result.err);
+    REQUIRE(result.exit_code == 0);
+  }
+
+  std::string file(const std::string& name) const { return read_text(dir / name); }
+};
+
+nlohmann::json report_of(const ProcessResult& result) {
+  INFO("stdout: ", result.out, "\nstderr: ", result.err);
+  REQUIRE(result.exit_code == 0);
+  auto document = nlohmann::json::parse(result.out, nullptr, false);
+  REQUIRE(document.is_object());
+  return document;
+}
+
+std::string source_of(const ProcessResult& result) { return report_of(result).value("source", "?"); }
+
+// A marker file the command appends to each time it really runs.
+std::vector<std::string> counted(const std::string& script) {
+  return {"sh", "-c", "echo ran >> runs.log; " + script};
+}
+
+std::size_t runs(const Tree& tree) {
+  const auto log = tree.dir / "runs.log";
+  if (!fs::exists(log)) {
+    return 0;
+  }
+  const auto text = read_text(log);
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
+
+// (the test cases below stay in namespace exec_observed: the unity build shares helpers' names)
+
+TEST_CASE("e2e::exec observed: an edited header that no argument names is a miss with gcc's new object") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "k.h", "#define FACTOR 3\n");
+  write_text(tree.dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  const std::vector<std::string> gcc{"gcc", "-O2", "-c", "k.c", "-o", "out/k.o"};
+  CHECK(source_of(tree.exec("out", gcc, {"--output", "k.o"})) == "built");
+  CHECK(source_of(tree.exec("out", gcc, {"--output", "k.o"})) == "hit");
+
+  write_text(tree.dir / "k.h", "#define FACTOR 7\n");
+  auto edited = tree.exec("out", gcc, {"--output", "k.o"});
+  auto report = report_of(edited);
+  CHECK(report.value("source", "") == "built");
+  CHECK(report.value("miss_reason", "") == "k.h changed");
+  tree.run_directly({"gcc", "-O2", "-c", "k.c", "-o", "direct.o"});
+  CHECK(tree.file("out/k.o") == tree.file("direct.o"));
+  // The old header again: the first build's entry, without compiling.
+  write_text(tree.dir / "k.h", "#define FACTOR 3\n");
+  CHECK(source_of(tree.exec("out", gcc, {"--output", "k.o"})) == "hit");
+  // The miss line a person sees names the header.
+  write_text(tree.dir / "k.h", "#define FACTOR 9\n");
+  auto text = CliRunner(tree.dir, tree.cache)
+                  .run({"exec", "--desc", "desc.json", "--scenario", k_scenario, "--out", "out", "--", "gcc", "-O2",
+                        "-c", "k.c", "-o", "out/k.o"},
+                       tree.options());
+  CHECK(text.exit_code == 0);
+  CHECK(text.err.find("miss: k.h changed") != std::string::npos);
+}
+
+TEST_CASE("e2e::exec observed: a header that now shadows another in an earlier -I directory is a miss") {
+  TempDir temp;
+  Tree tree(temp.path());
+  fs::create_directories(tree.dir / "inc1");
+  fs::create_directories(tree.dir / "inc2");
+  write_text(tree.dir / "inc2" / "k.h", "#define FACTOR 3\n");
+  write_text(tree.dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  const std::vector<std::string> gcc{"gcc", "-O2", "-Iinc1", "-Iinc2", "-c", "k.c", "-o", "out/k.o"};
+  CHECK(source_of(tree.exec("out", gcc)) == "built");
+  CHECK(source_of(tree.exec("out", gcc)) == "hit");
+
+  write_text(tree.dir / "inc1" / "k.h", "#define FACTOR 5\n");
+  auto shadowed = report_of(tree.exec("out", gcc));
+  CHECK(shadowed.value("source", "") == "built");
+  CHECK(shadowed.value("miss_reason", "") == "inc1/k.h now exists");
+  tree.run_directly({"gcc", "-O2", "-Iinc1", "-Iinc2", "-c", "k.c", "-o", "direct.o"});
+  CHECK(tree.file("out/k.o") == tree.file("direct.o"));
+}
+
+TEST_CASE("e2e::exec observed: --out . keeps the sources in it as inputs, and takes only what the command wrote") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "k.c", "int scale(int x) { return x * 3; }\n");
+  write_text(tree.dir / "notes.txt", "not an output\n");
+  const std::vector<std::string> gcc{"gcc", "-O2", "-c", "k.c", "-o", "k.o"};
+  auto first = report_of(tree.exec(".", gcc));
+  CHECK(first.value("source", "") == "built");
+  REQUIRE(first["files"].size() == 1);
+  CHECK(fs::path(first["files"][0].get<std::string>()).filename() == "k.o");
+
+  write_text(tree.dir / "k.c", "int scale(int x) { return x * 11; }\n");
+  CHECK(source_of(tree.exec(".", gcc)) == "built");
+  tree.run_directly({"gcc", "-O2", "-c", "k.c", "-o", "direct.o"});
+  CHECK(tree.file("k.o") == tree.file("direct.o"));
+}
+
+TEST_CASE("e2e::exec observed: a file named inside an argument (--model=FILE, @file) is an input") {
+  TempDir temp;
+  Tree tree(temp.path());
+  // A stand-in for ATC: reads the model named by --model= and writes the .om named by --output=.
+  write_executable(tree.dir / "atc",
+                   "#!/bin/sh\nfor a in \"$@\"; do case $a in --model=*) m=${a#--model=};; --output=*) o=${a#--output=};; "
+                   "esac; done\n{ echo om; cat \"$m\"; } > \"$o\"\n");
+  write_text(tree.dir / "m.onnx", "graph v1\n");
+  const std::vector<std::string> atc{"./atc", "--model=m.onnx", "--output=out/m.om"};
+  CHECK(source_of(tree.exec("out", atc)) == "built");
+  CHECK(source_of(tree.exec("out", atc)) == "hit");
+  write_text(tree.dir / "m.onnx", "graph v2\n");
+  CHECK(source_of(tree.exec("out", atc)) == "built");
+  CHECK(tree.file("out/m.om") == "om\ngraph v2\n");
+
+  // gcc's response file, and the file it names.
+  write_text(tree.dir / "k.c", "int f(void) { return 1; }\n");
+  write_text(tree.dir / "args.rsp", "-O2 -c k.c -o out/k.o\n");
+  CHECK(source_of(tree.exec("out", {"gcc", "@args.rsp"})) == "built");
+  write_text(tree.dir / "args.rsp", "-O0 -c k.c -o out/k.o\n");
+  CHECK(source_of(tree.exec("out", {"gcc", "@args.rsp"})) == "built");
+  tree.run_directly({"gcc", "-O0", "-c", "k.c", "-o", "direct.o"});
+  CHECK(tree.file("out/k.o") == tree.file("direct.o"));
+}
+
+TEST_CASE("e2e::exec observed: a Python script's imported module from its directory is an input") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "tiling.py", "FACTOR = 3\n");
+  write_text(tree.dir / "op.py", "import sys, tiling\nopen(sys.argv[1], 'w').write('factor=%d\\n' % tiling.FACTOR)\n");
+  const std::vector<std::string> python{"python3", "op.py", "out/op.txt"};
+  CHECK(source_of(tree.exec("out", python)) == "built");
+  CHECK(source_of(tree.exec("out", python)) == "hit");
+  write_text(tree.dir / "tiling.py", "FACTOR = 8\n");
+  CHECK(source_of(tree.exec("out", python)) == "built");
+  CHECK(tree.file("out/op.txt") == "factor=8\n");
+  CHECK(source_of(tree.exec("out", python)) == "hit");
+}
+
+TEST_CASE("e2e::exec observed: standard input is keyed: gcc -x c - with another source is a miss") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "a.c", "int f(void) { return 1; }\n");
+  write_text(tree.dir / "b.c", "int f(void) { return 2; }\n");
+  auto with_stdin = [&tree](const std::string& file) {
+    auto options = tree.options();
+    options.stdin_data = read_text(tree.dir / file);
+    return tree.exec("out", {"gcc", "-O2", "-x", "c", "-c", "-", "-o", "out/k.o"}, {}, {}, options);
+  };
+  CHECK(source_of(with_stdin("a.c")) == "built");
+  CHECK(source_of(with_stdin("a.c")) == "hit");
+  CHECK(source_of(with_stdin("b.c")) == "built");
+  auto direct = tree.options();
+  direct.stdin_data = read_text(tree.dir / "b.c");
+  REQUIRE(opcache::test::run_process({"gcc", "-O2", "-x", "c", "-c", "-", "-o", "direct.o"}, direct).exit_code == 0);
+  CHECK(tree.file("out/k.o") == tree.file("direct.o"));
+  // A pipe that stays open with nothing in it cannot be keyed: the command runs, uncached, and says so.
+  const auto quiet_pipe = opcache::test::run_process(
+      {"sh", "-c", "sleep 2 | \"$0\" --cache-dir cache --json exec --desc desc.json --scenario " + std::string(k_scenario) +
+                       " --out out -- gcc -O2 -c a.c -o out/k.o",
+       opcache::test::cli_path()},
+      tree.options());
+  CHECK(quiet_pipe.exit_code == 0);
+  CHECK(report_of(quiet_pipe)["notes"][0].get<std::string>().find("stays open with nothing in it") != std::string::npos);
+  // No data (an empty pipe, as /dev/null) is not keyed: the same key as a plain run.
+  CHECK(source_of(tree.exec("out", {"gcc", "-O2", "-c", "a.c", "-o", "out/k.o"})) == "built");
+  CHECK(source_of(tree.exec("out", {"gcc", "-O2", "-c", "a.c", "-o", "out/k.o"})) == "hit");
+}
+
+TEST_CASE("e2e::exec observed: a statically linked program (busybox) is traced like any other") {
+  OPCACHE_SKIP_IF(::access("/bin/busybox", X_OK) != 0, "/bin/busybox (Debian's busybox-static) is not installed");
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "m.txt", "one\n");
+  const std::vector<std::string> command{"/bin/busybox", "sh", "-c", "/bin/busybox cat m.txt > out/o.txt"};
+  CHECK(source_of(tree.exec("out", command)) == "built");
+  CHECK(source_of(tree.exec("out", command)) == "hit");
+  write_text(tree.dir / "m.txt", "two\n");
+  CHECK(source_of(tree.exec("out", command)) == "built");
+  CHECK(tree.file("out/o.txt") == "two\n");
+}
+
+TEST_CASE("e2e::exec observed: an unchanged tree hits without running the command; a failing command stores nothing") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "in.txt", "data\n");
+  const auto command = counted("cat in.txt > out/o.txt");
+  CHECK(source_of(tree.exec("out", command)) == "built");
+  CHECK(source_of(tree.exec("out", command)) == "hit");
+  CHECK(source_of(tree.exec("out", command)) == "hit");
+  CHECK(runs(tree) == 1);
+  CHECK(tree.file("out/o.txt") == "data\n");
+
+  auto failed = tree.exec("out", {"sh", "-c", "cat in.txt > out/o.txt; exit 3"});
+  CHECK(failed.exit_code == 3);
+}
+
+TEST_CASE("e2e::exec observed: a neighbour's file written in a shared --out during the run is not taken") {
+  TempDir temp;
+  Tree tree(temp.path());
+  // The command writes its file, then waits until the test has written the
+  // neighbour's file into the same --out (a second exec sharing it).
+  const std::vector<std::string> command{"sh", "-c", "echo mine > out/mine.txt; while [ ! -e go ]; do sleep 0.01; done"};
+  ProcessResult first;
+  std::thread exec([&] { first = tree.exec("out", command); });
+  while (!fs::exists(tree.dir / "out" / "mine.txt")) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  write_text(tree.dir / "out" / "theirs.txt", "neighbour v1\n");
+  write_text(tree.dir / "go", "");
+  exec.join();
+  auto report = report_of(first);
+  REQUIRE(report["files"].size() == 1);
+  CHECK(fs::path(report["files"][0].get<std::string>()).filename() == "mine.txt");
+
+  // A hit writes this command's file and leaves the neighbour's current one alone.
+  fs::remove(tree.dir / "go");
+  fs::remove(tree.dir / "out" / "mine.txt");
+  write_text(tree.dir / "out" / "theirs.txt", "neighbour v2\n");
+  CHECK(source_of(tree.exec("out", command)) == "hit");
+  CHECK(tree.file("out/mine.txt") == "mine\n");
+  CHECK(tree.file("out/theirs.txt") == "neighbour v2\n");
+}
+
+TEST_CASE("e2e::exec observed: two checkouts share through base_dir, with absolute paths in the command") {
+  TempDir temp;
+  Tree a(temp.path() / "a" / "repo", temp.path() / "cache");
+  Tree b(temp.path() / "b" / "repo", temp.path() / "cache");
+  for (const Tree* tree : {&a, &b}) {
+    fs::create_directories(tree->dir / "include");
+    write_text(tree->dir / "include" / "k.h", "#define FACTOR 3\n");
+    write_text(tree->dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  }
+  auto command = [](const Tree& tree) {
+    return std::vector<std::string>{"gcc", "-O2", "-I" + (tree.dir / "include").string(), "-c",
+                                    (tree.dir / "k.c").string(), "-o", (tree.dir / "out" / "k.o").string()};
+  };
+  auto with_base = [](const Tree& tree) { return std::vector<std::string>{"--base-dir", tree.dir.string()}; };
+  CHECK(source_of(a.exec("out", command(a), {}, with_base(a))) == "built");
+  CHECK(source_of(b.exec("out", command(b), {}, with_base(b))) == "hit");
+  CHECK(b.file("out/k.o") == a.file("out/k.o"));
+  // Without base_dir the paths differ and nothing is shared.
+  Tree c(temp.path() / "c" / "repo", temp.path() / "cache");
+  fs::copy(a.dir / "include", c.dir / "include", fs::copy_options::recursive);
+  fs::copy_file(a.dir / "k.c", c.dir / "k.c");
+  CHECK(source_of(c.exec("out", command(c))) == "built");
+  // An edited header in b is b's miss only.
+  write_text(b.dir / "include" / "k.h", "#define FACTOR 4\n");
+  CHECK(source_of(b.exec("out", command(b), {}, with_base(b))) == "built");
+  CHECK(source_of(a.exec("out", command(a), {}, with_base(a))) == "hit");
+}
+
+}  // namespace exec_observed

@@ -1,0 +1,155 @@
+// store/observed_inputs: what a traced build's events make of inputs and
+// outputs, and the check a later lookup makes (docs/formats.md "What exec
+// keys on"). The events are written by hand here, as the tracer reports
+// them (tests/trace/ tests the tracer itself), over real files.
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+
+#include <string>
+#include <vector>
+
+#include "store/observed_inputs.hpp"
+#include "tests/support/temp_dir.hpp"
+
+namespace fs = std::filesystem;
+using opcache::test::TempDir;
+using opcache::test::write_text;
+using opcache::trace::Access;
+using opcache::trace::PathEvent;
+
+namespace observed_inputs_test {
+
+opcache::trace::FileIdentity identity_of(const fs::path& path) {
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  return {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
+          static_cast<std::int64_t>(info.st_size),
+          static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec,
+          static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec};
+}
+
+const opcache::base::DigestCache no_cache;  // every digest computed
+
+PathEvent read_of(const fs::path& path) { return {path.string(), Access::read, identity_of(path)}; }
+PathEvent event(const fs::path& path, Access access) { return {path.string(), access, std::nullopt}; }
+
+const opcache::store::ObservedInput* find_input(const opcache::store::ObservedBuild& build, const std::string& path) {
+  for (const auto& input : build.inputs) {
+    if (input.path == path) {
+      return &input;
+    }
+  }
+  return nullptr;
+}
+
+// (the test cases below stay in namespace observed_inputs_test: the unity build shares helpers' names)
+
+TEST_CASE("store::observe_build: files read are inputs, created ones are not, outputs are what the tree wrote in --out") {
+  TempDir temp;
+  const fs::path base = temp.path() / "repo";
+  write_text(base / "k.c", "int k;\n");
+  write_text(base / "out" / "neighbour.o", "theirs\n");
+  opcache::trace::TraceOutcome outcome;
+  outcome.events = {read_of(base / "k.c"),
+                    event(base / "inc1" / "k.h", Access::absent),
+                    event(base / "tmp.s", Access::absent),   // looked up, then created: a temporary
+                    event(base / "tmp.s", Access::written),
+                    event(base / "tmp.s", Access::removed),
+                    event(base / "out" / "k.o", Access::written)};
+  write_text(base / "out" / "k.o", "object\n");
+  const opcache::store::PathFrame frame{base / "out", base, ""};
+  auto build = opcache::store::observe_build(outcome, frame, no_cache);
+  REQUIRE(build.ok());
+  CHECK_FALSE(build->uncacheable.has_value());
+  REQUIRE(build->inputs.size() == 2);
+  CHECK(build->inputs[0].path == "{base}/inc1/k.h");
+  CHECK(build->inputs[0].state == "absent");
+  CHECK(build->inputs[1].path == "{base}/k.c");
+  CHECK(build->inputs[1].state.rfind("sha256:", 0) == 0);
+  REQUIRE(build->outputs.size() == 1);  // not the neighbour's file
+  CHECK(build->outputs[0] == base / "out" / "k.o");
+
+  // The check of a later lookup, and what it says when something differs.
+  const opcache::store::ManifestBuild recorded{build->inputs, {"k.o"}, std::string(64, 'a'), ""};
+  CHECK_FALSE(opcache::store::first_changed_input(recorded, frame, no_cache).has_value());
+  write_text(base / "inc1" / "k.h", "shadow\n");
+  CHECK(opcache::store::first_changed_input(recorded, frame, no_cache).value().find("inc1/k.h now exists") !=
+        std::string::npos);
+  fs::remove(base / "inc1" / "k.h");
+  write_text(base / "k.c", "int k2;\n");
+  CHECK(opcache::store::first_changed_input(recorded, frame, no_cache).value().find("k.c changed") != std::string::npos);
+  // Another checkout with the same files matches through its own base_dir.
+  const fs::path other = temp.path() / "other";
+  write_text(other / "k.c", "int k;\n");
+  CHECK_FALSE(opcache::store::first_changed_input(recorded, {other / "out", other, ""}, no_cache).has_value());
+  CHECK(opcache::store::first_changed_input(recorded, {other / "out", "", ""}, no_cache).value().find("base_dir") !=
+        std::string::npos);
+}
+
+TEST_CASE("store::observe_build: an input changed while the command ran, or a file in a subdirectory of --out, is not cached") {
+  TempDir temp;
+  write_text(temp.path() / "k.c", "int k;\n");
+  opcache::trace::TraceOutcome outcome;
+  outcome.events = {read_of(temp.path() / "k.c")};
+  write_text(temp.path() / "k.c", "int k; /* edited during the build */\n");
+  const opcache::store::PathFrame frame{temp.path() / "out", "", ""};
+  auto changed = opcache::store::observe_build(outcome, frame, no_cache);
+  REQUIRE(changed.ok());
+  REQUIRE(changed->uncacheable.has_value());
+  CHECK(changed->uncacheable->find("k.c changed while the command ran") != std::string::npos);
+
+  opcache::trace::TraceOutcome nested;
+  write_text(temp.path() / "out" / "sub" / "k.o", "o\n");
+  nested.events = {event(temp.path() / "out" / "sub" / "k.o", Access::written)};
+  auto sub = opcache::store::observe_build(nested, frame, no_cache);
+  REQUIRE(sub.ok());
+  REQUIRE(sub->uncacheable.has_value());
+  CHECK(sub->uncacheable->find("subdirectory of --out") != std::string::npos);
+
+  opcache::trace::TraceOutcome blind;
+  blind.blind = "a 32-bit program";
+  auto partial = opcache::store::observe_build(blind, frame, no_cache);
+  REQUIRE(partial.ok());
+  CHECK(partial->uncacheable.value().find("a 32-bit program") != std::string::npos);
+}
+
+TEST_CASE("store::observe_build: a listed directory keys on its names, less those the build created there") {
+  TempDir temp;
+  const fs::path src = temp.path() / "src";
+  write_text(src / "op.py", "x\n");
+  write_text(src / "tiling.py", "y\n");
+  opcache::trace::TraceOutcome outcome;
+  outcome.events = {event(src, Access::listed), event(src / "__pycache__", Access::written)};
+  fs::create_directories(src / "__pycache__");
+  const opcache::store::PathFrame frame{temp.path() / "out", "", ""};
+  auto build = opcache::store::observe_build(outcome, frame, no_cache);
+  REQUIRE(build.ok());
+  const auto* listing = find_input(*build, src.string());
+  REQUIRE(listing != nullptr);
+  CHECK(listing->state.rfind("dir:", 0) == 0);
+  CHECK(listing->ignored == std::vector<std::string>{"__pycache__"});
+
+  const opcache::store::ManifestBuild recorded{build->inputs, {}, std::string(64, 'a'), ""};
+  fs::remove_all(src / "__pycache__");  // a fresh checkout, without Python's cache: still the same listing
+  CHECK_FALSE(opcache::store::first_changed_input(recorded, frame, no_cache).has_value());
+  write_text(src / "shadow.py", "z\n");
+  CHECK(opcache::store::first_changed_input(recorded, frame, no_cache).value().find("has other entries") != std::string::npos);
+}
+
+TEST_CASE("store::observe_build: the listing of a shared sticky scratch directory (/tmp) is no input") {
+  TempDir temp;
+  const fs::path scratch = temp.path() / "scratch";
+  fs::create_directories(scratch);
+  fs::permissions(scratch, fs::perms::all | fs::perms::sticky_bit);
+  const fs::path src = temp.path() / "src";
+  fs::create_directories(src);
+  opcache::trace::TraceOutcome outcome;
+  outcome.events = {event(scratch, Access::listed), event(src, Access::listed)};
+  auto build = opcache::store::observe_build(outcome, {temp.path() / "out", "", ""}, no_cache);
+  REQUIRE(build.ok());
+  CHECK(find_input(*build, scratch.string()) == nullptr);
+  CHECK(find_input(*build, src.string()) != nullptr);
+}
+
+}  // namespace observed_inputs_test

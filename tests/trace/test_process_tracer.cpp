@@ -1,0 +1,460 @@
+// Tracing what a command's process tree does to the file system
+// (trace/process_tracer.hpp): real compilers, shells and interpreters under
+// the tracer, and what it reports of them.
+#include <doctest/doctest.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "base/file_io.hpp"
+#include "base/program_search.hpp"
+#include "tests/support/children.hpp"
+#include "tests/support/process.hpp"
+#include "tests/support/skip.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "trace/exec_image.hpp"
+#include "trace/process_tracer.hpp"
+#include "trace/tracee_memory.hpp"
+#include "trace/tracee_paths.hpp"
+
+using opcache::trace::Access;
+using opcache::trace::TraceOutcome;
+
+namespace fs = std::filesystem;
+
+namespace {
+
+/// A fresh directory, by its canonical path: the tracer reports a relative
+/// path against the working directory the kernel resolved.
+struct TraceTestDir {
+  opcache::test::TempDir temp;
+  fs::path path = fs::canonical(temp.path());
+
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+std::optional<std::string> trace_test_program(const std::string& name) {
+  const auto found = opcache::base::find_program(name, "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped);
+  return found ? std::optional<std::string>(found->string()) : std::nullopt;
+}
+
+/// Runs `argv` traced; REQUIREs that it ran.
+TraceOutcome run_traced_ok(const std::vector<std::string>& argv, int stdin_fd = -1) {
+  opcache::trace::TraceRequest request;
+  request.argv = argv;
+  request.stdin_fd = stdin_fd;
+  auto outcome = opcache::trace::run_traced(request);
+  REQUIRE_MESSAGE(outcome.ok(), (outcome.ok() ? "" : outcome.error().message()));
+  return std::move(*outcome);
+}
+
+/// The index of the first (path, access) event, or -1.
+long trace_event_index(const TraceOutcome& outcome, const std::string& path, Access access) {
+  const auto found = std::find_if(outcome.events.begin(), outcome.events.end(),
+                                  [&](const auto& event) { return event.path == path && event.access == access; });
+  return found == outcome.events.end() ? -1 : static_cast<long>(found - outcome.events.begin());
+}
+
+bool has_trace_event(const TraceOutcome& outcome, const std::string& path, Access access) {
+  return trace_event_index(outcome, path, access) >= 0;
+}
+
+/// The first event whose file name is `name`, of `access`.
+const opcache::trace::PathEvent* trace_event_named(const TraceOutcome& outcome, const std::string& name,
+                                                   Access access) {
+  for (const auto& event : outcome.events) {
+    if (event.access == access && fs::path(event.path).filename() == name) {
+      return &event;
+    }
+  }
+  return nullptr;
+}
+
+opcache::trace::FileIdentity trace_test_identity(const std::string& path) {
+  struct stat info {};
+  REQUIRE(::stat(path.c_str(), &info) == 0);
+  return {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
+          static_cast<std::int64_t>(info.st_size),
+          static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec,
+          static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1'000'000'000 + info.st_ctim.tv_nsec};
+}
+
+/// CHECKs that `path` was read, with its identity as it is now.
+void check_read_with_identity(const TraceOutcome& outcome, const std::string& path) {
+  const auto index = trace_event_index(outcome, path, Access::read);
+  CHECK_MESSAGE(index >= 0, path << " was not read");
+  if (index >= 0) {
+    const auto& identity = outcome.events[static_cast<std::size_t>(index)].identity;
+    REQUIRE_MESSAGE(identity.has_value(), path << " was read without an identity");
+    CHECK(*identity == trace_test_identity(path));
+  }
+}
+
+/// CHECKs the promises every outcome keeps: no pseudo-file path, no pair twice.
+void check_trace_invariants(const TraceOutcome& outcome) {
+  std::vector<std::pair<std::string, Access>> seen;
+  for (const auto& event : outcome.events) {
+    CHECK_MESSAGE(event.path.front() == '/', event.path);
+    for (const char* pseudo : {"/proc/", "/sys/", "/dev/"}) {
+      CHECK_MESSAGE(event.path.rfind(pseudo, 0) != 0, event.path);
+    }
+    CHECK_MESSAGE(std::find(seen.begin(), seen.end(), std::pair(event.path, event.access)) == seen.end(), event.path);
+    seen.emplace_back(event.path, event.access);
+  }
+}
+
+}  // namespace
+
+/// Skips the test case where this machine cannot trace (a container's seccomp profile...).
+#define TRACE_TEST_REQUIRE_TRACING()                                 \
+  OPCACHE_SKIP_IF(opcache::trace::tracing_unavailable().has_value(), \
+                  "cannot trace commands here: " + *opcache::trace::tracing_unavailable())
+
+TEST_CASE("trace::run_traced sees gcc read its source and headers, miss a header, write and remove files") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(!trace_test_program("gcc"), "gcc is not installed");
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "k.c", "#include \"k.h\"\nint k(void) { return K; }\n");
+  opcache::test::write_text(dir / "inc2/k.h", "#define K 7\n");
+  fs::create_directories(dir / "inc1");
+  fs::create_directories(dir / "out");
+
+  const auto outcome =
+      run_traced_ok({"sh", "-c", "cd '" + dir.path.string() + "' && gcc -c k.c -Iinc1 -Iinc2 -o out/k.o"});
+
+  CHECK(outcome.status == 0);
+  CHECK_FALSE(outcome.blind.has_value());
+  check_trace_invariants(outcome);
+  check_read_with_identity(outcome, dir / "k.c");
+  check_read_with_identity(outcome, dir / "inc2/k.h");
+  CHECK(has_trace_event(outcome, dir / "inc1/k.h", Access::absent));
+  CHECK_FALSE(has_trace_event(outcome, dir / "inc1/k.h", Access::read));
+  CHECK(has_trace_event(outcome, dir / "out/k.o", Access::written));
+  CHECK(fs::exists(dir / "out/k.o"));
+  // The assembler's input: written by cc1, then removed by the driver.
+  const auto assembly = std::find_if(outcome.events.begin(), outcome.events.end(), [](const auto& event) {
+    const auto name = fs::path(event.path).filename().string();
+    return event.access == Access::written && name.rfind("cc", 0) == 0 && fs::path(name).extension() == ".s";
+  });
+  REQUIRE(assembly != outcome.events.end());
+  CHECK(trace_event_index(outcome, assembly->path, Access::removed) > assembly - outcome.events.begin());
+  CHECK_FALSE(fs::exists(assembly->path));
+  // The compiler proper and the assembler, which the driver runs.
+  CHECK(trace_event_named(outcome, "cc1", Access::read) != nullptr);
+  CHECK(trace_event_named(outcome, "as", Access::read) != nullptr);
+}
+
+TEST_CASE("trace::run_traced sees a statically linked program (busybox) read and write") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(!fs::exists("/bin/busybox"), "/bin/busybox is not installed (Debian's busybox-static)");
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "a.txt", "alpha\n");
+  opcache::test::write_text(dir / "a2.txt", "alpha\n");
+  opcache::test::write_text(dir / "b.txt", "beta\n");
+
+  const auto direct = run_traced_ok({"/bin/busybox", "cmp", dir / "a.txt", dir / "a2.txt"});
+  CHECK(direct.status == 0);
+  CHECK_FALSE(direct.blind.has_value());
+  check_trace_invariants(direct);
+  CHECK(has_trace_event(direct, "/bin/busybox", Access::read));
+  check_read_with_identity(direct, dir / "a.txt");
+  check_read_with_identity(direct, dir / "a2.txt");
+
+  const auto shell = run_traced_ok({"/bin/busybox", "sh", "-c", "cd '" + dir.path.string() + "' && cat b.txt > c.txt"});
+  CHECK(shell.status == 0);
+  CHECK_FALSE(shell.blind.has_value());
+  check_trace_invariants(shell);
+  check_read_with_identity(shell, dir / "b.txt");
+  CHECK(has_trace_event(shell, dir / "c.txt", Access::written));
+  CHECK(opcache::test::read_text(dir / "c.txt") == "beta\n");
+}
+
+TEST_CASE("trace::run_traced sees python list its script's directory and read the module it imports") {
+  TRACE_TEST_REQUIRE_TRACING();
+  const auto python = trace_test_program("python3");
+  OPCACHE_SKIP_IF(!python, "python3 is not installed in /usr/bin or /bin");
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "app/main.py", "import helper\nassert helper.VALUE == 42\n");
+  opcache::test::write_text(dir / "app/helper.py", "VALUE = 42\n");
+
+  const auto outcome = run_traced_ok({*python, dir / "app/main.py"});
+
+  CHECK(outcome.status == 0);
+  CHECK_FALSE(outcome.blind.has_value());
+  check_trace_invariants(outcome);
+  check_read_with_identity(outcome, dir / "app/main.py");
+  check_read_with_identity(outcome, dir / "app/helper.py");
+  CHECK(has_trace_event(outcome, dir / "app", Access::listed));
+  CHECK_FALSE(has_trace_event(outcome, dir / "app", Access::read));
+}
+
+TEST_CASE(
+    "trace::run_traced returns the command's exit status, 128 + a killing signal, and refuses a missing program") {
+  TRACE_TEST_REQUIRE_TRACING();
+  CHECK(run_traced_ok({"sh", "-c", "exit 7"}).status == 7);
+  CHECK(run_traced_ok({"sh", "-c", "kill -TERM $$"}).status == 128 + 15);
+
+  opcache::trace::TraceRequest missing;
+  missing.argv = {"opcache-no-such-program-xyz"};
+  const auto not_found = opcache::trace::run_traced(missing);
+  REQUIRE_FALSE(not_found.ok());
+  CHECK(not_found.error().code() == opcache::ErrorCode::usage);
+  CHECK(not_found.error().message().find("opcache-no-such-program-xyz") != std::string::npos);
+
+  TraceTestDir dir;
+  opcache::test::write_executable(dir / "garbage", std::string("\x01\x02\x03 not a program\n"));
+  opcache::trace::TraceRequest unrunnable;
+  unrunnable.argv = {dir / "garbage"};
+  const auto refused = opcache::trace::run_traced(unrunnable);
+  REQUIRE_FALSE(refused.ok());
+  CHECK(refused.error().code() == opcache::ErrorCode::usage);
+  CHECK(refused.error().message().find("Exec format error") != std::string::npos);
+
+  opcache::trace::TraceRequest closed_input;
+  closed_input.argv = {"true"};
+  closed_input.stdin_fd = 987;  // not open
+  CHECK(opcache::trace::run_traced(closed_input).error().code() == opcache::ErrorCode::usage);
+
+  opcache::trace::TraceRequest empty;
+  CHECK(opcache::trace::run_traced(empty).error().code() == opcache::ErrorCode::usage);
+}
+
+TEST_CASE("trace::run_traced reads a script's interpreter, and an interpreter script's own, which the kernel loads") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  opcache::test::write_executable(dir / "inner", "#!/bin/sh\nexit 0\n");
+  opcache::test::write_executable(dir / "outer", "#!" + (dir / "inner") + " -x\n");
+
+  const auto script = run_traced_ok({dir / "inner"});
+  CHECK(script.status == 0);
+  check_trace_invariants(script);
+  check_read_with_identity(script, dir / "inner");
+  check_read_with_identity(script, "/bin/sh");
+
+  const auto nested = run_traced_ok({dir / "outer"});
+  CHECK(nested.status == 0);
+  check_read_with_identity(nested, dir / "outer");
+  check_read_with_identity(nested, dir / "inner");
+  check_read_with_identity(nested, "/bin/sh");
+  // The dynamic loader of the shell, which the kernel maps too.
+  const auto loader = opcache::trace::program_interpreter("/bin/sh");
+  if (loader) {
+    check_read_with_identity(nested, *loader);
+  }
+}
+
+TEST_CASE("trace::program_interpreter names a script's interpreter and an ELF program's loader, none for static") {
+  TraceTestDir dir;
+  opcache::test::write_executable(dir / "script", "#!  /usr/bin/env python3 -u\nprint(1)\n");
+  CHECK(opcache::trace::program_interpreter(dir / "script") == "/usr/bin/env");
+  opcache::test::write_text(dir / "text", "plain text\n");
+  CHECK_FALSE(opcache::trace::program_interpreter(dir / "text").has_value());
+  CHECK_FALSE(opcache::trace::program_interpreter(dir / "missing").has_value());
+  const auto loader = opcache::trace::program_interpreter("/bin/sh");
+  REQUIRE(loader.has_value());
+  CHECK(fs::exists(*loader));
+  if (fs::exists("/bin/busybox")) {
+    CHECK_FALSE(opcache::trace::program_interpreter("/bin/busybox").has_value());
+  }
+}
+
+TEST_CASE("trace::run_traced gives the command the standard input it is asked to") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  const std::string input = "first line\nsecond line\n";
+  opcache::test::write_text(dir / "in.txt", input);
+  auto in = opcache::base::open_for_reading(dir / "in.txt");
+  REQUIRE(in.ok());
+
+  const auto outcome = run_traced_ok({"sh", "-c", "cat > '" + (dir / "out.txt") + "'"}, in->get());
+
+  CHECK(outcome.status == 0);
+  CHECK(opcache::test::read_text(dir / "out.txt") == input);
+  CHECK(has_trace_event(outcome, dir / "out.txt", Access::written));
+  CHECK_FALSE(has_trace_event(outcome, dir / "in.txt", Access::read));  // opened by this process, not the tree
+}
+
+TEST_CASE("trace::run_traced classifies directories made, files renamed and removed, misses and read-write opens") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "rw.txt", "old\n");
+  opcache::test::write_text(dir / "existing/keep", "");
+
+  const auto outcome =
+      run_traced_ok({"sh", "-c",
+                     "cd '" + dir.path.string() +
+                         "' && mkdir sub existing 2>/dev/null; echo x > sub/f && mv sub/f g && rm g && "
+                         "echo y 1<>rw.txt && ls sub >/dev/null && test ! -e missing"});
+
+  CHECK(outcome.status == 0);
+  check_trace_invariants(outcome);
+  CHECK(has_trace_event(outcome, dir / "sub", Access::written));
+  CHECK_FALSE(has_trace_event(outcome, dir / "existing", Access::written));  // mkdir of an existing one fails
+  CHECK(has_trace_event(outcome, dir / "sub/f", Access::written));
+  CHECK(trace_event_index(outcome, dir / "sub/f", Access::removed) >
+        trace_event_index(outcome, dir / "sub/f", Access::written));
+  CHECK(has_trace_event(outcome, dir / "g", Access::written));
+  CHECK(trace_event_index(outcome, dir / "g", Access::removed) >
+        trace_event_index(outcome, dir / "g", Access::written));
+  // Opened read-write without truncation: read (as it was) and written.
+  CHECK(has_trace_event(outcome, dir / "rw.txt", Access::written));
+  const auto rw_read = trace_event_index(outcome, dir / "rw.txt", Access::read);
+  REQUIRE(rw_read >= 0);
+  CHECK(outcome.events[static_cast<std::size_t>(rw_read)].identity.has_value());
+  CHECK(has_trace_event(outcome, dir / "sub", Access::listed));
+  CHECK(has_trace_event(outcome, dir / "missing", Access::absent));
+}
+
+TEST_CASE("trace::run_traced goes blind on a 32-bit and on an x32 system call") {
+  TRACE_TEST_REQUIRE_TRACING();
+  const auto assembler = trace_test_program("as");
+  const auto linker = trace_test_program("ld");
+  OPCACHE_SKIP_IF(!assembler || !linker, "binutils (as, ld) are not installed");
+#if !defined(__x86_64__)
+  opcache::test::report_skip("32-bit and x32 programs are built for x86_64 only");
+  return;
+#endif
+  TraceTestDir dir;
+  // getpid then exit(0), with the i386 convention (int $0x80)...
+  opcache::test::write_text(dir / "i386.s",
+                            ".globl _start\n_start:\n movl $20, %eax\n int $0x80\n"
+                            " movl $1, %eax\n xorl %ebx, %ebx\n int $0x80\n");
+  // ...and as an x32 call (__X32_SYSCALL_BIT | getpid), then a native exit(0).
+  opcache::test::write_text(dir / "x32.s",
+                            ".globl _start\n_start:\n movl $0x40000027, %eax\n syscall\n"
+                            " movl $60, %eax\n xorl %edi, %edi\n syscall\n");
+  const auto built_i386 = opcache::test::run_process(
+      {"sh", "-c", "cd '" + dir.path.string() + "' && as --32 -o i386.o i386.s && ld -m elf_i386 -o i386 i386.o"});
+  const auto built_x32 = opcache::test::run_process(
+      {"sh", "-c", "cd '" + dir.path.string() + "' && as -o x32.o x32.s && ld -o x32 x32.o"});
+  OPCACHE_SKIP_IF(built_i386.exit_code != 0 || built_x32.exit_code != 0,
+                  "cannot build the test programs: " + built_i386.err + built_x32.err);
+  OPCACHE_SKIP_IF(opcache::test::run_process({dir / "i386"}).exit_code != 0,
+                  "this kernel does not run 32-bit programs (IA32 emulation)");
+
+  const auto i386 = run_traced_ok({dir / "i386"});
+  CHECK(i386.status == 0);
+  REQUIRE(i386.blind.has_value());
+  CHECK(i386.blind->find("32-bit program") != std::string::npos);
+
+  const auto x32 = run_traced_ok({dir / "x32"});
+  CHECK(x32.status == 0);
+  REQUIRE(x32.blind.has_value());
+  CHECK(x32.blind->find("x32 program") != std::string::npos);
+}
+
+TEST_CASE("trace::run_traced goes blind when a process outlives the command, and still waits for it") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  const auto outcome = run_traced_ok({"sh", "-c", "(sleep 0.3; echo late > '" + (dir / "late.txt") + "') &"});
+  CHECK(outcome.status == 0);
+  REQUIRE(outcome.blind.has_value());
+  CHECK(outcome.blind->find("outlived the command") != std::string::npos);
+  CHECK(opcache::test::read_text(dir / "late.txt") == "late\n");
+  CHECK(has_trace_event(outcome, dir / "late.txt", Access::written));
+}
+
+TEST_CASE("trace::run_traced traces commands of several threads at once and leaves the caller's children alone") {
+  TRACE_TEST_REQUIRE_TRACING();
+  opcache::test::ChildGuard guard;
+  const pid_t bystander = opcache::test::spawn_background(guard, {"sleep", "30"});
+  TraceTestDir dir;
+  std::vector<std::string> files;
+  std::vector<std::optional<TraceOutcome>> outcomes(3);
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    files.push_back(dir / ("f" + std::to_string(i)));
+    opcache::test::write_text(files.back(), "content\n");
+  }
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    threads.emplace_back([&, i] {
+      opcache::trace::TraceRequest request;
+      request.argv = {"sh", "-c", "cat '" + files[i] + "' >/dev/null"};
+      auto outcome = opcache::trace::run_traced(request);
+      if (outcome.ok()) {
+        outcomes[i] = std::move(*outcome);
+      }
+    });
+  }
+  for (auto& thread : threads) {
+    thread.join();
+  }
+  for (std::size_t i = 0; i < outcomes.size(); ++i) {
+    REQUIRE(outcomes[i].has_value());
+    CHECK(outcomes[i]->status == 0);
+    CHECK_FALSE(outcomes[i]->blind.has_value());
+    for (std::size_t j = 0; j < files.size(); ++j) {
+      CHECK(has_trace_event(*outcomes[i], files[j], Access::read) == (i == j));
+    }
+  }
+  CHECK(opcache::test::still_running(bystander));
+}
+
+TEST_CASE("trace::normal_path removes '.', '..' and repeated or trailing '/' without following links") {
+  using opcache::trace::normal_path;
+  CHECK(normal_path("/usr/include/stdio.h") == "/usr/include/stdio.h");
+  CHECK(normal_path("/a//b/./c/") == "/a/b/c");
+  CHECK(normal_path("/a/b/../../../c/..") == "/");
+  CHECK(normal_path("/a/b/..") == "/a");
+  CHECK(normal_path("/") == "/");
+  CHECK(normal_path("//") == "/");
+  CHECK(normal_path("/a/..b/.c") == "/a/..b/.c");
+  CHECK(opcache::trace::is_pseudo_file_path("/proc"));
+  CHECK(opcache::trace::is_pseudo_file_path("/dev/null"));
+  CHECK(opcache::trace::is_pseudo_file_path("/sys/kernel"));
+  CHECK_FALSE(opcache::trace::is_pseudo_file_path("/devices/x"));
+  CHECK_FALSE(opcache::trace::is_pseudo_file_path("/usr/proc"));
+}
+
+TEST_CASE("trace::read_tracee_string reads across pages and stops at an unmapped one") {
+  const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  void* mapped = ::mmap(nullptr, 3 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mapped != MAP_FAILED);
+  auto* bytes = static_cast<char*>(mapped);
+  REQUIRE(::mprotect(bytes + 2 * page, page, PROT_NONE) == 0);
+  const auto address = [&](std::size_t offset) { return reinterpret_cast<std::uintptr_t>(bytes + offset); };
+  const pid_t self = ::getpid();
+
+  // "/across/pages" straddles the first two pages.
+  const std::string across = "/across/pages";
+  std::memcpy(bytes + page - 5, across.c_str(), across.size() + 1);
+  const auto read_across = opcache::trace::read_tracee_string(self, address(page - 5));
+  REQUIRE(read_across.ok());
+  CHECK(read_across->value_or("?") == across);
+
+  std::uint64_t word = 0;
+  const auto bytes_read = opcache::trace::read_tracee_bytes(self, address(page - 5), &word, sizeof word);
+  REQUIRE(bytes_read.ok());
+  CHECK(*bytes_read);
+  CHECK(std::memcmp(&word, across.c_str(), sizeof word) == 0);
+
+  // A string whose NUL is the last byte before the unmapped page...
+  std::memset(bytes + page, 'x', page - 1);
+  bytes[2 * page - 1] = '\0';
+  const auto read_last = opcache::trace::read_tracee_string(self, address(2 * page - 10));
+  REQUIRE(read_last.ok());
+  CHECK(read_last->value_or("?") == std::string(9, 'x'));
+  // ...and one that runs into it: the kernel would refuse it (EFAULT).
+  bytes[2 * page - 1] = 'x';
+  const auto read_faulting = opcache::trace::read_tracee_string(self, address(2 * page - 10));
+  REQUIRE(read_faulting.ok());
+  CHECK_FALSE(read_faulting->has_value());
+  const auto read_null = opcache::trace::read_tracee_string(self, 0);
+  REQUIRE(read_null.ok());
+  CHECK_FALSE(read_null->has_value());
+
+  const auto bytes_faulting = opcache::trace::read_tracee_bytes(self, address(2 * page - 4), &word, sizeof word);
+  REQUIRE(bytes_faulting.ok());
+  CHECK_FALSE(*bytes_faulting);
+  ::munmap(mapped, 3 * page);
+}

@@ -1,0 +1,46 @@
+// The record of one traced command: each (path, access) pair once, in the
+// order the tree first did it, and the first reason the tracer could not see
+// everything.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_set>
+#include <vector>
+
+#include "trace/process_tracer.hpp"
+
+namespace opcache::trace {
+
+/// Events in first-occurrence order, without repeats, and the blind reason.
+/// Not thread-safe (one per traced command, used by its tracing thread).
+class EventLog {
+ public:
+  /// Records `access` to `path` (absolute and normal) unless that pair is
+  /// recorded already or `path` is under /proc, /sys or /dev. The identity
+  /// of the first record of a pair is the one kept.
+  void add(const std::string& path, Access access, std::optional<FileIdentity> identity = std::nullopt);
+
+  /// Whether `access` to `path` is recorded.
+  bool contains(const std::string& path, Access access) const;
+
+  /// Marks the record incomplete because of `reason` (one line); the first
+  /// reason given is the one kept.
+  void set_blind(std::string reason);
+
+  /// Whether set_blind was called.
+  bool blind() const noexcept { return m_blind.has_value(); }
+
+  /// Moves the events and the blind reason into `outcome`, leaving this empty.
+  void move_into(TraceOutcome& outcome);
+
+ private:
+  static std::string key_of(std::string_view path, Access access);
+
+  std::vector<PathEvent> m_events;
+  std::unordered_set<std::string> m_recorded;  ///< key_of each event
+  std::optional<std::string> m_blind;
+};
+
+}  // namespace opcache::trace

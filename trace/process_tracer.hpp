@@ -1,0 +1,95 @@
+// Runs a command and records what its whole process tree does to the file
+// system: the files it reads or executes, the paths it looks up and does not
+// find, the directories it lists, and the files it creates, writes or
+// removes. Built on ptrace(2) with a seccomp-bpf filter that stops a tracee
+// only on the system calls that name a file, so that statically linked
+// programs are seen too and the other system calls run at full speed.
+// readlink(2) is not among them (glibc's realpath(3) calls it once per path
+// component, three quarters of a compile's stops): a path that only
+// readlink looks up is not reported `absent` (trace/syscall_table.cpp,
+// k_watch_readlink).
+// Linux only (x86_64 and aarch64).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "opcache/result.hpp"
+
+namespace opcache::trace {
+
+/// What the traced tree did to a path.
+enum class Access {
+  read,     ///< opened while it existed, for reading or read-write, or executed (a `#!` script's interpreter too)
+  absent,   ///< looked up (open, stat, access, exec, readlink...) and not found (ENOENT/ENOTDIR)
+  listed,   ///< a directory whose entries were read (getdents)
+  written,  ///< opened for writing, created, truncated, the target of a rename or a link, a new directory
+  removed,  ///< unlinked, removed as a directory, or the source of a rename
+};
+
+/// What identifies one version of a file: enough to tell, after the command,
+/// whether a file it read was changed meanwhile (by the tree or by anyone).
+struct FileIdentity {
+  std::uint64_t device = 0;
+  std::uint64_t inode = 0;
+  std::int64_t size = 0;
+  std::int64_t mtime_ns = 0;
+  std::int64_t ctime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+/// One access. `path` is absolute and lexically normal (".", ".." and
+/// repeated '/' removed; symlinks are not resolved, except in the directory
+/// a relative path was resolved against, which the kernel reports resolved).
+struct PathEvent {
+  std::string path;
+  Access access = Access::read;
+  /// For `read` of a regular file: its identity when the tree first read it.
+  std::optional<FileIdentity> identity;
+};
+
+/// A command to run under the tracer.
+struct TraceRequest {
+  std::vector<std::string> argv;           ///< argv[0] is searched in PATH as execvp(3) does
+  int stdin_fd = -1;                       ///< the command's standard input; -1: this process's
+};
+
+/// What the tracer saw.
+struct TraceOutcome {
+  /// The command's exit status (128 + the signal's number when a signal killed it).
+  int status = 0;
+  /// Each (path, access) pair once, in the order the tree first did it,
+  /// across every process of the tree. Paths under /proc, /sys and /dev are
+  /// left out.
+  std::vector<PathEvent> events;
+  /// Set when the tracer could not see everything the tree did (a 32-bit or
+  /// x32 program, a process that outlived the command, a system call it
+  /// could not decode): a one-line reason. The command still ran to its end
+  /// and `status` is its status, but `events` is incomplete and must not be
+  /// used to decide what the command depends on.
+  std::optional<std::string> blind;
+};
+
+/// Why this machine cannot trace commands (ptrace or seccomp refused: a
+/// container's seccomp profile, Yama's ptrace_scope 3, a kernel without
+/// SECCOMP_RET_TRACE), or std::nullopt when it can. The answer is computed
+/// once per process (it forks a probe child); thread-safe.
+std::optional<std::string> tracing_unavailable();
+
+/// Runs `request.argv` with this process's environment, working directory
+/// and standard output and error (standard input as `request.stdin_fd` says),
+/// traces its whole process tree until the command and every process it
+/// started have ended, and returns what it saw. Errors: `usage` when the
+/// program cannot be found or run (nothing ran); `io` when tracing could not
+/// start (see tracing_unavailable; nothing ran). Every tracee is killed if
+/// this process dies (PTRACE_O_EXITKILL). Not async-signal-safe; may be
+/// called from any thread, one traced command per call. The tracing runs on
+/// a thread of its own (ptrace ties tracees to one thread), so the children
+/// the calling thread started for other reasons are neither waited for nor
+/// reaped.
+Result<TraceOutcome> run_traced(const TraceRequest& request);
+
+}  // namespace opcache::trace

@@ -1,0 +1,102 @@
+#include "trace/seccomp_filter.hpp"
+
+#include <endian.h>
+#include <linux/seccomp.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+
+#include "trace/syscall_table.hpp"
+
+namespace opcache::trace {
+
+namespace {
+
+constexpr std::uint32_t k_arch_offset = offsetof(seccomp_data, arch);
+constexpr std::uint32_t k_number_offset = offsetof(seccomp_data, nr);
+
+// The offset of the low 32 bits of argument `index` (the filter reads 32-bit words).
+std::uint32_t argument_low_word_offset(int index) {
+  const auto offset = static_cast<std::uint32_t>(offsetof(seccomp_data, args) + 8 * static_cast<unsigned>(index));
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+  return offset;
+#else
+  return offset + 4;
+#endif
+}
+
+sock_filter load_word(std::uint32_t offset) {
+  return BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offset);
+}
+
+sock_filter jump_if_equal(std::uint32_t value, std::uint8_t if_true, std::uint8_t if_false) {
+  return BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, value, if_true, if_false);
+}
+
+sock_filter jump_if_any_bit(std::uint32_t bits, std::uint8_t if_true, std::uint8_t if_false) {
+  return BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, bits, if_true, if_false);
+}
+
+sock_filter return_trace(FilterVerdict verdict) {
+  return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | static_cast<std::uint32_t>(verdict));
+}
+
+sock_filter return_allow() {
+  return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+}
+
+// Any call made with another convention than the native one is reported, as
+// is an x32 call; the number is left in the accumulator.
+void append_prologue(std::vector<sock_filter>& code) {
+  code.push_back(load_word(k_arch_offset));
+  code.push_back(jump_if_equal(native_audit_arch(), 1, 0));
+  code.push_back(return_trace(FilterVerdict::foreign_arch));
+  code.push_back(load_word(k_number_offset));
+  if (x32_syscall_bit() != 0) {
+    code.push_back(jump_if_any_bit(x32_syscall_bit(), 0, 1));
+    code.push_back(return_trace(FilterVerdict::x32_call));
+  }
+}
+
+// With the number in the accumulator: a match returns (so a rule may clobber
+// it), a miss falls through to the next rule.
+void append_rule(std::vector<sock_filter>& code, const SyscallRule& rule) {
+  const auto number = static_cast<std::uint32_t>(rule.number);
+  if (rule.untraced_flag == 0) {
+    code.push_back(jump_if_equal(number, 0, 1));
+    code.push_back(return_trace(FilterVerdict::path_call));
+    return;
+  }
+  code.push_back(jump_if_equal(number, 0, 4));
+  code.push_back(load_word(argument_low_word_offset(rule.flags_argument)));
+  code.push_back(jump_if_any_bit(rule.untraced_flag, 0, 1));
+  code.push_back(return_allow());
+  code.push_back(return_trace(FilterVerdict::path_call));
+}
+
+}  // namespace
+
+SeccompFilter::SeccompFilter() {
+  append_prologue(m_code);
+  for (const auto& rule : traced_syscalls()) {
+    append_rule(m_code, rule);
+  }
+  m_code.push_back(return_allow());
+  m_program.len = static_cast<unsigned short>(m_code.size());
+  m_program.filter = m_code.data();
+}
+
+int SeccompFilter::install() const noexcept {
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, &m_program) == 0) {
+    return 0;
+  }
+  if (errno == EINVAL &&  // a kernel older than SECCOMP_FILTER_FLAG_SPEC_ALLOW
+      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &m_program) == 0) {
+    return 0;
+  }
+  return errno;
+}
+
+}  // namespace opcache::trace

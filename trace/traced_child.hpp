@@ -1,0 +1,57 @@
+// Starting a command under the tracer: a forked child asks to be traced,
+// stops until the tracer has set its options, installs the seccomp filter and
+// runs the program. Between fork and execve the child makes only
+// async-signal-safe calls, since the calling process may have threads;
+// everything it needs is prepared before the fork.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "base/file_io.hpp"
+#include "opcache/result.hpp"
+#include "trace/seccomp_filter.hpp"
+
+namespace opcache::trace {
+
+/// One command to start traced. Not thread-safe; one per command, used by
+/// the thread that traces it (ptrace ties a tracee to one tracer thread).
+class TracedChild {
+ public:
+  /// `program`: the file to execute (argv[0] already searched in PATH);
+  /// `argv`: its arguments, argv[0] included; `stdin_fd`: its standard
+  /// input (-1: this process's).
+  TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd);
+  TracedChild(const TracedChild&) = delete;
+  TracedChild& operator=(const TracedChild&) = delete;
+
+  /// Forks the child, waits for it to stop, makes the calling thread its
+  /// tracer with `ptrace_options` (PTRACE_SETOPTIONS) and resumes it towards
+  /// its filter and execve, whose seccomp stop is the next thing it reports.
+  /// Returns its pid. `io` when it cannot be forked or traced (the child is
+  /// then gone).
+  Result<pid_t> start(int ptrace_options);
+
+  /// Why the child ended without running the program, once it has ended
+  /// (it reports the step that failed before it exits): `usage` when
+  /// execve refused the program or `stdin_fd` is not open, `io` when
+  /// tracing could not be set up.
+  Error failure() const;
+
+ private:
+  /// The child's side; never returns.
+  [[noreturn]] void run_child() const noexcept;
+  Status wait_for_first_stop(pid_t pid) const;
+
+  std::string m_program;
+  std::vector<std::string> m_arguments;
+  std::vector<char*> m_argv;  ///< m_arguments' strings and a null pointer
+  int m_stdin_fd;
+  SeccompFilter m_filter;
+  base::FileDescriptor m_report_read;   ///< the child writes the step that failed, then exits
+  base::FileDescriptor m_report_write;  ///< closed in the parent once forked; O_CLOEXEC in the child
+};
+
+}  // namespace opcache::trace
