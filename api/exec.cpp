@@ -181,7 +181,8 @@ class ExecRun {
   void finish(const remote::Remote* uploaded_to) {
     if (m_stored) {
       m_context.after_store(m_result.build.key, uploaded_to);
-      if (m_context.remotes != nullptr && uploaded_to == nullptr) {
+      if (m_context.remotes != nullptr) {
+        // After the entry, to every uploading remote (the team server merges a second copy as a no-op).
         m_context.remotes->enqueue_exec_manifest_upload(m_plan.command_key);
       }
     }

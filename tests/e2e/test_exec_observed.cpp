@@ -22,8 +22,10 @@
 
 #include "tests/support/cli_runner.hpp"
 #include "tests/support/process.hpp"
+#include "tests/support/server.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
+#include "tests/support/tokens.hpp"
 
 namespace fs = std::filesystem;
 using opcache::test::CliRunner;
@@ -319,6 +321,61 @@ TEST_CASE("e2e::exec observed: two checkouts share through base_dir, with absolu
   write_text(b.dir / "include" / "k.h", "#define FACTOR 4\n");
   CHECK(source_of(b.exec("out", command(b), {}, with_base(b))) == "built");
   CHECK(source_of(a.exec("out", command(a), {}, with_base(a))) == "hit");
+}
+
+TEST_CASE("e2e::exec observed: three machines and a team server: an equal tree hits without building, an edited header rebuilds") {
+  TempDir temp;
+  write_text(temp.path() / "tokens", opcache::test::token_line(opcache::test::k_write_token, "team", "read,write"));
+  write_text(temp.path() / "token", opcache::test::k_write_token);
+  opcache::test::ServerProcess server(temp.path() / "storage", {"--tokens", (temp.path() / "tokens").string()});
+  // Each machine: its own checkout and its own cache directory; no shared file system but the server.
+  std::vector<Tree> machines;
+  for (const char* name : {"a", "b", "c"}) {
+    machines.emplace_back(temp.path() / name / "repo", temp.path() / name / "cache");
+    write_text(machines.back().dir / "k.h", "#define FACTOR 3\n");
+    write_text(machines.back().dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  }
+  write_text(machines[2].dir / "k.h", "#define FACTOR 4\n");  // machine c's header differs
+  const std::vector<std::string> gcc{"sh", "-c", "echo ran >> runs.log; gcc -O2 -c k.c -o out/k.o"};
+  auto globals = [&](const Tree& tree) {
+    return std::vector<std::string>{"--base-dir", tree.dir.string(), "--remote", server.base_url() + "|upload",
+                                    "--token-file", (temp.path() / "token").string()};
+  };
+  // a builds; its entry and manifest reach the server at once (team single flight's lease and upload).
+  CHECK(source_of(machines[0].exec("out", gcc, {}, globals(machines[0]))) == "built");
+  // b, with an equal tree, hits from the server without running the command.
+  CHECK(source_of(machines[1].exec("out", gcc, {}, globals(machines[1]))) == "hit");
+  CHECK(runs(machines[1]) == 0);
+  CHECK(machines[1].file("out/k.o") == machines[0].file("out/k.o"));
+  // c, whose k.h differs, never takes a's object: it builds its own, gcc's object of its header.
+  auto c = report_of(machines[2].exec("out", gcc, {}, globals(machines[2])));
+  CHECK(c.value("source", "") == "built");
+  CHECK(c.value("miss_reason", "") == "k.h changed");
+  CHECK(runs(machines[2]) == 1);
+  machines[2].run_directly({"gcc", "-O2", "-c", "k.c", "-o", "direct.o"});
+  CHECK(machines[2].file("out/k.o") == machines[2].file("direct.o"));
+  CHECK(machines[2].file("out/k.o") != machines[0].file("out/k.o"));
+}
+
+TEST_CASE("e2e::exec observed: push and pull carry the manifests, so a pulled machine hits with no remote at exec time") {
+  TempDir temp;
+  Tree a(temp.path() / "a" / "repo", temp.path() / "a" / "cache");
+  Tree b(temp.path() / "b" / "repo", temp.path() / "b" / "cache");
+  for (const Tree* tree : {&a, &b}) {
+    write_text(tree->dir / "k.h", "#define FACTOR 3\n");
+    write_text(tree->dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  }
+  const std::string shared = "file://" + (temp.path() / "shared").string();
+  const std::vector<std::string> gcc{"sh", "-c", "echo ran >> runs.log; gcc -O2 -c k.c -o out/k.o"};
+  CHECK(source_of(a.exec("out", gcc, {}, {"--base-dir", a.dir.string()})) == "built");
+  auto pushed = CliRunner(a.dir, a.cache).run({"push", "--remote", shared + "|upload"}, a.options());
+  INFO(pushed.out, pushed.err);
+  REQUIRE(pushed.exit_code == 0);
+  auto pulled = CliRunner(b.dir, b.cache).run({"pull", "--remote", shared}, b.options());
+  INFO(pulled.out, pulled.err);
+  REQUIRE(pulled.exit_code == 0);
+  CHECK(source_of(b.exec("out", gcc, {}, {"--base-dir", b.dir.string()})) == "hit");
+  CHECK(runs(b) == 0);
 }
 
 }  // namespace exec_observed
