@@ -16,6 +16,7 @@
 #include "base/environment.hpp"
 #include "api/store_impl.hpp"
 #include "base/file_io.hpp"
+#include "base/program_search.hpp"
 #include "base/try.hpp"
 #include "store/exec_key.hpp"
 #include "store/exec_manifest_file.hpp"
@@ -58,6 +59,7 @@ struct ExecPlan {
   store::PathFrame frame;
   base::DigestCache digests;
   api::CommandInput input;
+  store::ProgramInputs programs;  // by compiler_check
 };
 
 // The files the command produced: the declared outputs, which it must have
@@ -205,7 +207,7 @@ class ExecRun {
     if (outcome.status != 0) {
       return Error::build_failed("the command exited with status " + std::to_string(outcome.status));
     }
-    OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, m_plan.frame, m_plan.digests));
+    OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, m_plan.frame, m_plan.digests, m_plan.programs));
     OPCACHE_TRY_ASSIGN(auto files, produced_files(m_plan.request, observed));
     m_result.build.files = as_named_under_out(files, m_plan.request.out);
     if (observed.uncacheable) {
@@ -380,6 +382,24 @@ Result<ExecResult> exec_on_descriptor(Store& store, const ExecRequest& request) 
   return result;
 }
 
+// compiler_check content and mtime identify programs by what they are: the
+// programs the command ran are inputs; none, string: and command: stand for
+// the toolchain themselves.
+store::ProgramInputs programs_by(const CompilerCheck& check, const std::string& argv0) {
+  store::ProgramInputs programs;
+  programs.digested = check.kind == CompilerCheck::Kind::content || check.kind == CompilerCheck::Kind::mtime;
+  const auto env = base::process_environment();
+  if (auto found = base::find_program(argv0, env("PATH").value_or("/bin:/usr/bin"), base::EmptyPathEntry::current_directory)) {
+    programs.compiler.push_back(fs::absolute(*found).lexically_normal().string());
+    std::error_code ec;
+    auto real = fs::canonical(*found, ec);
+    if (!ec) {
+      programs.compiler.push_back(real.string());
+    }
+  }
+  return programs;
+}
+
 // The plan of a command-keyed exec: the command descriptor and its key.
 Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, const Store& store,
                                             const std::function<Result<store::Descriptor>(std::string_view)>& normalize,
@@ -398,7 +418,7 @@ Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, const St
   OPCACHE_TRY_ASSIGN(auto command_key, store::derive_key(descriptor.normalized, scenario));
   return std::unique_ptr<ExecPlan>(new ExecPlan{request, std::move(descriptor), std::move(scenario),
                                                 std::move(command_key), {request.out, policy.base_dir, cann_root}, digests,
-                                                std::move(input)});
+                                                std::move(input), programs_by(policy.compiler_check, request.command[0])});
 }
 
 }  // namespace

@@ -100,6 +100,7 @@ struct EventIndex {
   std::map<std::string, const trace::PathEvent*> first;  // by path, its first event
   std::set<std::string> written;
   std::set<std::string> listed;
+  std::set<std::string> opened;  // read by an open (not only executed)
   std::map<std::string, std::vector<std::string>> written_names;  // by directory, names written in it
 };
 
@@ -112,6 +113,8 @@ EventIndex index_events(const std::vector<trace::PathEvent>& events) {
       index.written_names[parent_of(event.path)].push_back(name_of(event.path));
     } else if (event.access == Access::listed) {
       index.listed.insert(event.path);
+    } else if (event.access == Access::read) {
+      index.opened.insert(event.path);
     }
   }
   for (auto& [directory, names] : index.written_names) {
@@ -163,7 +166,7 @@ void collect_outputs(const EventIndex& index, const std::string& out, ObservedBu
 }  // namespace
 
 Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const PathFrame& frame,
-                                    const base::DigestCache& cache) {
+                                    const base::DigestCache& cache, const ProgramInputs& programs) {
   ObservedBuild build;
   if (outcome.blind) {
     build.uncacheable = "the trace is incomplete: " + *outcome.blind;
@@ -175,7 +178,12 @@ Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const Pa
     std::optional<std::string> state;
     std::vector<std::string> ignored;
     const bool created = index.written.contains(path);
-    if (event->access == Access::read) {
+    const bool program_only = event->access == Access::executed && !index.opened.contains(path);
+    const bool compiler = std::find(programs.compiler.begin(), programs.compiler.end(), path) != programs.compiler.end();
+    if (!programs.digested && (program_only || compiler)) {
+      continue;
+    }
+    if (event->access == Access::read || event->access == Access::executed) {
       // Also when the tree wrote it afterwards: the identity check tells whether it still holds what was read.
       OPCACHE_TRY_ASSIGN(state, read_input_state(*event, cache, build.uncacheable));
     } else if (event->access == Access::absent && !created) {

@@ -30,12 +30,22 @@ struct ObservedBuild {
   std::optional<std::string> uncacheable;
 };
 
+/// Whether the programs a build ran (and the interpreters the kernel loaded
+/// for them) are inputs: digested under compiler_check content and mtime;
+/// left out under none, string: and command:, whose fingerprint stands for
+/// the toolchain (files the programs open and read are inputs either way,
+/// except the compiler itself: a script's interpreter reads the script).
+struct ProgramInputs {
+  bool digested = true;
+  std::vector<std::string> compiler;  ///< the paths argv[0] resolves to (as found, and with symlinks resolved)
+};
+
 /// Classifies `outcome`'s events and digests the inputs as they are now,
 /// checking that each file read still has the identity it had when first
 /// read (else the build is uncacheable: its digest would not be what the
 /// command saw). `io` error when an input cannot be read.
 Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const PathFrame& frame,
-                                    const base::DigestCache& cache);
+                                    const base::DigestCache& cache, const ProgramInputs& programs = {});
 
 /// The first input of `build` whose state differs from the files as they
 /// are now, as a short phrase for a person ("k.h changed", "inc1/k.h now

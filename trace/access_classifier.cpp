@@ -212,7 +212,7 @@ class StopClassifier {
     if (!state.exists()) {
       return;
     }
-    m_log.add(program, Access::read, state.identity);
+    m_log.add(program, Access::executed, state.identity);
     const auto interpreter = depth < k_max_interpreter_depth ? program_interpreter(program) : std::nullopt;
     if (interpreter) {
       if (const auto path = resolved(k_no_argument, *interpreter)) {
@@ -312,7 +312,10 @@ void classify_syscall(const SyscallStop& stop, EventLog& log) {
   const bool native =
       stop.filter_data == static_cast<std::uint32_t>(FilterVerdict::path_call) && stop.arch == native_audit_arch();
   if (!native) {
-    return log.set_blind(undecodable_convention(stop));
+    if (!log.blind()) {  // every call of such a program stops: name it once
+      log.set_blind(undecodable_convention(stop));
+    }
+    return;
   }
   const SyscallRule* rule = find_syscall_rule(stop.number);
   if (rule == nullptr) {

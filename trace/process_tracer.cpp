@@ -217,7 +217,7 @@ std::optional<std::string> probe_tracing() {
   }
   const auto expected = normal_path(std::filesystem::absolute(*program).string());
   for (const auto& event : outcome->events) {
-    if (event.path == expected && event.access == Access::read) {
+    if (event.path == expected && event.access == Access::executed) {
       return std::nullopt;
     }
   }

@@ -23,7 +23,8 @@ namespace opcache::trace {
 
 /// What the traced tree did to a path.
 enum class Access {
-  read,     ///< opened while it existed, for reading or read-write, or executed (a `#!` script's interpreter too)
+  read,      ///< opened while it existed, for reading or read-write
+  executed,  ///< run by execve (a program that existed), or loaded by the kernel for it: a `#!` interpreter, the ELF loader
   absent,   ///< looked up (open, stat, access, exec, readlink...) and not found (ENOENT/ENOTDIR)
   listed,   ///< a directory whose entries were read (getdents)
   written,  ///< opened for writing, created, truncated, the target of a rename or a link, a new directory
@@ -47,7 +48,7 @@ struct FileIdentity {
 struct PathEvent {
   std::string path;
   Access access = Access::read;
-  /// For `read` of a regular file: its identity when the tree first read it.
+  /// For `read` and `executed` of a regular file: its identity when the tree first used it.
   std::optional<FileIdentity> identity;
 };
 

@@ -8,6 +8,7 @@ counters, and every output must equal the cold compile's bytes.
 import hashlib
 import json
 import shutil
+import subprocess
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -290,4 +291,115 @@ def warm_start(ctx, corpus, stems, passes, serve_url, nginx_url, scenario, fill_
     base = result["seconds"]["ccache_nginx"]
     result["speedup_vs_ccache"] = {m: ratio(base, result["seconds"][m]) for m in ("opcache_layered", "opcache_pull_exec")}
     result["pull_seconds"] = median(pull_walls)
+    return result
+
+
+# The system calls the tracer's seccomp filter stops a tracee on (trace/syscall_table.cpp; readlink
+# and readlinkat are in the table but not watched, k_watch_readlink). strace counts them in the
+# plain compile: about one seccomp stop each, plus a stop per fork, exec and exit of the tree.
+TRACED_SYSCALLS = ("access,chdir,creat,execve,execveat,faccessat,faccessat2,getdents,getdents64,link,linkat,"
+                   "lstat,mkdir,mkdirat,mknod,mknodat,newfstatat,open,openat,openat2,rename,renameat,renameat2,"
+                   "rmdir,stat,statx,symlink,symlinkat,truncate,unlink,unlinkat")
+
+
+def _strace_counts(command, cwd, env, work):
+    """`strace -f -c` of `command` restricted to the traced system calls: {syscall: calls} and the
+    processes of the tree (execve count), or None without strace."""
+    if not shutil.which("strace"):
+        return None
+    report = work / "strace-c.txt"
+    run(["strace", "-f", "-c", "-o", report, "-e", f"trace={TRACED_SYSCALLS}", *command], env=env, cwd=cwd,
+        stdout=subprocess.DEVNULL, what="strace -c of the plain compile")
+    calls = {}
+    for line in report.read_text().splitlines():
+        fields = line.split()
+        # usecs/call lines: % time, seconds, usecs/call, calls, [errors], syscall
+        if len(fields) >= 5 and fields[0][0].isdigit() and fields[-1] != "total":
+            try:
+                calls[fields[-1]] = int(fields[3])
+            except ValueError:
+                pass
+    return calls
+
+
+def traced_miss(ctx, corpus, stems, passes, scenario):
+    """The traced miss against the untraced compile, per kernel, interleaved with the order rotated
+    pass by pass: `gcc -O2 -c` alone; `opcache exec` into an EMPTY store (a miss: the compile runs
+    under the tracer, the entry and the exec manifest are stored); `opcache --mode disable exec`
+    (the same CLI, the compile run untraced, nothing looked up or stored) to split opcache's own
+    start from the tracer and the store's work. Every miss must leave exactly one entry, no hit;
+    every output must equal the cold compile's bytes. Returns the figures."""
+    work = fresh_dir(ctx.work / f"miss-{corpus.name}")
+    out = work / "out"
+    stores = work / "stores"
+    opc = ctx.opcache
+    tools = ("gcc", "opcache_miss", "opcache_disable")
+
+    def miss_command(stem, store):
+        return opc.exec_cmd(store, corpus, stem, out, scenario)
+
+    def disable_command(stem, store):
+        command = opc.exec_cmd(store, corpus, stem, out, scenario)
+        command.insert(command.index("exec"), "disable")
+        command.insert(command.index("disable"), "--mode")
+        return command
+
+    times = {tool: {s: [] for s in stems} for tool in tools}
+    checked = 0
+    for p in range(passes):
+        log(f"{corpus.name}: traced miss, pass {p + 1}/{passes} (gcc, opcache exec miss into an empty store, "
+            f"opcache --mode disable exec; {len(stems)} kernels)")
+        for k, stem in enumerate(stems):
+            order = list(tools[(k + p) % 3:] + tools[:(k + p) % 3])
+            for tool in order:
+                fresh_dir(out)
+                store = stores / f"{tool}-{p}-{k}"
+                shutil.rmtree(store, ignore_errors=True)
+                if tool == "gcc":
+                    command, env = corpus.compile_command(stem, out / corpus.output_name(stem)), opc.env
+                elif tool == "opcache_miss":
+                    command, env = miss_command(stem, store), opc.env
+                else:
+                    command, env = disable_command(stem, store), opc.env
+                times[tool][stem].append(1e3 * timed(command, env=env, cwd=corpus.dir, what=f"{tool} {stem}"))
+                corpora.check_outputs(corpus, out, [stem], tool)
+                if tool == "opcache_miss":
+                    stats = opc.stats(store)
+                    if stats["entries"] != 1 or counter(stats, "hits"):
+                        raise BenchError(f"opcache exec into an empty store ({stem}): {stats['entries']} entries, "
+                                         f"{counter(stats, 'hits')} hits; expected one stored entry and no hit")
+                    if not any((store / "manifests").rglob("*")):
+                        raise BenchError(f"opcache exec miss ({stem}) stored no exec manifest in {store}/manifests")
+                    checked += 1
+                shutil.rmtree(store, ignore_errors=True)
+    per_kernel = {tool: [median(v) for v in times[tool].values()] for tool in tools}
+    ratios = [m / g for m, g in zip(per_kernel["opcache_miss"], per_kernel["gcc"])]
+    disable_ratios = [d / g for d, g in zip(per_kernel["opcache_disable"], per_kernel["gcc"])]
+    tracer_ratios = [m / d for m, d in zip(per_kernel["opcache_miss"], per_kernel["opcache_disable"])]
+    extra = [m - g for m, g in zip(per_kernel["opcache_miss"], per_kernel["gcc"])]
+    start_cost = [d - g for d, g in zip(per_kernel["opcache_disable"], per_kernel["gcc"])]
+    traced_cost = [m - d for m, d in zip(per_kernel["opcache_miss"], per_kernel["opcache_disable"])]
+    stem0 = stems[0]
+    syscalls = _strace_counts(corpus.compile_command(stem0, fresh_dir(out) / corpus.output_name(stem0)),
+                              corpus.dir, opc.env, work)
+    result = {"kernels": len(stems), "passes": passes, "scenario": scenario,
+              "gcc_ms": distribution(per_kernel["gcc"]),
+              "opcache_miss_ms": distribution(per_kernel["opcache_miss"]),
+              "opcache_disable_ms": distribution(per_kernel["opcache_disable"]),
+              # Per kernel: the medians' ratio, then its distribution over the kernels (the headline is p50).
+              "ratio_miss_vs_gcc": distribution(ratios),
+              "ratio_disable_vs_gcc": distribution(disable_ratios),
+              "ratio_miss_vs_disable": distribution(tracer_ratios),
+              "extra_ms": {"miss_minus_gcc": distribution(extra),
+                           "disable_minus_gcc (opcache's start, untraced)": distribution(start_cost),
+                           "miss_minus_disable (tracer, key, store, manifest)": distribution(traced_cost)},
+              "per_kernel_ms": {tool: dict(zip(stems, per_kernel[tool])) for tool in tools},
+              "all_ms": times,
+              "traced_syscalls_of_plain_compile": syscalls and {"kernel": stem0, "calls": syscalls,
+                                                                "total": sum(syscalls.values())},
+              "verified": {"misses_storing_one_entry_and_a_manifest": checked,
+                           "outputs_identical_to_cold_compile": True}}
+    result["ratio_p50"] = result["ratio_miss_vs_gcc"]["p50"]
+    log(f"{corpus.name}: traced miss p50 {result['opcache_miss_ms']['p50']:.1f} ms, gcc {result['gcc_ms']['p50']:.1f} ms, "
+        f"--mode disable {result['opcache_disable_ms']['p50']:.1f} ms; miss/gcc per kernel p50 {result['ratio_p50']:.3f}")
     return result

@@ -50,6 +50,38 @@ def _page_fault_rows(s, label):
                  f"{ours / peer:.2f}×", "fewer than ccache", ours < peer)]
 
 
+# A miss of `opcache exec` (the compile under the tracer, stored with its exec manifest) against
+# the compile alone, p50 over kernels of the per-kernel ratio of medians.
+MISS_RATIO = 1.05
+
+
+def _miss_rows(s):
+    """The traced miss against the untraced compile, and the split of its extra time."""
+    ratio = s["ratio_miss_vs_gcc"]["p50"]
+    what = f"{s['kernels']} C kernels, {s['passes']} passes"
+    rows = [_row(f"traced miss: `opcache exec` into an empty store (compile under the tracer, entry and exec "
+                 f"manifest stored) vs `gcc -O2 -c` alone, per-kernel ratio of medians, p50 over {what} "
+                 f"(p90 {s['ratio_miss_vs_gcc']['p90']:.3f}×)",
+                 _fmt(s["gcc_ms"]["p50"], " ms"), _fmt(s["opcache_miss_ms"]["p50"], " ms"), f"{ratio:.3f}×",
+                 f"≤ {MISS_RATIO}× the compile", ratio <= MISS_RATIO)]
+    d = s["ratio_disable_vs_gcc"]["p50"]
+    rows.append(_row("split: `opcache --mode disable exec` (same CLI, compile untraced, no lookup, nothing stored) "
+                     "vs `gcc` alone: opcache's own start, p50 per kernel",
+                     _fmt(s["gcc_ms"]["p50"], " ms"), _fmt(s["opcache_disable_ms"]["p50"], " ms"), f"{d:.3f}×",
+                     "—", None))
+    t = s["ratio_miss_vs_disable"]["p50"]
+    rows.append(_row("split: traced miss vs `--mode disable` exec: the tracer, the key, the store and the "
+                     "manifest, p50 per kernel",
+                     _fmt(s["opcache_disable_ms"]["p50"], " ms"), _fmt(s["opcache_miss_ms"]["p50"], " ms"),
+                     f"{t:.3f}×", "—", None))
+    calls = s.get("traced_syscalls_of_plain_compile")
+    if calls:
+        top = ", ".join(f"{n} {c}" for n, c in sorted(calls["calls"].items(), key=lambda x: -x[1])[:4])
+        rows.append(_row(f"seccomp stops of one compile: the filter's system calls in `gcc -O2 -c` of "
+                         f"{calls['kernel']} (strace -f -c; {top})", "—", f"{calls['total']:,}", None, "—", None))
+    return rows
+
+
 def figure_rows(r):
     """Every figure of the results `r` as table rows (missing scenarios are skipped)."""
     rows = []
@@ -74,6 +106,9 @@ def figure_rows(r):
             rows.append(_row("CUDA: cold nvcc (no cache) vs warm `opcache exec`, p50 per kernel",
                              _fmt(cold, " ms"), _fmt(s["opcache_exec_ms"]["p50"], " ms"),
                              f"{cold / s['opcache_exec_ms']['p50']:.0f}× faster", "—", None))
+    s = r.get("miss")
+    if s:
+        rows += _miss_rows(s)
     s = r.get("warm_start")
     if s:
         base = s["seconds"]["ccache_nginx"]

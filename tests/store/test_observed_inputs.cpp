@@ -152,4 +152,21 @@ TEST_CASE("store::observe_build: the listing of a shared sticky scratch director
   CHECK(find_input(*build, src.string()) != nullptr);
 }
 
+TEST_CASE("store::observe_build: programs the command ran are inputs unless compiler_check stands for them") {
+  TempDir temp;
+  write_text(temp.path() / "bin" / "kcc", "#!/bin/sh\n");
+  write_text(temp.path() / "k.c", "int k;\n");
+  opcache::trace::TraceOutcome outcome;
+  outcome.events = {{(temp.path() / "bin" / "kcc").string(), Access::executed, identity_of(temp.path() / "bin" / "kcc")},
+                    read_of(temp.path() / "k.c")};
+  const opcache::store::PathFrame frame{temp.path() / "out", "", ""};
+  auto digested = opcache::store::observe_build(outcome, frame, no_cache);
+  REQUIRE(digested.ok());
+  CHECK(find_input(*digested, (temp.path() / "bin" / "kcc").string()) != nullptr);
+  auto left_out = opcache::store::observe_build(outcome, frame, no_cache, {false, {}});
+  REQUIRE(left_out.ok());
+  CHECK(find_input(*left_out, (temp.path() / "bin" / "kcc").string()) == nullptr);
+  CHECK(find_input(*left_out, (temp.path() / "k.c").string()) != nullptr);  // what it read stays
+}
+
 }  // namespace observed_inputs_test

@@ -89,9 +89,9 @@ opcache::trace::FileIdentity trace_test_identity(const std::string& path) {
           static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1'000'000'000 + info.st_ctim.tv_nsec};
 }
 
-/// CHECKs that `path` was read, with its identity as it is now.
-void check_read_with_identity(const TraceOutcome& outcome, const std::string& path) {
-  const auto index = trace_event_index(outcome, path, Access::read);
+/// CHECKs that `path` was read (or executed), with its identity as it is now.
+void check_read_with_identity(const TraceOutcome& outcome, const std::string& path, Access access = Access::read) {
+  const auto index = trace_event_index(outcome, path, access);
   CHECK_MESSAGE(index >= 0, path << " was not read");
   if (index >= 0) {
     const auto& identity = outcome.events[static_cast<std::size_t>(index)].identity;
@@ -150,8 +150,8 @@ TEST_CASE("trace::run_traced sees gcc read its source and headers, miss a header
   CHECK(trace_event_index(outcome, assembly->path, Access::removed) > assembly - outcome.events.begin());
   CHECK_FALSE(fs::exists(assembly->path));
   // The compiler proper and the assembler, which the driver runs.
-  CHECK(trace_event_named(outcome, "cc1", Access::read) != nullptr);
-  CHECK(trace_event_named(outcome, "as", Access::read) != nullptr);
+  CHECK(trace_event_named(outcome, "cc1", Access::executed) != nullptr);
+  CHECK(trace_event_named(outcome, "as", Access::executed) != nullptr);
 }
 
 TEST_CASE("trace::run_traced sees a statically linked program (busybox) read and write") {
@@ -166,7 +166,7 @@ TEST_CASE("trace::run_traced sees a statically linked program (busybox) read and
   CHECK(direct.status == 0);
   CHECK_FALSE(direct.blind.has_value());
   check_trace_invariants(direct);
-  CHECK(has_trace_event(direct, "/bin/busybox", Access::read));
+  CHECK(has_trace_event(direct, "/bin/busybox", Access::executed));
   check_read_with_identity(direct, dir / "a.txt");
   check_read_with_identity(direct, dir / "a2.txt");
 
@@ -238,18 +238,18 @@ TEST_CASE("trace::run_traced reads a script's interpreter, and an interpreter sc
   const auto script = run_traced_ok({dir / "inner"});
   CHECK(script.status == 0);
   check_trace_invariants(script);
-  check_read_with_identity(script, dir / "inner");
-  check_read_with_identity(script, "/bin/sh");
+  check_read_with_identity(script, dir / "inner", Access::executed);
+  check_read_with_identity(script, "/bin/sh", Access::executed);
 
   const auto nested = run_traced_ok({dir / "outer"});
   CHECK(nested.status == 0);
-  check_read_with_identity(nested, dir / "outer");
-  check_read_with_identity(nested, dir / "inner");
-  check_read_with_identity(nested, "/bin/sh");
+  check_read_with_identity(nested, dir / "outer", Access::executed);
+  check_read_with_identity(nested, dir / "inner", Access::executed);
+  check_read_with_identity(nested, "/bin/sh", Access::executed);
   // The dynamic loader of the shell, which the kernel maps too.
   const auto loader = opcache::trace::program_interpreter("/bin/sh");
   if (loader) {
-    check_read_with_identity(nested, *loader);
+    check_read_with_identity(nested, *loader, Access::executed);
   }
 }
 
