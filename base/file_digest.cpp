@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <ctime>
 #include <vector>
 
 #include "base/file_io.hpp"
@@ -32,6 +33,20 @@ Result<std::string> file_identity(const fs::path& path) {
          std::to_string(info.st_ctim.tv_nsec);
 }
 
+// Whether the file changed so recently that a later change could keep its
+// identity: within the timestamp granularity of this moment (ccache's "too
+// new" rule). ctime, which no one can set back, is what is compared.
+bool changed_too_recently(const fs::path& path) {
+  struct stat info {};
+  timespec now {};
+  if (::stat(path.c_str(), &info) != 0 || ::clock_gettime(CLOCK_REALTIME, &now) != 0) {
+    return true;
+  }
+  const auto changed_ns = static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec;
+  const auto now_ns = static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
+  return now_ns - changed_ns < DigestCache::kTooNewNs;
+}
+
 }  // namespace
 
 Result<std::string> file_sha256(const fs::path& path) {
@@ -57,8 +72,10 @@ Result<std::string> DigestCache::digest(const fs::path& path, std::string_view m
     }
   }
   OPCACHE_TRY_ASSIGN(auto value, compute(absolute));
-  // Remember it only if the file did not change while it was read.
-  if (auto after = file_identity(absolute); after && *after == identity && ensure_directory(m_directory)) {
+  // Remember it only if the file did not change while it was read, nor so
+  // recently that it could change again without changing its identity.
+  if (auto after = file_identity(absolute);
+      after && *after == identity && !changed_too_recently(absolute) && ensure_directory(m_directory)) {
     (void)write_file_atomic(entry, header + value + "\n");
   }
   return value;

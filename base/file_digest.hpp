@@ -37,7 +37,8 @@ class DigestCache {
 
   /// The digest of the file at `path` by `method` (a name for what `compute`
   /// computes, e.g. "sha256"): the remembered one when the file's identity is
-  /// unchanged since it was computed, else `compute(path)`, remembered.
+  /// unchanged since it was computed, else `compute(path)`, remembered unless
+  /// the file changed within kTooNewNs of now.
   /// Errors of `compute` and of stat(2) on `path` are returned as they are.
   Result<std::string> digest(const std::filesystem::path& path, std::string_view method, const Compute& compute) const;
 
@@ -49,6 +50,12 @@ class DigestCache {
 
   /// The size from which `file_sha256` remembers a file's digest.
   static constexpr std::uintmax_t kRememberedFrom = 64 * 1024;
+
+  /// A file whose change time is less than this before the moment it is
+  /// digested is not remembered (ccache's "too new" rule): a second change
+  /// within the file system's timestamp granularity could leave its identity
+  /// as it was. Generous against the kernel's coarse clock (a few ms).
+  static constexpr std::int64_t kTooNewNs = 100'000'000;
 
  private:
   std::filesystem::path m_directory;

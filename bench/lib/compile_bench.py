@@ -322,18 +322,24 @@ def _strace_counts(command, cwd, env, work):
     return calls
 
 
-def traced_miss(ctx, corpus, stems, passes, scenario):
+def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     """The traced miss against the untraced compile, per kernel, interleaved with the order rotated
-    pass by pass: `gcc -O2 -c` alone; `opcache exec` into an EMPTY store (a miss: the compile runs
-    under the tracer, the entry and the exec manifest are stored); `opcache --mode disable exec`
-    (the same CLI, the compile run untraced, nothing looked up or stored) to split opcache's own
-    start from the tracer and the store's work. Every miss must leave exactly one entry, no hit;
-    every output must equal the cold compile's bytes. Returns the figures."""
+    kernel by kernel and pass by pass: `gcc -O2 -c` alone; `opcache exec` into an EMPTY store (a
+    miss: the compile runs under the tracer, the entry and the exec manifest are stored, and every
+    file the compile read is digested, cc1 and its libraries included); `opcache exec` into a
+    store that already holds one other kernel (`seed_stem`, stored untimed at the start of each
+    pass): still a miss, but the digests of the compiler's files are remembered (the store's
+    digests/), as in any store after its first compile; `opcache --mode disable exec` (the same
+    CLI, the compile run untraced, nothing looked up or stored) to split opcache's own start from
+    the tracer and the store's work. Every miss must add exactly one entry and no hit; every
+    output must equal the cold compile's bytes. Returns the figures."""
     work = fresh_dir(ctx.work / f"miss-{corpus.name}")
     out = work / "out"
     stores = work / "stores"
     opc = ctx.opcache
-    tools = ("gcc", "opcache_miss", "opcache_disable")
+    tools = ("gcc", "opcache_miss", "opcache_miss_seeded", "opcache_disable")
+    if seed_stem in stems:
+        raise BenchError(f"the seed kernel {seed_stem} must not be one of the measured kernels")
 
     def miss_command(stem, store):
         return opc.exec_cmd(store, corpus, stem, out, scenario)
@@ -348,14 +354,22 @@ def traced_miss(ctx, corpus, stems, passes, scenario):
     checked = 0
     for p in range(passes):
         log(f"{corpus.name}: traced miss, pass {p + 1}/{passes} (gcc, opcache exec miss into an empty store, "
-            f"opcache --mode disable exec; {len(stems)} kernels)")
+            f"the same into a store seeded with {seed_stem}, opcache --mode disable exec; {len(stems)} kernels)")
+        seeded = stores / f"seeded-{p}"
+        shutil.rmtree(seeded, ignore_errors=True)
+        with tempfile.TemporaryDirectory(prefix="opcache-seed-") as seed_out:
+            run(opc.exec_cmd(seeded, corpus, seed_stem, Path(seed_out), scenario), env=opc.env, cwd=corpus.dir,
+                what=f"opcache exec {seed_stem} (seeding)")
+        seeded_entries = opc.stats(seeded)["entries"]
         for k, stem in enumerate(stems):
-            order = list(tools[(k + p) % 3:] + tools[:(k + p) % 3])
+            order = list(tools[(k + p) % len(tools):] + tools[:(k + p) % len(tools)])
             for tool in order:
                 fresh_dir(out)
                 store = stores / f"{tool}-{p}-{k}"
                 shutil.rmtree(store, ignore_errors=True)
-                if tool == "gcc":
+                if tool == "opcache_miss_seeded":
+                    command, env = miss_command(stem, seeded), opc.env
+                elif tool == "gcc":
                     command, env = corpus.compile_command(stem, out / corpus.output_name(stem)), opc.env
                 elif tool == "opcache_miss":
                     command, env = miss_command(stem, store), opc.env
@@ -371,6 +385,13 @@ def traced_miss(ctx, corpus, stems, passes, scenario):
                     if not any((store / "manifests").rglob("*")):
                         raise BenchError(f"opcache exec miss ({stem}) stored no exec manifest in {store}/manifests")
                     checked += 1
+                if tool == "opcache_miss_seeded":
+                    stats = opc.stats(seeded)
+                    if stats["entries"] != seeded_entries + 1 or counter(stats, "hits"):
+                        raise BenchError(f"opcache exec into the seeded store ({stem}): {stats['entries']} entries "
+                                         f"(was {seeded_entries}), {counter(stats, 'hits')} hits; expected a miss")
+                    seeded_entries += 1
+                    checked += 1
                 shutil.rmtree(store, ignore_errors=True)
     per_kernel = {tool: [median(v) for v in times[tool].values()] for tool in tools}
     ratios = [m / g for m, g in zip(per_kernel["opcache_miss"], per_kernel["gcc"])]
@@ -379,6 +400,10 @@ def traced_miss(ctx, corpus, stems, passes, scenario):
     extra = [m - g for m, g in zip(per_kernel["opcache_miss"], per_kernel["gcc"])]
     start_cost = [d - g for d, g in zip(per_kernel["opcache_disable"], per_kernel["gcc"])]
     traced_cost = [m - d for m, d in zip(per_kernel["opcache_miss"], per_kernel["opcache_disable"])]
+    seeded_ratios = [m / g for m, g in zip(per_kernel["opcache_miss_seeded"], per_kernel["gcc"])]
+    seeded_vs_disable = [m / d for m, d in zip(per_kernel["opcache_miss_seeded"], per_kernel["opcache_disable"])]
+    digest_cost = [m - s for m, s in zip(per_kernel["opcache_miss"], per_kernel["opcache_miss_seeded"])]
+    seeded_cost = [m - d for m, d in zip(per_kernel["opcache_miss_seeded"], per_kernel["opcache_disable"])]
     stem0 = stems[0]
     syscalls = _strace_counts(corpus.compile_command(stem0, fresh_dir(out) / corpus.output_name(stem0)),
                               corpus.dir, opc.env, work)
@@ -386,20 +411,29 @@ def traced_miss(ctx, corpus, stems, passes, scenario):
               "gcc_ms": distribution(per_kernel["gcc"]),
               "opcache_miss_ms": distribution(per_kernel["opcache_miss"]),
               "opcache_disable_ms": distribution(per_kernel["opcache_disable"]),
+              "opcache_miss_seeded_ms": distribution(per_kernel["opcache_miss_seeded"]),
+              "seed_kernel": seed_stem,
               # Per kernel: the medians' ratio, then its distribution over the kernels (the headline is p50).
               "ratio_miss_vs_gcc": distribution(ratios),
               "ratio_disable_vs_gcc": distribution(disable_ratios),
               "ratio_miss_vs_disable": distribution(tracer_ratios),
+              "ratio_miss_seeded_vs_gcc": distribution(seeded_ratios),
+              "ratio_miss_seeded_vs_disable": distribution(seeded_vs_disable),
               "extra_ms": {"miss_minus_gcc": distribution(extra),
                            "disable_minus_gcc (opcache's start, untraced)": distribution(start_cost),
-                           "miss_minus_disable (tracer, key, store, manifest)": distribution(traced_cost)},
+                           "miss_minus_disable (tracer, key, store, manifest)": distribution(traced_cost),
+                           "miss_minus_miss_seeded (digesting the compiler's files)": distribution(digest_cost),
+                           "miss_seeded_minus_disable (tracer, key, store, manifest; digests known)":
+                               distribution(seeded_cost)},
               "per_kernel_ms": {tool: dict(zip(stems, per_kernel[tool])) for tool in tools},
               "all_ms": times,
               "traced_syscalls_of_plain_compile": syscalls and {"kernel": stem0, "calls": syscalls,
                                                                 "total": sum(syscalls.values())},
-              "verified": {"misses_storing_one_entry_and_a_manifest": checked,
+              "verified": {"misses_storing_one_entry": checked,
                            "outputs_identical_to_cold_compile": True}}
     result["ratio_p50"] = result["ratio_miss_vs_gcc"]["p50"]
     log(f"{corpus.name}: traced miss p50 {result['opcache_miss_ms']['p50']:.1f} ms, gcc {result['gcc_ms']['p50']:.1f} ms, "
-        f"--mode disable {result['opcache_disable_ms']['p50']:.1f} ms; miss/gcc per kernel p50 {result['ratio_p50']:.3f}")
+        f"--mode disable {result['opcache_disable_ms']['p50']:.1f} ms, miss into a seeded store "
+        f"{result['opcache_miss_seeded_ms']['p50']:.1f} ms; per kernel p50: miss/gcc {result['ratio_p50']:.3f}, "
+        f"seeded miss/gcc {result['ratio_miss_seeded_vs_gcc']['p50']:.3f}")
     return result

@@ -92,7 +92,7 @@ TEST_CASE("opcache::Store::get_or_build with a declared header: an edit is a mis
   CHECK(compiler.builds == 2);
 }
 
-TEST_CASE("opcache::Store::get_or_build with no declared inputs keys as before; with some, on their digests") {
+TEST_CASE("opcache::Store::get_or_build with no declared inputs keys as before, and with some on their digests") {
   opcache::test::TempDir temp;
   auto store = open_declared_store(temp / "cache");
   const fs::path header = temp / "tiling.h";

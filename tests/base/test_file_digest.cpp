@@ -3,8 +3,10 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 #include "base/file_digest.hpp"
 #include "base/sha256.hpp"
@@ -14,6 +16,13 @@ namespace fs = std::filesystem;
 using opcache::base::DigestCache;
 using opcache::test::TempDir;
 using opcache::test::write_text;
+
+// Waits until files written before the call are older than the "too new"
+// window, so that their digests may be remembered. Not a measure of speed:
+// only time passing makes a file old.
+static void age_past_too_new() {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(DigestCache::kTooNewNs) + std::chrono::milliseconds(20));
+}
 
 TEST_CASE("base::file_sha256 digests the contents, and a missing file is not_found") {
   TempDir temp;
@@ -30,6 +39,7 @@ TEST_CASE("base::DigestCache computes once per file identity and again when the 
   TempDir temp;
   const fs::path file = temp.path() / "cc";
   write_text(file, "compiler v1");
+  age_past_too_new();
   DigestCache cache(temp.path() / "digests");
   int computed = 0;
   auto compute = [&](const fs::path& path) -> opcache::Result<std::string> {
@@ -48,6 +58,7 @@ TEST_CASE("base::DigestCache computes once per file identity and again when the 
   CHECK(cache.digest(file, "other", [](const fs::path&) -> opcache::Result<std::string> { return std::string("x"); })
             .value() == "x");
   write_text(file, "compiler v2, longer");
+  age_past_too_new();
   auto third = cache.digest(file, "sha256", compute);
   REQUIRE(third.ok());
   CHECK(computed == 2);
@@ -72,6 +83,7 @@ TEST_CASE("base::DigestCache::file_sha256 remembers large files only: a small on
 
   const std::string large(DigestCache::kRememberedFrom, 'l');
   write_text(temp.path() / "cc", large);
+  age_past_too_new();
   CHECK(cache.file_sha256(temp.path() / "cc").value() == opcache::base::sha256_hex(large));
   REQUIRE(fs::is_directory(digests));
   CHECK(std::distance(fs::directory_iterator(digests), fs::directory_iterator()) == 1);
@@ -81,6 +93,22 @@ TEST_CASE("base::DigestCache::file_sha256 remembers large files only: a small on
   auto missing = cache.file_sha256(temp.path() / "absent.c");
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code() == opcache::ErrorCode::not_found);
+}
+
+TEST_CASE("base::DigestCache does not remember a file changed just now (too new: it may change again unseen)") {
+  TempDir temp;
+  const fs::path file = temp.path() / "cc";
+  write_text(file, "compiler v1");
+  DigestCache cache(temp.path() / "digests");
+  int computed = 0;
+  auto compute = [&](const fs::path& path) -> opcache::Result<std::string> {
+    ++computed;
+    return opcache::base::file_sha256(path);
+  };
+  CHECK(cache.digest(file, "sha256", compute).ok());
+  CHECK(cache.digest(file, "sha256", compute).ok());
+  CHECK(computed == 2);
+  CHECK_FALSE(fs::exists(temp.path() / "digests"));
 }
 
 TEST_CASE("base::DigestCache without a directory always computes") {

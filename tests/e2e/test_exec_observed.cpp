@@ -253,7 +253,7 @@ TEST_CASE("e2e::exec observed: a statically linked program (busybox) is traced l
   CHECK(tree.file("out/o.txt") == "two\n");
 }
 
-TEST_CASE("e2e::exec observed: an unchanged tree hits without running the command; a failing command stores nothing") {
+TEST_CASE("e2e::exec observed: an unchanged tree hits without running the command, and a failing command stores nothing") {
   TempDir temp;
   Tree tree(temp.path());
   write_text(tree.dir / "in.txt", "data\n");
