@@ -3,26 +3,18 @@
 
 #include <sys/stat.h>
 
-#include <chrono>
 #include <filesystem>
 #include <string>
-#include <thread>
 
 #include "base/file_digest.hpp"
 #include "base/sha256.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
 using opcache::base::DigestCache;
 using opcache::test::TempDir;
 using opcache::test::write_text;
-
-// Waits until files written before the call are older than the "too new"
-// window, so that their digests may be remembered. Not a measure of speed:
-// only time passing makes a file old.
-static void age_past_too_new() {
-  std::this_thread::sleep_for(std::chrono::nanoseconds(DigestCache::kTooNewNs) + std::chrono::milliseconds(20));
-}
 
 TEST_CASE("base::file_sha256 digests the contents, and a missing file is not_found") {
   TempDir temp;
@@ -39,7 +31,7 @@ TEST_CASE("base::DigestCache computes once per file identity and again when the 
   TempDir temp;
   const fs::path file = temp.path() / "cc";
   write_text(file, "compiler v1");
-  age_past_too_new();
+  opcache::test::age_past_digest_too_new();
   DigestCache cache(temp.path() / "digests");
   int computed = 0;
   auto compute = [&](const fs::path& path) -> opcache::Result<std::string> {
@@ -58,7 +50,7 @@ TEST_CASE("base::DigestCache computes once per file identity and again when the 
   CHECK(cache.digest(file, "other", [](const fs::path&) -> opcache::Result<std::string> { return std::string("x"); })
             .value() == "x");
   write_text(file, "compiler v2, longer");
-  age_past_too_new();
+  opcache::test::age_past_digest_too_new();
   auto third = cache.digest(file, "sha256", compute);
   REQUIRE(third.ok());
   CHECK(computed == 2);
@@ -83,7 +75,7 @@ TEST_CASE("base::DigestCache::file_sha256 remembers large files only: a small on
 
   const std::string large(DigestCache::kRememberedFrom, 'l');
   write_text(temp.path() / "cc", large);
-  age_past_too_new();
+  opcache::test::age_past_digest_too_new();
   CHECK(cache.file_sha256(temp.path() / "cc").value() == opcache::base::sha256_hex(large));
   REQUIRE(fs::is_directory(digests));
   CHECK(std::distance(fs::directory_iterator(digests), fs::directory_iterator()) == 1);

@@ -3,8 +3,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
+#include "base/file_digest.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace opcache::test {
@@ -68,6 +71,10 @@ std::map<std::string, int> builds_per_name(const fs::path& counter) {
     ++counts[line.substr(0, line.find(' '))];
   }
   return counts;
+}
+
+void age_past_digest_too_new() {
+  std::this_thread::sleep_for(std::chrono::nanoseconds(base::DigestCache::kTooNewNs) + std::chrono::milliseconds(20));
 }
 
 }  // namespace opcache::test

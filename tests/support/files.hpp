@@ -33,6 +33,11 @@ bool append_line(const std::filesystem::path& path, const std::string& line);
 /// The non-empty lines of `text`.
 std::vector<std::string> lines_of(const std::string& text);
 
+/// Waits until files written before the call are older than
+/// base::DigestCache's "too new" window, so that their digests may be
+/// remembered. Not a measure of speed: only time passing makes a file old.
+void age_past_digest_too_new();
+
 /// How many non-empty lines `path` has (0 when it does not exist).
 std::size_t count_lines(const std::filesystem::path& path);
 
