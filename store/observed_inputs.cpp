@@ -68,17 +68,6 @@ std::optional<std::string> listing_state(const fs::path& directory, const std::v
   return "dir:" + base::sha256_hex(text);
 }
 
-std::optional<trace::FileIdentity> identity_now(const std::string& path) {
-  struct stat info {};
-  if (::stat(path.c_str(), &info) != 0) {
-    return std::nullopt;
-  }
-  return trace::FileIdentity{static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
-                             static_cast<std::int64_t>(info.st_size),
-                             static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec,
-                             static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec};
-}
-
 // A sticky directory that everyone may write (/tmp, /var/tmp, /dev/shm): a
 // shared scratch space whose other entries come and go with every process
 // on the machine. A compiler lists it to find its own temporaries (nvcc
@@ -128,7 +117,7 @@ EventIndex index_events(const std::vector<trace::PathEvent>& events) {
 // stand for what the command read.
 Result<std::optional<std::string>> read_input_state(const trace::PathEvent& event, const base::DigestCache& cache,
                                                     std::optional<std::string>& uncacheable) {
-  const auto now = identity_now(event.path);
+  const auto now = trace::file_identity(event.path);
   if (!now) {
     uncacheable = event.path + " was read by the command, then removed";
     return std::optional<std::string>();

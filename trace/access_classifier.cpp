@@ -27,16 +27,6 @@ struct PathState {
   bool exists() const { return kind == Kind::regular || kind == Kind::directory || kind == Kind::other; }
 };
 
-std::int64_t nanoseconds_of(const timespec& time) {
-  return static_cast<std::int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
-}
-
-FileIdentity identity_of_stat(const struct stat& info) {
-  return FileIdentity{static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
-                      static_cast<std::int64_t>(info.st_size), nanoseconds_of(info.st_mtim),
-                      nanoseconds_of(info.st_ctim)};
-}
-
 // The state of `path`, through a final symlink when `follow`.
 PathState probe_path(const std::string& path, bool follow) {
   struct stat info {};

@@ -11,6 +11,8 @@
 // Linux only (x86_64 and aarch64).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <optional>
@@ -41,6 +43,13 @@ struct FileIdentity {
   std::int64_t ctime_ns = 0;
   bool operator==(const FileIdentity&) const = default;
 };
+
+/// The identity of what stat(2) says of a file.
+FileIdentity identity_of_stat(const struct ::stat& info) noexcept;
+
+/// The identity of the file at `path` now (symlinks followed), or
+/// std::nullopt when it cannot be stat'ed. Thread-safe.
+std::optional<FileIdentity> file_identity(const std::string& path);
 
 /// One access. `path` is absolute and lexically normal (".", ".." and
 /// repeated '/' removed; symlinks are not resolved, except in the directory

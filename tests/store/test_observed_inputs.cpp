@@ -21,12 +21,9 @@ using opcache::trace::PathEvent;
 namespace observed_inputs_test {
 
 opcache::trace::FileIdentity identity_of(const fs::path& path) {
-  struct stat info {};
-  REQUIRE(::stat(path.c_str(), &info) == 0);
-  return {static_cast<std::uint64_t>(info.st_dev), static_cast<std::uint64_t>(info.st_ino),
-          static_cast<std::int64_t>(info.st_size),
-          static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1000000000 + info.st_mtim.tv_nsec,
-          static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec};
+  auto identity = opcache::trace::file_identity(path.string());
+  REQUIRE(identity.has_value());
+  return *identity;
 }
 
 const opcache::base::DigestCache no_cache;  // every digest computed
