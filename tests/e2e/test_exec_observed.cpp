@@ -378,4 +378,31 @@ TEST_CASE("e2e::exec observed: push and pull carry the manifests, so a pulled ma
   CHECK(runs(b) == 0);
 }
 
+TEST_CASE("e2e::exec observed: two CANN installs at other places with equal files share, an edited op implementation misses") {
+  TempDir temp;
+  Tree tree(temp.path() / "work");
+  const fs::path system_install = temp.path() / "usr/local/Ascend/ascend-toolkit/latest";
+  const fs::path home_install = temp.path() / "home/me/Ascend/ascend-toolkit/latest";
+  for (const auto& root : {system_install, home_install}) {
+    write_text(root / "opp/op_impl/built-in/ai_core/tbe/impl/add.py", "def add(x, y): return x + y\n");
+  }
+  // The operator compiler reads its implementation from the install the environment names.
+  const std::vector<std::string> command{
+      "sh", "-c", "echo ran >> runs.log; cat \"$ASCEND_OPP_PATH/op_impl/built-in/ai_core/tbe/impl/add.py\" > out/add.o"};
+  auto with_install = [&tree](const fs::path& root) {
+    auto options = tree.options({{"ASCEND_TOOLKIT_HOME", root.string()}, {"ASCEND_OPP_PATH", (root / "opp").string()}});
+    return options;
+  };
+  CHECK(source_of(tree.exec("out", command, {}, {}, with_install(system_install))) == "built");
+  // The same files in another place: ASCEND_OPP_PATH and the file read key as {cann}/..., so it hits.
+  CHECK(source_of(tree.exec("out", command, {}, {}, with_install(home_install))) == "hit");
+  CHECK(runs(tree) == 1);
+  // An edited operator implementation in that install is a miss that reads it.
+  write_text(home_install / "opp/op_impl/built-in/ai_core/tbe/impl/add.py", "def add(x, y): return y + x\n");
+  auto edited = report_of(tree.exec("out", command, {}, {}, with_install(home_install)));
+  CHECK(edited.value("source", "") == "built");
+  CHECK(edited.value("miss_reason", "").find("add.py changed") != std::string::npos);
+  CHECK(tree.file("out/add.o") == "def add(x, y): return y + x\n");
+}
+
 }  // namespace exec_observed
