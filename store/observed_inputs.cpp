@@ -26,6 +26,25 @@ std::string absolute_out(const PathFrame& frame) {
   return out;
 }
 
+// `events` with the paths below --out spelled below `out` as given (made
+// absolute): the tracee's relative paths come resolved through its working
+// directory, symlinks and all, so `--out /link/out` arrives as /real/out.
+std::vector<trace::PathEvent> spelled_below_out(const std::vector<trace::PathEvent>& events, const std::string& out) {
+  std::error_code ec;
+  const std::string real = fs::weakly_canonical(out, ec).string();
+  if (ec || real == out || real.empty()) {
+    return events;
+  }
+  std::vector<trace::PathEvent> spelled = events;
+  for (auto& event : spelled) {
+    if (event.path.compare(0, real.size(), real) == 0 &&
+        (event.path.size() == real.size() || event.path[real.size()] == '/')) {
+      event.path = out + event.path.substr(real.size());
+    }
+  }
+  return spelled;
+}
+
 std::string parent_of(const std::string& path) {
   const auto slash = path.rfind('/');
   return slash == 0 ? "/" : path.substr(0, slash == std::string::npos ? 0 : slash);
@@ -160,8 +179,9 @@ Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const Pa
   if (outcome.blind) {
     build.uncacheable = "the trace is incomplete: " + *outcome.blind;
   }
-  const EventIndex index = index_events(outcome.events);
   const std::string out = absolute_out(frame);
+  const auto events = spelled_below_out(outcome.events, out);
+  const EventIndex index = index_events(events);
   collect_outputs(index, out, build);
   for (const auto& [path, event] : index.first) {
     std::optional<std::string> state;

@@ -166,4 +166,17 @@ TEST_CASE("store::observe_build: programs the command ran are inputs unless comp
   CHECK(find_input(*left_out, (temp.path() / "k.c").string()) != nullptr);  // what it read stays
 }
 
+TEST_CASE("store::observe_build: --out reached through a symlink still finds the files the command wrote there") {
+  TempDir temp;
+  fs::create_directories(temp.path() / "real" / "out");
+  fs::create_directory_symlink(temp.path() / "real", temp.path() / "link");
+  write_text(temp.path() / "real" / "out" / "k.o", "object\n");
+  opcache::trace::TraceOutcome outcome;  // the tracer reports the path it resolved through the working directory
+  outcome.events = {event(temp.path() / "real" / "out" / "k.o", Access::written)};
+  auto build = opcache::store::observe_build(outcome, {temp.path() / "link" / "out", "", ""}, no_cache);
+  REQUIRE(build.ok());
+  REQUIRE(build->outputs.size() == 1);
+  CHECK(build->outputs[0] == temp.path() / "link" / "out" / "k.o");
+}
+
 }  // namespace observed_inputs_test
