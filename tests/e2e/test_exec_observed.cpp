@@ -405,4 +405,23 @@ TEST_CASE("e2e::exec observed: two CANN installs at other places with equal file
   CHECK(tree.file("out/add.o") == "def add(x, y): return y + x\n");
 }
 
+TEST_CASE("e2e::exec observed: nvcc (cicc, ptxas and a host compiler under its driver) misses on an edited header") {
+  const char* const nvcc = "/usr/local/cuda/bin/nvcc";
+  OPCACHE_SKIP_IF(::access(nvcc, X_OK) != 0, std::string(nvcc) + " is not installed");
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "scale.h", "#define FACTOR 3.0f\n");
+  write_text(tree.dir / "scale.cu",
+             "#include \"scale.h\"\n__global__ void scale(float* x) { x[threadIdx.x] *= FACTOR; }\n");
+  const std::vector<std::string> command{nvcc, "-arch=sm_90", "-cubin", "scale.cu", "-o", "out/scale.cubin"};
+  CHECK(source_of(tree.exec("out", command)) == "built");
+  CHECK(source_of(tree.exec("out", command)) == "hit");
+  write_text(tree.dir / "scale.h", "#define FACTOR 5.0f\n");
+  auto edited = report_of(tree.exec("out", command));
+  CHECK(edited.value("source", "") == "built");
+  CHECK(edited.value("miss_reason", "") == "scale.h changed");
+  tree.run_directly({nvcc, "-arch=sm_90", "-cubin", "scale.cu", "-o", "direct.cubin"});
+  CHECK(tree.file("out/scale.cubin") == tree.file("direct.cubin"));
+}
+
 }  // namespace exec_observed
