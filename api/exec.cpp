@@ -12,6 +12,7 @@
 #include <memory>
 #include <set>
 
+#include "api/build_clock.hpp"
 #include "api/exec_process.hpp"
 #include "base/environment.hpp"
 #include "api/store_impl.hpp"
@@ -34,8 +35,11 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::int64_t milliseconds_since(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
+using api::milliseconds_since;
+
+// A build that fails because the command did: nothing is stored, waiters learn why.
+Error command_failed(int status) {
+  return Error::build_failed("the command exited with status " + std::to_string(status));
 }
 
 Status check_output_names(const ExecRequest& request) {
@@ -59,7 +63,7 @@ struct ExecPlan {
   store::PathFrame frame;
   base::DigestCache digests;
   api::CommandInput input;
-  store::ProgramInputs programs;  // by compiler_check
+  CompilerCheck compiler_check;  // decides whether the programs a build runs are inputs (programs_by)
 };
 
 // The files the command produced: the declared outputs, which it must have
@@ -99,6 +103,24 @@ std::vector<std::string> member_names(const std::vector<fs::path>& files) {
   }
   std::sort(names.begin(), names.end());
   return names;
+}
+
+// compiler_check content and mtime identify programs by what they are: the
+// programs the command ran are inputs; none, string: and command: stand for
+// the toolchain themselves.
+store::ProgramInputs programs_by(const CompilerCheck& check, const std::string& argv0) {
+  store::ProgramInputs programs;
+  programs.digested = check.kind == CompilerCheck::Kind::content || check.kind == CompilerCheck::Kind::mtime;
+  const auto env = base::process_environment();
+  if (auto found = base::find_program(argv0, env("PATH").value_or("/bin:/usr/bin"), base::EmptyPathEntry::current_directory)) {
+    programs.compiler.push_back(fs::absolute(*found).lexically_normal().string());
+    std::error_code ec;
+    auto real = fs::canonical(*found, ec);
+    if (!ec) {
+      programs.compiler.push_back(real.string());
+    }
+  }
+  return programs;
 }
 
 // What an exec run uses of its Store.
@@ -205,9 +227,10 @@ class ExecRun {
     m_result.build.build_ms = milliseconds_since(start);
     m_result.command_status = outcome.status;
     if (outcome.status != 0) {
-      return Error::build_failed("the command exited with status " + std::to_string(outcome.status));
+      return command_failed(outcome.status);
     }
-    OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, m_plan.frame, m_plan.digests, m_plan.programs));
+    const auto programs = programs_by(m_plan.compiler_check, m_plan.request.command[0]);  // a miss only: a PATH search
+    OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, m_plan.frame, m_plan.digests, programs));
     OPCACHE_TRY_ASSIGN(auto files, produced_files(m_plan.request, observed));
     m_result.build.files = as_named_under_out(files, m_plan.request.out);
     if (observed.uncacheable) {
@@ -335,13 +358,28 @@ std::string without_cache_note(const Error& error) {
   return "warning: " + error.message() + "; the command ran without the cache";
 }
 
+// What exec answers when the single flight (or get_or_build) failed: a
+// command that failed is answered by its status (its own output said why);
+// a wait that timed out before the command ran runs it without the cache
+// (never fail a compile because of the cache); anything else is the error.
+Result<ExecResult> after_failed_flight(const Error& error, ExecResult result, const ExecRequest& request,
+                                       int stdin_fd) {
+  if (result.command_status && *result.command_status != 0) {
+    return result;
+  }
+  if (error.code() == ErrorCode::timeout && !result.command_status) {
+    return run_uncached(request, stdin_fd, BuildSource::built, without_cache_note(error));
+  }
+  return error;
+}
+
 // The outputs of a run keyed on the descriptor alone: what the trace shows
 // the command wrote in --out (or the declared outputs, where it cannot be traced).
 Result<std::vector<fs::path>> run_for_outputs(const ExecRequest& request, std::optional<int>& status) {
   if (trace::tracing_unavailable()) {
     OPCACHE_TRY_ASSIGN(status, api::run_untraced(request.command, request.stdin_fd));
     if (*status != 0) {
-      return Error::build_failed("the command exited with status " + std::to_string(*status));
+      return command_failed(*status);
     }
     std::vector<fs::path> files;
     for (const auto& name : request.outputs) {
@@ -358,7 +396,7 @@ Result<std::vector<fs::path>> run_for_outputs(const ExecRequest& request, std::o
   OPCACHE_TRY_ASSIGN(auto outcome, trace::run_traced({request.command, request.stdin_fd}));
   status = outcome.status;
   if (outcome.status != 0) {
-    return Error::build_failed("the command exited with status " + std::to_string(outcome.status));
+    return command_failed(outcome.status);
   }
   OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, {request.out, {}, {}}, base::DigestCache()));
   return produced_files(request, observed);
@@ -370,34 +408,10 @@ Result<ExecResult> exec_on_descriptor(Store& store, const ExecRequest& request) 
   auto build = [&]() { return run_for_outputs(request, result.command_status); };
   auto built = store.get_or_build_in_place(request.descriptor_json, request.scenario, request.out, build);
   if (!built) {
-    if (result.command_status && *result.command_status != 0) {
-      return result;
-    }
-    if (built.error().code() == ErrorCode::timeout && !result.command_status) {
-      return run_uncached(request, request.stdin_fd, BuildSource::built, without_cache_note(built.error()));
-    }
-    return built.error();
+    return after_failed_flight(built.error(), std::move(result), request, request.stdin_fd);
   }
   result.build = std::move(*built);
   return result;
-}
-
-// compiler_check content and mtime identify programs by what they are: the
-// programs the command ran are inputs; none, string: and command: stand for
-// the toolchain themselves.
-store::ProgramInputs programs_by(const CompilerCheck& check, const std::string& argv0) {
-  store::ProgramInputs programs;
-  programs.digested = check.kind == CompilerCheck::Kind::content || check.kind == CompilerCheck::Kind::mtime;
-  const auto env = base::process_environment();
-  if (auto found = base::find_program(argv0, env("PATH").value_or("/bin:/usr/bin"), base::EmptyPathEntry::current_directory)) {
-    programs.compiler.push_back(fs::absolute(*found).lexically_normal().string());
-    std::error_code ec;
-    auto real = fs::canonical(*found, ec);
-    if (!ec) {
-      programs.compiler.push_back(real.string());
-    }
-  }
-  return programs;
 }
 
 // The plan of a command-keyed exec: the command descriptor and its key.
@@ -416,9 +430,11 @@ Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, const St
   OPCACHE_TRY_ASSIGN(auto descriptor, normalize(text));
   auto scenario = store::scenario_to_json(request.scenario);
   OPCACHE_TRY_ASSIGN(auto command_key, store::derive_key(descriptor.normalized, scenario));
+  // --out made absolute once: keyed_path and unkeyed_path would otherwise ask for the working directory per input.
+  store::PathFrame frame{fs::absolute(request.out).lexically_normal(), policy.base_dir, cann_root};
   return std::unique_ptr<ExecPlan>(new ExecPlan{request, std::move(descriptor), std::move(scenario),
-                                                std::move(command_key), {request.out, policy.base_dir, cann_root}, digests,
-                                                std::move(input), programs_by(policy.compiler_check, request.command[0])});
+                                                std::move(command_key), std::move(frame), digests, std::move(input),
+                                                policy.compiler_check});
 }
 
 }  // namespace
@@ -457,14 +473,7 @@ Result<ExecResult> Store::exec(const ExecRequest& request) {
   auto outcome = flight.run(
       plan->command_key, [&run] { return run.try_hit(); }, [&run] { return run.build(); });
   if (!outcome) {
-    if (result.command_status && *result.command_status != 0) {
-      return result;  // the command failed: its own output said why, and its status is the answer
-    }
-    if (outcome.error().code() == ErrorCode::timeout && !result.command_status) {
-      // Never fail a compile because of the cache.
-      return run_uncached(request, plan->input.fd, BuildSource::built, without_cache_note(outcome.error()));
-    }
-    return outcome.error();
+    return after_failed_flight(outcome.error(), std::move(result), request, plan->input.fd);
   }
   const bool hit = *outcome == store::FlightOutcome::hit || run.built_elsewhere();
   result.build.source = hit ? BuildSource::hit : BuildSource::built;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "api/build_clock.hpp"
 #include "api/store_impl.hpp"
 #include "base/file_digest.hpp"
 #include "base/file_io.hpp"
@@ -20,9 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::int64_t elapsed_ms(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - since).count();
-}
+using api::milliseconds_since;
 
 // Moves the files a build wrote into its work directory to out_dir.
 Result<std::vector<fs::path>> move_build_outputs(const fs::path& work, const fs::path& out_dir) {
@@ -127,7 +126,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   if (auto reason = bypass_reason(descriptor.op_type)) {
     const auto start = std::chrono::steady_clock::now();
     OPCACHE_TRY_ASSIGN(result.files, build());
-    result.build_ms = elapsed_ms(start);
+    result.build_ms = milliseconds_since(start);
     result.source = BuildSource::bypassed;
     result.note = "cache bypassed: " + *reason;
     return result;
@@ -167,7 +166,7 @@ Result<BuildResult> Store::get_or_build_in_place(std::string_view descriptor_jso
   auto build_locally = [&]() -> Status {
     const auto start = std::chrono::steady_clock::now();
     OPCACHE_TRY_ASSIGN(auto files, build());
-    result.build_ms = elapsed_ms(start);
+    result.build_ms = milliseconds_since(start);
     result.files = files;
     store::BundleInput input;
     input.descriptor = descriptor.normalized;
