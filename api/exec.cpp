@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -23,6 +24,7 @@
 #include "store/exec_manifest_file.hpp"
 #include "store/key.hpp"
 #include "store/manifest.hpp"
+#include "store/digest_prefetch.hpp"
 #include "store/observed_inputs.hpp"
 #include "store/scenario.hpp"
 #include "store/single_flight.hpp"
@@ -40,6 +42,11 @@ using api::milliseconds_since;
 // A build that fails because the command did: nothing is stored, waiters learn why.
 Error command_failed(int status) {
   return Error::build_failed("the command exited with status " + std::to_string(status));
+}
+
+// The note of a miss run untraced because the system refused to trace it.
+std::string untraced_note(const Error& refusal) {
+  return "not cached: this system does not let opcache trace the command (" + refusal.message() + ")";
 }
 
 Status check_output_names(const ExecRequest& request) {
@@ -213,24 +220,30 @@ class ExecRun {
     (void)m_context.local.record_miss();
   }
 
-  // Runs the command under the tracer; stores its outputs and its build
-  // locally. Where tracing is refused, runs it untraced and stores nothing.
+  // Runs the command under the tracer, digesting the files it reads while
+  // it runs; stores its outputs and its build locally. Where tracing is
+  // refused, runs it untraced and stores nothing.
   Status build_locally() {
     const auto start = std::chrono::steady_clock::now();
-    if (auto why = trace::tracing_unavailable()) {
+    const auto programs = programs_by(m_plan.compiler_check, m_plan.request.command[0]);  // a miss only: a PATH search
+    store::DigestPrefetch prefetch(m_plan.digests, programs.digested);
+    trace::TraceRequest traced{m_plan.request.command, m_plan.input.fd,
+                               [&prefetch](const trace::PathEvent& event) { prefetch.offer(event); }};
+    auto outcome = trace::run_traced(traced);
+    if (!outcome && trace::is_tracing_refused(outcome.error())) {
       OPCACHE_TRY_ASSIGN(m_result.command_status, api::run_untraced(m_plan.request.command, m_plan.input.fd));
       m_result.build.build_ms = milliseconds_since(start);
-      m_result.notes.push_back("not cached: this system does not let opcache trace the command (" + *why + ")");
+      m_result.notes.push_back(untraced_note(outcome.error()));
       return {};
     }
-    OPCACHE_TRY_ASSIGN(auto outcome, trace::run_traced({m_plan.request.command, m_plan.input.fd}));
+    OPCACHE_TRY(outcome);
     m_result.build.build_ms = milliseconds_since(start);
-    m_result.command_status = outcome.status;
-    if (outcome.status != 0) {
-      return command_failed(outcome.status);
+    m_result.command_status = outcome->status;
+    if (outcome->status != 0) {
+      return command_failed(outcome->status);
     }
-    const auto programs = programs_by(m_plan.compiler_check, m_plan.request.command[0]);  // a miss only: a PATH search
-    OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, m_plan.frame, m_plan.digests, programs));
+    prefetch.finish();
+    OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(*outcome, m_plan.frame, m_plan.digests, programs));
     OPCACHE_TRY_ASSIGN(auto files, produced_files(m_plan.request, observed));
     m_result.build.files = as_named_under_out(files, m_plan.request.out);
     if (observed.uncacheable) {
@@ -259,7 +272,8 @@ class ExecRun {
       if (!m_tried.insert(build.entry).second) {
         continue;
       }
-      if (auto changed = store::first_changed_input(build, m_plan.frame, m_plan.digests)) {
+      std::map<std::string, std::string> seen_now;
+      if (auto changed = store::first_changed_input(build, m_plan.frame, m_plan.digests, &seen_now)) {
         if (!m_result.miss_reason) {
           m_result.miss_reason = std::move(changed);
         }
@@ -272,10 +286,25 @@ class ExecRun {
       }
       OPCACHE_TRY_ASSIGN(bool hit, get_entry(key));
       if (hit) {
+        remember_seen(manifest.command_key, build, std::move(seen_now));
         return true;
       }
     }
     return false;
+  }
+
+  // Records in the local manifest the identities of the files a hit had to
+  // read, so that the next hit only stats them (after a pull, a touch, a
+  // manifest from a remote). Best effort: the hit stands either way.
+  void remember_seen(const std::string& command_key, const store::ManifestBuild& build,
+                     std::map<std::string, std::string> seen_now) {
+    if (seen_now.empty()) {
+      return;
+    }
+    store::ManifestBuild updated = build;
+    seen_now.insert(build.seen.begin(), build.seen.end());  // an identity just seen wins
+    updated.seen = std::move(seen_now);
+    (void)store::merge_into_exec_manifest(m_context.local.layout(), {command_key, {std::move(updated)}});
   }
 
   Result<bool> get_entry(const std::string& key) {
@@ -312,14 +341,16 @@ class ExecRun {
     for (const auto& file : m_result.build.files) {
       input.members.push_back({file.filename().string(), file, ""});
     }
-    auto stored = m_context.local.put(input, m_context.force ? ReplacePolicy::replace : ReplacePolicy::keep_existing);
+    // Not synced: an exec entry lost to a power cut costs a rebuild (ccache syncs nothing either).
+    auto stored = m_context.local.put(input, m_context.force ? ReplacePolicy::replace : ReplacePolicy::keep_existing,
+                                      base::Durability::deferred);
     if (!stored) {
       m_context.local.options().warn("built " + m_result.build.key + " but could not store it: " +
                                      stored.error().message());
       return;
     }
     store::ManifestBuild build{observed.inputs, member_names(m_result.build.files), m_result.build.key,
-                               store::rfc3339_now()};
+                               store::rfc3339_now(), observed.seen};
     auto manifest = store::add_manifest_build({m_plan.command_key, {}}, std::move(build));
     auto merged = store::merge_into_exec_manifest(m_context.local.layout(), manifest);
     if (!merged) {
@@ -373,32 +404,39 @@ Result<ExecResult> after_failed_flight(const Error& error, ExecResult result, co
   return error;
 }
 
+// The declared outputs of the command run untraced (this machine refused to
+// trace it): the only outputs it can name.
+Result<std::vector<fs::path>> declared_outputs_of_untraced_run(const ExecRequest& request, std::optional<int>& status) {
+  OPCACHE_TRY_ASSIGN(status, api::run_untraced(request.command, request.stdin_fd));
+  if (*status != 0) {
+    return command_failed(*status);
+  }
+  std::vector<fs::path> files;
+  for (const auto& name : request.outputs) {
+    files.push_back(request.out / name);
+    if (!fs::is_regular_file(files.back())) {
+      return Error::build_failed("the command succeeded but did not write --output " + name);
+    }
+  }
+  if (files.empty()) {
+    return Error::usage("this machine does not let opcache trace the command: name its outputs with --output");
+  }
+  return files;
+}
+
 // The outputs of a run keyed on the descriptor alone: what the trace shows
 // the command wrote in --out (or the declared outputs, where it cannot be traced).
 Result<std::vector<fs::path>> run_for_outputs(const ExecRequest& request, std::optional<int>& status) {
-  if (trace::tracing_unavailable()) {
-    OPCACHE_TRY_ASSIGN(status, api::run_untraced(request.command, request.stdin_fd));
-    if (*status != 0) {
-      return command_failed(*status);
-    }
-    std::vector<fs::path> files;
-    for (const auto& name : request.outputs) {
-      files.push_back(request.out / name);
-      if (!fs::is_regular_file(files.back())) {
-        return Error::build_failed("the command succeeded but did not write --output " + name);
-      }
-    }
-    if (files.empty()) {
-      return Error::usage("this machine does not let opcache trace the command: name its outputs with --output");
-    }
-    return files;
+  auto outcome = trace::run_traced({request.command, request.stdin_fd, {}});
+  if (!outcome && trace::is_tracing_refused(outcome.error())) {
+    return declared_outputs_of_untraced_run(request, status);
   }
-  OPCACHE_TRY_ASSIGN(auto outcome, trace::run_traced({request.command, request.stdin_fd}));
-  status = outcome.status;
-  if (outcome.status != 0) {
-    return command_failed(outcome.status);
+  OPCACHE_TRY(outcome);
+  status = outcome->status;
+  if (outcome->status != 0) {
+    return command_failed(outcome->status);
   }
-  OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(outcome, {request.out, {}, {}}, base::DigestCache()));
+  OPCACHE_TRY_ASSIGN(auto observed, store::observe_build(*outcome, {request.out, {}, {}}, base::DigestCache()));
   return produced_files(request, observed);
 }
 

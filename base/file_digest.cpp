@@ -5,6 +5,10 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "base/file_io.hpp"
@@ -18,8 +22,15 @@ namespace fs = std::filesystem;
 namespace {
 
 // What decides whether a remembered digest still holds: the line stored in
-// front of the digest in the entry file.
-Result<std::string> file_identity(const fs::path& path) {
+// front of the digest in the entry file. `info` describes a regular file.
+std::string identity_line(const struct stat& info) {
+  return std::to_string(info.st_size) + " " + std::to_string(info.st_mtim.tv_sec) + "." +
+         std::to_string(info.st_mtim.tv_nsec) + " " + std::to_string(info.st_ino) + " " +
+         std::to_string(info.st_dev) + " " + std::to_string(info.st_ctim.tv_sec) + "." +
+         std::to_string(info.st_ctim.tv_nsec);
+}
+
+Result<struct stat> stat_regular(const fs::path& path) {
   struct stat info {};
   if (::stat(path.c_str(), &info) != 0) {
     return errno_error("cannot stat", path, errno);
@@ -27,19 +38,15 @@ Result<std::string> file_identity(const fs::path& path) {
   if (!S_ISREG(info.st_mode)) {
     return Error::io(path.string() + " is not a regular file");
   }
-  return std::to_string(info.st_size) + " " + std::to_string(info.st_mtim.tv_sec) + "." +
-         std::to_string(info.st_mtim.tv_nsec) + " " + std::to_string(info.st_ino) + " " +
-         std::to_string(info.st_dev) + " " + std::to_string(info.st_ctim.tv_sec) + "." +
-         std::to_string(info.st_ctim.tv_nsec);
+  return info;
 }
 
 // Whether the file changed so recently that a later change could keep its
 // identity: within the timestamp granularity of this moment (ccache's "too
 // new" rule). ctime, which no one can set back, is what is compared.
-bool changed_too_recently(const fs::path& path) {
-  struct stat info {};
+bool changed_too_recently(const struct stat& info) {
   timespec now {};
-  if (::stat(path.c_str(), &info) != 0 || ::clock_gettime(CLOCK_REALTIME, &now) != 0) {
+  if (::clock_gettime(CLOCK_REALTIME, &now) != 0) {
     return true;
   }
   const auto changed_ns = static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec;
@@ -47,46 +54,87 @@ bool changed_too_recently(const fs::path& path) {
   return now_ns - changed_ns < DigestCache::kTooNewNs;
 }
 
+// Whether the file at `path` still has `identity` and did not change too
+// recently to be trusted with it: a digest just computed may be remembered.
+bool held_still(const fs::path& path, const std::string& identity) {
+  const auto after = stat_regular(path);
+  return after && identity_line(*after) == identity && !changed_too_recently(*after);
+}
+
 }  // namespace
+
+// Digests remembered by this process: by method and path, with the identity
+// each was computed for.
+struct DigestCache::Memory {
+  std::mutex mutex;
+  std::unordered_map<std::string, std::pair<std::string, std::string>> digests;  // name -> (identity, digest)
+
+  std::optional<std::string> find(const std::string& name, const std::string& identity) {
+    const std::lock_guard lock(mutex);
+    const auto found = digests.find(name);
+    if (found == digests.end() || found->second.first != identity) {
+      return std::nullopt;
+    }
+    return found->second.second;
+  }
+
+  void remember(const std::string& name, const std::string& identity, const std::string& digest) {
+    const std::lock_guard lock(mutex);
+    digests[name] = {identity, digest};
+  }
+};
 
 Result<std::string> file_sha256(const fs::path& path) {
   OPCACHE_TRY_ASSIGN(auto fd, open_for_reading(path));
   return sha256_hex_of_file(fd.get(), path);
 }
 
-DigestCache::DigestCache(fs::path directory) : m_directory(std::move(directory)) {}
+DigestCache::DigestCache(fs::path directory)
+    : m_directory(std::move(directory)), m_memory(m_directory.empty() ? nullptr : std::make_shared<Memory>()) {}
+
+Result<std::string> DigestCache::lookup(const fs::path& path, std::string_view method, const Compute& compute,
+                                        std::uintmax_t on_disk_from) const {
+  const fs::path absolute = fs::absolute(path).lexically_normal();
+  OPCACHE_TRY_ASSIGN(const auto info, stat_regular(absolute));
+  const bool on_disk = static_cast<std::uintmax_t>(info.st_size) >= on_disk_from;
+  const std::string identity = identity_line(info);
+  const std::string name = std::string(method) + "\n" + absolute.string();
+  if (auto remembered = m_memory->find(name, identity)) {
+    return *remembered;
+  }
+  const std::string header = std::string(method) + " " + absolute.string() + "\n" + identity + "\n";
+  const fs::path entry = m_directory / sha256_hex(name);
+  if (on_disk) {
+    if (auto stored = read_small_file(entry, 8192); stored && stored->starts_with(header) && stored->ends_with("\n")) {
+      std::string value = stored->substr(header.size(), stored->size() - header.size() - 1);
+      if (!value.empty()) {
+        m_memory->remember(name, identity, value);
+        return value;
+      }
+    }
+  }
+  OPCACHE_TRY_ASSIGN(auto value, compute(absolute));
+  if (held_still(absolute, identity)) {
+    m_memory->remember(name, identity, value);
+    if (on_disk && ensure_directory(m_directory)) {
+      (void)write_file_atomic(entry, header + value + "\n", Durability::deferred);
+    }
+  }
+  return value;
+}
 
 Result<std::string> DigestCache::digest(const fs::path& path, std::string_view method, const Compute& compute) const {
   if (m_directory.empty()) {
     return compute(path);
   }
-  const fs::path absolute = fs::absolute(path).lexically_normal();
-  OPCACHE_TRY_ASSIGN(auto identity, file_identity(absolute));
-  const std::string header = std::string(method) + " " + absolute.string() + "\n" + identity + "\n";
-  const fs::path entry = m_directory / sha256_hex(std::string(method) + "\n" + absolute.string());
-  if (auto stored = read_small_file(entry, 8192); stored && stored->starts_with(header)) {
-    std::string value = stored->substr(header.size());
-    if (!value.empty() && value.back() == '\n') {
-      value.pop_back();
-      return value;
-    }
-  }
-  OPCACHE_TRY_ASSIGN(auto value, compute(absolute));
-  // Remember it only if the file did not change while it was read, nor so
-  // recently that it could change again without changing its identity.
-  if (auto after = file_identity(absolute);
-      after && *after == identity && !changed_too_recently(absolute) && ensure_directory(m_directory)) {
-    (void)write_file_atomic(entry, header + value + "\n");
-  }
-  return value;
+  return lookup(path, method, compute, 0);
 }
 
 Result<std::string> DigestCache::file_sha256(const fs::path& path) const {
-  std::error_code ec;
-  if (const auto size = fs::file_size(path, ec); !ec && size < kRememberedFrom) {
+  if (m_directory.empty()) {
     return base::file_sha256(path);
   }
-  return digest(path, "sha256", [](const fs::path& file) { return base::file_sha256(file); });
+  return lookup(path, "sha256", [](const fs::path& file) { return base::file_sha256(file); }, kRememberedFrom);
 }
 
 Result<std::string> tree_sha256(const fs::path& directory, const DigestCache& cache,

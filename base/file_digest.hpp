@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -22,10 +23,13 @@ Result<std::string> file_sha256(const std::filesystem::path& path);
 
 /// Remembers digests of files in one directory of small files (one per
 /// file digested, named by the SHA-256 of its path and method), each holding
-/// the identity it was computed for. Lookups and stores are atomic renames,
+/// the identity it was computed for, and in this process's memory (every
+/// digest, whatever the file's size). Lookups and stores are atomic renames,
 /// so processes may share the directory; an entry that is unreadable or
 /// stale is recomputed and replaced, and a store that fails is ignored (the
-/// digest is still returned). Thread-compatible; cheap to copy.
+/// digest is still returned). The entries are a cache, written without
+/// fsync: one lost to a power cut is computed again. Thread-safe; cheap to
+/// copy, and copies share what they remember in memory.
 class DigestCache {
  public:
   /// Computes a digest of a file; called only when no entry holds.
@@ -38,14 +42,14 @@ class DigestCache {
   /// The digest of the file at `path` by `method` (a name for what `compute`
   /// computes, e.g. "sha256"): the remembered one when the file's identity is
   /// unchanged since it was computed, else `compute(path)`, remembered unless
-  /// the file changed within kTooNewNs of now.
+  /// the file changed within kTooNewNs of now or while it was computed.
   /// Errors of `compute` and of stat(2) on `path` are returned as they are.
   Result<std::string> digest(const std::filesystem::path& path, std::string_view method, const Compute& compute) const;
 
-  /// `digest(path, "sha256", file_sha256)` for a file of `kRememberedFrom`
-  /// bytes or more; a smaller one is read and digested every time,
-  /// and nothing is remembered for it: reading a few kilobytes costs less than
-  /// looking up its entry, and far less than creating one (an inode per file).
+  /// `digest(path, "sha256", file_sha256)`, except that a file under
+  /// `kRememberedFrom` bytes is remembered in memory only: reading a few
+  /// kilobytes costs less than looking up its entry, and far less than
+  /// creating one (an inode per file).
   Result<std::string> file_sha256(const std::filesystem::path& path) const;
 
   /// The size from which `file_sha256` remembers a file's digest.
@@ -58,7 +62,14 @@ class DigestCache {
   static constexpr std::int64_t kTooNewNs = 100'000'000;
 
  private:
+  struct Memory;
+
+  /// digest(), with entries on disk only for files of `on_disk_from` bytes or more.
+  Result<std::string> lookup(const std::filesystem::path& path, std::string_view method, const Compute& compute,
+                             std::uintmax_t on_disk_from) const;
+
   std::filesystem::path m_directory;
+  std::shared_ptr<Memory> m_memory;  ///< null without a directory
 };
 
 /// SHA-256 of a directory tree, lowercase hex: over each regular file below

@@ -1,7 +1,7 @@
 #include "store/exec_manifest.hpp"
 
 #include <algorithm>
-#include <set>
+#include <map>
 
 #include "base/canonical_json.hpp"
 #include "base/json_parse.hpp"
@@ -93,15 +93,43 @@ Result<std::vector<std::string>> ignored_names(const json& item, const std::stri
   return names;
 }
 
-json build_to_json(const ManifestBuild& build) {
+// Whether a build's file input has the path `path`.
+bool is_file_input(const ManifestBuild& build, const std::string& path) {
+  const auto found = std::lower_bound(build.inputs.begin(), build.inputs.end(), path,
+                                      [](const ObservedInput& input, const std::string& p) { return input.path < p; });
+  return found != build.inputs.end() && found->path == path && found->state.starts_with("sha256:");
+}
+
+// The `seen` member of a local build, or nothing when it is not what this
+// machine writes (a hint: dropped, never refused).
+std::map<std::string, std::string> seen_from_json(const json& value, const ManifestBuild& build) {
+  std::map<std::string, std::string> seen;
+  const auto member = value.find("seen");
+  if (member == value.end() || !member->is_object()) {
+    return seen;
+  }
+  for (const auto& [path, identity] : member->items()) {
+    if (!identity.is_string() || !is_file_input(build, path)) {
+      return {};
+    }
+    seen.emplace(path, identity.get<std::string>());
+  }
+  return seen;
+}
+
+json build_to_json(const ManifestBuild& build, bool local) {
   json inputs = json::array();
   for (const auto& input : build.inputs) {
     inputs.push_back(input_to_json(input));
   }
-  return json{{"entry", build.entry}, {"created", build.created}, {"outputs", build.outputs}, {"inputs", inputs}};
+  json value{{"entry", build.entry}, {"created", build.created}, {"outputs", build.outputs}, {"inputs", inputs}};
+  if (local && !build.seen.empty()) {
+    value["seen"] = build.seen;
+  }
+  return value;
 }
 
-Result<ManifestBuild> build_from_json(const json& value, const std::string& where) {
+Result<ManifestBuild> build_from_json(const json& value, const std::string& where, bool local) {
   auto refuse = [&where](const std::string& why) { return Error::corrupt(where + ": " + why); };
   if (!value.is_object()) {
     return refuse("a build must be an object");
@@ -151,15 +179,16 @@ Result<ManifestBuild> build_from_json(const json& value, const std::string& wher
     }
     build.inputs.push_back(std::move(input));
   }
+  if (local) {
+    build.seen = seen_from_json(value, build);
+  }
   return build;
 }
 
-}  // namespace
-
-std::string exec_manifest_to_json(const ExecManifest& manifest) {
+std::string manifest_to_json(const ExecManifest& manifest, bool local) {
   json builds = json::array();
   for (const auto& build : manifest.builds) {
-    builds.push_back(build_to_json(build));
+    builds.push_back(build_to_json(build, local));
   }
   json document = json::object();
   document["format"] = "opcache-exec-manifest";
@@ -169,7 +198,7 @@ std::string exec_manifest_to_json(const ExecManifest& manifest) {
   return document.dump();
 }
 
-Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::string& origin) {
+Result<ExecManifest> parse_manifest(std::string_view text, const std::string& origin, bool local) {
   if (text.size() > k_max_manifest_bytes) {
     return Error::corrupt(origin + ": an exec manifest of " + std::to_string(text.size()) + " bytes is over the limit of " +
                           std::to_string(k_max_manifest_bytes));
@@ -201,10 +230,25 @@ Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::strin
                           std::to_string(k_max_manifest_builds) + " builds");
   }
   for (std::size_t i = 0; i < builds->size(); ++i) {
-    OPCACHE_TRY_ASSIGN(auto build, build_from_json((*builds)[i], origin + " builds[" + std::to_string(i) + "]"));
+    OPCACHE_TRY_ASSIGN(auto build,
+                       build_from_json((*builds)[i], origin + " builds[" + std::to_string(i) + "]", local));
     manifest.builds.push_back(std::move(build));
   }
   return manifest;
+}
+
+}  // namespace
+
+std::string exec_manifest_to_json(const ExecManifest& manifest) { return manifest_to_json(manifest, false); }
+
+std::string exec_manifest_to_local_json(const ExecManifest& manifest) { return manifest_to_json(manifest, true); }
+
+Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::string& origin) {
+  return parse_manifest(text, origin, false);
+}
+
+Result<ExecManifest> parse_local_exec_manifest(std::string_view text, const std::string& origin) {
+  return parse_manifest(text, origin, true);
 }
 
 ExecManifest add_manifest_build(ExecManifest manifest, ManifestBuild build) {
@@ -222,10 +266,16 @@ Result<ExecManifest> merge_exec_manifests(const ExecManifest& newer, const ExecM
                         older.command_key + ")");
   }
   ExecManifest merged{newer.command_key, {}};
-  std::set<std::string> entries;
+  std::map<std::string, std::size_t> at;  // entry -> its build in merged
   for (const auto* manifest : {&newer, &older}) {
     for (const auto& build : manifest->builds) {
-      if (merged.builds.size() < k_max_manifest_builds && entries.insert(build.entry).second) {
+      if (const auto found = at.find(build.entry); found != at.end()) {
+        auto& kept = merged.builds[found->second];
+        if (kept.inputs == build.inputs) {  // a foreign build naming the entry gains no identity seen here
+          kept.seen.insert(build.seen.begin(), build.seen.end());  // keeps the newer's own
+        }
+      } else if (merged.builds.size() < k_max_manifest_builds) {
+        at.emplace(build.entry, merged.builds.size());
         merged.builds.push_back(build);
       }
     }

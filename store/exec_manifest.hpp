@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstddef>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -51,6 +52,13 @@ struct ManifestBuild {
   std::vector<std::string> outputs;   ///< member names the build wrote into --out, sorted
   std::string entry;                  ///< the entry key it was stored under (checked, not trusted)
   std::string created;                ///< RFC 3339 UTC, for display
+  /// This machine's only: by input path, the identity (observed_inputs'
+  /// identity_text) a file input had here when its digest was taken and
+  /// had not changed for DigestCache::kTooNewNs. A lookup that finds a file
+  /// with that identity takes its digest as still true without reading it
+  /// (ccache's manifest file stats). Kept in the local manifest file, never
+  /// sent to a remote nor read from one.
+  std::map<std::string, std::string> seen;
 };
 
 /// The manifest of one command key, most recent build first.
@@ -60,21 +68,34 @@ struct ExecManifest {
 };
 
 /// The manifest as JSON text (docs/formats.md "Exec manifests"): compact,
-/// members in a fixed order.
+/// members in a fixed order; the form that travels (no `seen`).
 std::string exec_manifest_to_json(const ExecManifest& manifest);
+
+/// The manifest as this machine's cache directory keeps it: the travelling
+/// form with each build's `seen`.
+std::string exec_manifest_to_local_json(const ExecManifest& manifest);
 
 /// Parses a manifest from any source (a local file, a remote). Refuses text
 /// over k_max_manifest_bytes, another version, a command key that is not 64
 /// lowercase hex, malformed paths (relative, with "..", a NUL) or states, and
 /// more than k_max_manifest_builds builds; `corrupt` error naming `origin`.
+/// Any `seen` in the text is dropped: it is trusted only from this machine.
 Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::string& origin);
+
+/// parse_exec_manifest of a manifest this machine wrote
+/// (exec_manifest_to_local_json), keeping each build's `seen`; a `seen`
+/// that is malformed or names a path that is not one of the build's file
+/// inputs is dropped, not refused.
+Result<ExecManifest> parse_local_exec_manifest(std::string_view text, const std::string& origin);
 
 /// `manifest` with `build` first: a build with the same entry is replaced,
 /// and only the k_max_manifest_builds most recent are kept.
 ExecManifest add_manifest_build(ExecManifest manifest, ManifestBuild build);
 
 /// Both manifests' builds in one (those of `newer` first, then those of
-/// `older` whose entries `newer` lacks), bounded like add_manifest_build.
+/// `older` whose entries `newer` lacks), bounded like add_manifest_build. A
+/// build of `newer` takes the `seen` of `older`'s build of the same entry
+/// and the same inputs for the paths its own `seen` lacks.
 /// The command keys must be equal (`usage` error otherwise).
 Result<ExecManifest> merge_exec_manifests(const ExecManifest& newer, const ExecManifest& older);
 

@@ -22,7 +22,7 @@ Result<std::optional<ExecManifest>> read_exec_manifest(const StoreLayout& layout
     }
     return text.error();
   }
-  OPCACHE_TRY_ASSIGN(auto manifest, parse_exec_manifest(*text, path.string()));
+  OPCACHE_TRY_ASSIGN(auto manifest, parse_local_exec_manifest(*text, path.string()));
   if (manifest.command_key != command_key) {
     return Error::corrupt(path.string() + ": holds the manifest of " + manifest.command_key);
   }
@@ -37,7 +37,7 @@ Result<ExecManifest> merge_into_exec_manifest(const StoreLayout& layout, const E
   }
   const auto path = manifest_path(layout, manifest.command_key);
   OPCACHE_TRY(layout.ensure_directory(path.parent_path()));
-  OPCACHE_TRY(base::write_file_atomic(path, exec_manifest_to_json(merged), base::Durability::deferred));
+  OPCACHE_TRY(base::write_file_atomic(path, exec_manifest_to_local_json(merged), base::Durability::deferred));
   return merged;
 }
 

@@ -232,7 +232,7 @@ Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string&
       PutOutcome{existing->key, existing->digest, existing->bundle_size, existing->raw_size, false});
 }
 
-Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy policy) {
+Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy policy, base::Durability durability) {
   OPCACHE_TRY_ASSIGN(std::string key, derive_key(input.descriptor, input.scenario));
   if (policy == ReplacePolicy::keep_existing) {
     // Cheap early exit: no encoding when the entry is already there.
@@ -247,7 +247,7 @@ Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy polic
   OPCACHE_TRY_ASSIGN(WrittenBundle written, write_bundle(input, sink, write_options));
   OPCACHE_TRY_ASSIGN(Signatures signatures, own_signatures(written.manifest.key, written.digest));
   return publish(std::move(file), written.manifest, written.digest, static_cast<std::int64_t>(written.bytes), policy,
-                 base::Durability::synced, std::move(signatures));
+                 durability, std::move(signatures));
 }
 
 Result<base::AtomicFile> LocalStore::create_temp() const { return base::AtomicFile::create(m_layout.tmp()); }

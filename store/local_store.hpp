@@ -123,8 +123,13 @@ class LocalStore {
   const StoreLayout& layout() const noexcept { return m_layout; }
   const StoreOptions& options() const noexcept { return m_options; }
 
-  /// Encodes `input` into a bundle and stores it under its key.
-  Result<PutOutcome> put(const BundleInput& input, ReplacePolicy policy);
+  /// Encodes `input` into a bundle and stores it under its key. `synced`:
+  /// the entry survives a power cut once this returns (docs/formats.md
+  /// "Durability"); `deferred`: nothing is fsynced, for an entry that costs
+  /// only a rebuild to lose (exec's, as ccache's): a power cut may drop it or
+  /// leave its object short, which the next read detects and drops (a miss).
+  Result<PutOutcome> put(const BundleInput& input, ReplacePolicy policy,
+                         base::Durability durability = base::Durability::synced);
 
   /// A temp file in this store's tmp/ for building a bundle elsewhere (a
   /// download, an upload) before handing it to adopt().

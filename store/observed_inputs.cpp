@@ -3,6 +3,8 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
+#include <ctime>
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -133,9 +135,11 @@ EventIndex index_events(const std::vector<trace::PathEvent>& events) {
 }
 
 // The state of a file the tree read first: its digest now, or why it cannot
-// stand for what the command read.
+// stand for what the command read. `settled`: its identity, when a digest
+// may be remembered by it.
 Result<std::optional<std::string>> read_input_state(const trace::PathEvent& event, const base::DigestCache& cache,
-                                                    std::optional<std::string>& uncacheable) {
+                                                    std::optional<std::string>& uncacheable,
+                                                    std::optional<std::string>& settled) {
   const auto now = trace::file_identity(event.path);
   if (!now) {
     uncacheable = event.path + " was read by the command, then removed";
@@ -149,6 +153,9 @@ Result<std::optional<std::string>> read_input_state(const trace::PathEvent& even
     return std::optional<std::string>();  // a directory opened for reading: its listing, if any, is the input
   }
   OPCACHE_TRY_ASSIGN(auto digest, cache.file_sha256(event.path));
+  if (identity_settled(*now)) {
+    settled = identity_text(*now);
+  }
   return std::optional<std::string>("sha256:" + digest);
 }
 
@@ -173,6 +180,21 @@ void collect_outputs(const EventIndex& index, const std::string& out, ObservedBu
 
 }  // namespace
 
+std::string identity_text(const trace::FileIdentity& identity) {
+  return std::to_string(identity.size) + " " + std::to_string(identity.mtime_ns) + " " +
+         std::to_string(identity.ctime_ns) + " " + std::to_string(identity.inode) + " " +
+         std::to_string(identity.device);
+}
+
+bool identity_settled(const trace::FileIdentity& identity) {
+  timespec now {};
+  if (::clock_gettime(CLOCK_REALTIME, &now) != 0) {
+    return false;
+  }
+  const auto now_ns = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  return now_ns - identity.ctime_ns >= base::DigestCache::kTooNewNs;
+}
+
 Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const PathFrame& frame,
                                     const base::DigestCache& cache, const ProgramInputs& programs) {
   ObservedBuild build;
@@ -185,6 +207,7 @@ Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const Pa
   collect_outputs(index, out, build);
   for (const auto& [path, event] : index.first) {
     std::optional<std::string> state;
+    std::optional<std::string> settled;
     std::vector<std::string> ignored;
     const bool created = index.written.contains(path);
     const bool program_only = event->access == Access::executed && !index.opened.contains(path);
@@ -194,7 +217,7 @@ Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const Pa
     }
     if (event->access == Access::read || event->access == Access::executed) {
       // Also when the tree wrote it afterwards: the identity check tells whether it still holds what was read.
-      OPCACHE_TRY_ASSIGN(state, read_input_state(*event, cache, build.uncacheable));
+      OPCACHE_TRY_ASSIGN(state, read_input_state(*event, cache, build.uncacheable, settled));
     } else if (event->access == Access::absent && !created) {
       state = "absent";
     }
@@ -206,6 +229,9 @@ Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const Pa
     }
     if (state) {
       build.inputs.push_back({keyed_path(path, frame), *state, std::move(ignored)});
+      if (settled) {
+        build.seen.emplace(build.inputs.back().path, std::move(*settled));
+      }
     }
   }
   std::sort(build.inputs.begin(), build.inputs.end(), [](const auto& a, const auto& b) { return a.path < b.path; });
@@ -230,6 +256,16 @@ std::string for_display(const fs::path& path) {
     }
   }
   return path.string();
+}
+
+// Whether the file at `path` still has the identity `seen` recorded.
+bool still_seen(const fs::path& path, const std::map<std::string, std::string>& seen, const std::string& keyed) {
+  const auto recorded = seen.find(keyed);
+  if (recorded == seen.end()) {
+    return false;
+  }
+  const auto now = trace::file_identity(path.string());
+  return now && identity_text(*now) == recorded->second;
 }
 
 std::optional<std::string> input_difference(const ObservedInput& input, const fs::path& path,
@@ -257,15 +293,25 @@ std::optional<std::string> input_difference(const ObservedInput& input, const fs
 }  // namespace
 
 std::optional<std::string> first_changed_input(const ManifestBuild& build, const PathFrame& frame,
-                                               const base::DigestCache& cache) {
+                                               const base::DigestCache& cache,
+                                               std::map<std::string, std::string>* seen_now) {
   for (const auto& input : build.inputs) {
     const auto path = unkeyed_path(input.path, frame);
     if (!path) {
       return input.path + (input.path.rfind("{cann}", 0) == 0 ? " is in a CANN install, and none is set here"
                                                                 : " is below base_dir, which is not set here");
     }
+    const bool file = input.state.starts_with("sha256:");
+    if (file && still_seen(*path, build.seen, input.path)) {
+      continue;
+    }
+    // Taken before the digest: a change while it is read makes it differ next time.
+    const auto before = file && seen_now ? trace::file_identity(path->string()) : std::nullopt;
     if (auto difference = input_difference(input, *path, cache)) {
       return difference;
+    }
+    if (before && identity_settled(*before)) {
+      (*seen_now)[input.path] = identity_text(*before);
     }
   }
   return std::nullopt;

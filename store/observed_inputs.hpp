@@ -8,6 +8,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -28,7 +29,17 @@ struct ObservedBuild {
   /// command ran, an output in a subdirectory of --out, a blind trace), or
   /// std::nullopt.
   std::optional<std::string> uncacheable;
+  /// ManifestBuild::seen of the file inputs whose identity had settled.
+  std::map<std::string, std::string> seen;
 };
+
+/// A file's identity as ManifestBuild::seen records it: "size mtime ctime
+/// inode device" (times in nanoseconds).
+std::string identity_text(const trace::FileIdentity& identity);
+
+/// Whether a file whose identity is `identity` last changed longer than
+/// DigestCache::kTooNewNs ago: a digest taken now may be remembered by it.
+bool identity_settled(const trace::FileIdentity& identity);
 
 /// Whether the programs a build ran (and the interpreters the kernel loaded
 /// for them) are inputs: digested under compiler_check content and mtime;
@@ -51,9 +62,13 @@ Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const Pa
 /// are now, as a short phrase for a person ("k.h changed", "inc1/k.h now
 /// exists", "src/ was listed with other files", "{base}/k.h: no base_dir
 /// set"); std::nullopt when every input matches (a hit). Paths in the phrase
-/// are relative to the working directory when below it. Reads each input
-/// file at most once (small files; larger ones by identity from `cache`).
+/// are relative to the working directory when below it. A file input whose
+/// identity is the one `build.seen` records is not read; another is
+/// digested through `cache`, and when it matches and its identity has
+/// settled, that identity is added to `*seen_now` (when given) for the
+/// caller to record.
 std::optional<std::string> first_changed_input(const ManifestBuild& build, const PathFrame& frame,
-                                               const base::DigestCache& cache);
+                                               const base::DigestCache& cache,
+                                               std::map<std::string, std::string>* seen_now = nullptr);
 
 }  // namespace opcache::store

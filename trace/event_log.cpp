@@ -16,6 +16,9 @@ void EventLog::add(const std::string& path, Access access, std::optional<FileIde
     return;
   }
   m_events.push_back(PathEvent{path, access, identity});
+  if (m_observer) {
+    m_observer(m_events.back());
+  }
 }
 
 bool EventLog::contains(const std::string& path, Access access) const {

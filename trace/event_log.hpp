@@ -3,6 +3,7 @@
 // everything.
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -17,6 +18,10 @@ namespace opcache::trace {
 /// Not thread-safe (one per traced command, used by its tracing thread).
 class EventLog {
  public:
+  /// A log that also hands each new event to `observer` (when set), on the
+  /// tracing thread, as it is recorded.
+  explicit EventLog(std::function<void(const PathEvent&)> observer = {}) : m_observer(std::move(observer)) {}
+
   /// Records `access` to `path` (absolute and normal) unless that pair is
   /// recorded already or `path` is under /proc, /sys or /dev. The identity
   /// of the first record of a pair is the one kept.
@@ -38,6 +43,7 @@ class EventLog {
  private:
   static std::string key_of(std::string_view path, Access access);
 
+  std::function<void(const PathEvent&)> m_observer;
   std::vector<PathEvent> m_events;
   std::unordered_set<std::string> m_recorded;  ///< key_of each event
   std::optional<std::string> m_blind;

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <functional>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -60,7 +61,9 @@ unsigned long event_message(pid_t tid) {
 // of its whole tree.
 class TraceSession {
  public:
-  explicit TraceSession(pid_t root) : m_root(root) { m_tracees.emplace(root, true); }
+  TraceSession(pid_t root, std::function<void(const PathEvent&)> observer) : m_root(root), m_log(std::move(observer)) {
+    m_tracees.emplace(root, true);
+  }
 
   // Follows the tree until every tracee has ended.
   Status run() {
@@ -90,6 +93,10 @@ class TraceSession {
   bool root_started() const { return m_root_started; }
 
   TraceOutcome outcome() {
+    if (m_seccomp_stops == 0) {
+      // The root's own execve stops under the filter: without that stop, the filter's stops go elsewhere.
+      m_log.set_blind("the seccomp filter's stops do not reach the tracer (the command's execve ran unseen)");
+    }
     TraceOutcome outcome;
     outcome.status = m_root_status;
     m_log.move_into(outcome);
@@ -121,6 +128,7 @@ class TraceSession {
   }
 
   void on_seccomp_stop(pid_t tid) {
+    ++m_seccomp_stops;
     const auto stop = read_syscall_stop(tid);
     if (!stop) {
       m_log.set_blind(stop.error().message());
@@ -165,6 +173,7 @@ class TraceSession {
   std::unordered_map<pid_t, bool> m_tracees;  ///< live tracees → whether each has had its initial stop
   bool m_root_started = false;
   int m_root_status = -1;
+  std::size_t m_seccomp_stops = 0;
   EventLog m_log;
 };
 
@@ -172,7 +181,7 @@ class TraceSession {
 Result<TraceOutcome> trace_on_this_thread(const std::string& program, const TraceRequest& request) {
   TracedChild child(program, request.argv, request.stdin_fd);
   OPCACHE_TRY_ASSIGN(const pid_t root, child.start(k_tracer_options));
-  TraceSession session(root);
+  TraceSession session(root, request.on_event);
   OPCACHE_TRY(session.run());
   if (!session.root_started()) {
     return child.failure();

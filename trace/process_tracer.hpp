@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -65,6 +66,11 @@ struct PathEvent {
 struct TraceRequest {
   std::vector<std::string> argv;           ///< argv[0] is searched in PATH as execvp(3) does
   int stdin_fd = -1;                       ///< the command's standard input; -1: this process's
+  /// Called with each event as the tracer records it (each (path, access)
+  /// pair once), on the tracing thread while the command runs: a hook to
+  /// start work on a file before the command ends (exec digests them).
+  /// It must be quick and must not throw.
+  std::function<void(const PathEvent&)> on_event;
 };
 
 /// What the tracer saw.
@@ -85,16 +91,25 @@ struct TraceOutcome {
 
 /// Why this machine cannot trace commands (ptrace or seccomp refused: a
 /// container's seccomp profile, Yama's ptrace_scope 3, a kernel without
-/// SECCOMP_RET_TRACE), or std::nullopt when it can. The answer is computed
-/// once per process (it forks a probe child); thread-safe.
+/// SECCOMP_RET_TRACE, opcache itself run under strace -f), or std::nullopt
+/// when it can. The answer is computed once per process (it traces a probe
+/// child, /bin/true); thread-safe. run_traced does not need it: it says
+/// so itself, before the command runs (is_tracing_refused).
 std::optional<std::string> tracing_unavailable();
+
+/// Whether `error`, returned by run_traced, means that this machine refused
+/// to let the command be traced (nothing ran; run it untraced instead), as
+/// opposed to a command that cannot be run at all.
+bool is_tracing_refused(const Error& error);
 
 /// Runs `request.argv` with this process's environment, working directory
 /// and standard output and error (standard input as `request.stdin_fd` says),
 /// traces its whole process tree until the command and every process it
 /// started have ended, and returns what it saw. Errors: `usage` when the
 /// program cannot be found or run (nothing ran); `io` when tracing could not
-/// start (see tracing_unavailable; nothing ran). Every tracee is killed if
+/// start (is_tracing_refused; nothing ran). A run in which not one of the
+/// filter's stops reached the tracer (the root's own execve is one) comes
+/// back `blind`. Every tracee is killed if
 /// this process dies (PTRACE_O_EXITKILL). Not async-signal-safe; may be
 /// called from any thread, one traced command per call. The tracing runs on
 /// a thread of its own (ptrace ties tracees to one thread), so the children

@@ -8,6 +8,9 @@
 
 #include <csignal>
 #include <cstring>
+#include <string_view>
+
+#include "trace/process_tracer.hpp"
 
 extern char** environ;
 
@@ -54,7 +57,17 @@ pid_t wait_for_traced_child(pid_t pid, int& status) {
   return got;
 }
 
+constexpr std::string_view k_refused_prefix = "cannot trace ";
+
 }  // namespace
+
+Error refused_tracing(const std::string& program, const std::string& why) {
+  return Error::io(std::string(k_refused_prefix) + program + ": " + why);
+}
+
+bool is_tracing_refused(const Error& error) {
+  return error.code() == ErrorCode::io && error.message().starts_with(k_refused_prefix);
+}
 
 TracedChild::TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd)
     : m_program(std::move(program)), m_arguments(std::move(argv)), m_stdin_fd(stdin_fd) {
@@ -124,7 +137,7 @@ Result<pid_t> TracedChild::start(int ptrace_options) {
     ::kill(pid, SIGKILL);
     int status = 0;
     wait_for_traced_child(pid, status);
-    return Error::io("cannot set the tracing options of " + m_program + ": " + std::strerror(error_number));
+    return refused_tracing(m_program, std::string("ptrace(PTRACE_SETOPTIONS): ") + std::strerror(error_number));
   }
   return pid;
 }
@@ -142,7 +155,7 @@ Error TracedChild::failure() const {
   if (report.step == ChildStep::exec || report.step == ChildStep::standard_input) {
     return Error::usage("cannot run " + m_program + ": " + reason);
   }
-  return Error::io("cannot trace " + m_program + ": " + reason);
+  return refused_tracing(m_program, reason);
 }
 
 }  // namespace opcache::trace

@@ -16,6 +16,10 @@
 
 namespace opcache::trace {
 
+/// The error for a system that refuses to let a command be traced:
+/// `io`, "cannot trace <program>: <why>". is_tracing_refused knows it.
+Error refused_tracing(const std::string& program, const std::string& why);
+
 /// One command to start traced. Not thread-safe; one per command, used by
 /// the thread that traces it (ptrace ties a tracee to one tracer thread).
 class TracedChild {
@@ -31,13 +35,13 @@ class TracedChild {
   /// tracer with `ptrace_options` (PTRACE_SETOPTIONS) and resumes it towards
   /// its filter and execve, whose seccomp stop is the next thing it reports.
   /// Returns its pid. `io` when it cannot be forked or traced (the child is
-  /// then gone).
+  /// then gone); a refusal to be traced is made by refused_tracing.
   Result<pid_t> start(int ptrace_options);
 
   /// Why the child ended without running the program, once it has ended
   /// (it reports the step that failed before it exits): `usage` when
-  /// execve refused the program or `stdin_fd` is not open, `io` when
-  /// tracing could not be set up.
+  /// execve refused the program or `stdin_fd` is not open, `io` made by
+  /// refused_tracing when the system refused to let it be traced.
   Error failure() const;
 
  private:

@@ -56,12 +56,42 @@ TEST_CASE("base::DigestCache computes once per file identity and again when the 
   CHECK(computed == 2);
   CHECK(*third == opcache::base::sha256_hex("compiler v2, longer"));
 
-  // A corrupt entry is recomputed, not trusted.
+  // A corrupt entry is recomputed, not trusted, by a cache that does not
+  // remember the digest in memory (another process).
   for (const auto& entry : fs::directory_iterator(temp.path() / "digests")) {
     write_text(entry.path(), "garbage");
   }
-  CHECK(cache.digest(file, "sha256", compute).value() == *third);
+  CHECK(cache.digest(file, "sha256", compute).value() == *third);  // this one remembers it
+  CHECK(computed == 2);
+  DigestCache another_process(temp.path() / "digests");
+  CHECK(another_process.digest(file, "sha256", compute).value() == *third);
   CHECK(computed == 3);
+}
+
+TEST_CASE("base::DigestCache remembers small files in memory, shared by its copies, and forgets a changed file") {
+  TempDir temp;
+  const fs::path digests = temp.path() / "digests";
+  const fs::path file = temp.path() / "k.h";
+  write_text(file, "#define N 4\n");
+  opcache::test::age_past_digest_too_new();
+  DigestCache cache(digests);
+  const DigestCache copy = cache;
+  int computed = 0;
+  auto compute = [&](const fs::path& path) -> opcache::Result<std::string> {
+    ++computed;
+    return opcache::base::file_sha256(path);
+  };
+  CHECK(cache.file_sha256(file).value() == opcache::base::sha256_hex("#define N 4\n"));
+  CHECK_FALSE(fs::exists(digests));  // small: in memory only
+  // The memory answers the copy; the digest() of another method computes once.
+  CHECK(copy.file_sha256(file).value() == opcache::base::sha256_hex("#define N 4\n"));
+  CHECK(copy.digest(file, "m", compute).ok());
+  CHECK(cache.digest(file, "m", compute).ok());
+  CHECK(computed == 1);
+
+  write_text(file, "#define N 8\n");
+  CHECK(copy.file_sha256(file).value() == opcache::base::sha256_hex("#define N 8\n"));
+  CHECK(cache.file_sha256(file).value() == opcache::base::sha256_hex("#define N 8\n"));
 }
 
 TEST_CASE("base::DigestCache::file_sha256 remembers large files only: a small one is read each time") {

@@ -424,4 +424,29 @@ TEST_CASE("e2e::exec observed: nvcc (cicc, ptxas and a host compiler under its d
   CHECK(tree.file("out/scale.cubin") == tree.file("direct.cubin"));
 }
 
+TEST_CASE("e2e::exec observed: where the system refuses to let opcache trace (under strace -f), exec runs it uncached") {
+  const bool has_strace = fs::exists("/usr/bin/strace");
+  OPCACHE_SKIP_IF(!has_strace, "strace is not installed (Debian package strace; scripts/install-deps.sh --test)");
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "k.c", "int f(void) { return 4; }\n");
+  auto under_strace = [&tree] {
+    // strace -f attaches to every child first, so the compiler's PTRACE_TRACEME is refused.
+    return opcache::test::run_process({"strace", "-f", "-o", "/dev/null", opcache::test::cli_path(), "--cache-dir",
+                                       tree.cache.string(), "exec", "--desc", "desc.json", "--scenario", k_scenario,
+                                       "--out", "out", "--", "sh", "-c", "gcc -c k.c -o out/k.o && echo ran >> runs.log"},
+                                      tree.options());
+  };
+  for (int round = 1; round <= 2; ++round) {
+    auto result = under_strace();
+    INFO("stderr: ", result.err);
+    CHECK(result.exit_code == 0);
+    CHECK(result.err.find("not cached: this system does not let opcache trace the command") != std::string::npos);
+    CHECK(result.err.find("PTRACE_TRACEME") != std::string::npos);
+    CHECK(runs(tree) == static_cast<std::size_t>(round));  // ran each time: nothing was stored
+  }
+  tree.run_directly({"gcc", "-c", "k.c", "-o", "direct.o"});
+  CHECK(tree.file("out/k.o") == tree.file("direct.o"));
+}
+
 }  // namespace exec_observed

@@ -26,7 +26,7 @@ const std::string k_command_key(64, 'c');
 std::string hex_of(char digit) { return std::string(64, digit); }
 
 ManifestBuild build_with(char entry_digit, std::vector<ObservedInput> inputs) {
-  return ManifestBuild{std::move(inputs), {"k.o"}, hex_of(entry_digit), "2026-11-28T10:00:00Z"};
+  return ManifestBuild{std::move(inputs), {"k.o"}, hex_of(entry_digit), "2026-11-28T10:00:00Z", {}};
 }
 
 ExecManifest sample() {
@@ -89,7 +89,7 @@ TEST_CASE("store::exec manifest keeps the newest builds first, one per entry, at
   for (int i = 0; i < 40; ++i) {
     std::string entry = std::to_string(i);
     entry.resize(64, 'f');
-    manifest = opcache::store::add_manifest_build(std::move(manifest), ManifestBuild{{}, {"k.o"}, entry, ""});
+    manifest = opcache::store::add_manifest_build(std::move(manifest), ManifestBuild{{}, {"k.o"}, entry, "", {}});
   }
   REQUIRE(manifest.builds.size() == opcache::store::k_max_manifest_builds);
   CHECK(manifest.builds.front().entry.substr(0, 2) == "39");
@@ -168,6 +168,58 @@ TEST_CASE("store::keyed_path writes --out as {out}, a CANN install as {cann} and
     return std::string(name) == "ASCEND_HOME_PATH" ? std::optional<std::string>("/opt/Ascend/latest/") : std::nullopt;
   };
   CHECK(opcache::store::cann_root_of(env) == "/opt/Ascend/latest");
+}
+
+TEST_CASE("store::exec manifest: `seen` stays in the local file, never in the travelling form, never read from it") {
+  ExecManifest manifest = sample();
+  manifest.builds[0].seen = {{"/usr/include/stdio.h", "10 1 2 3 4"}, {"{out}/prev.o", "20 1 2 3 4"}};
+
+  const auto travelling = opcache::store::exec_manifest_to_json(manifest);
+  CHECK(travelling.find("seen") == std::string::npos);
+  const auto local = opcache::store::exec_manifest_to_local_json(manifest);
+  REQUIRE(local.find("\"seen\"") != std::string::npos);
+
+  auto from_remote = opcache::store::parse_exec_manifest(local, "remote");  // a remote that sends one anyway
+  REQUIRE(from_remote.ok());
+  CHECK(from_remote->builds[0].seen.empty());
+  auto from_here = opcache::store::parse_local_exec_manifest(local, "m.json");
+  REQUIRE(from_here.ok());
+  CHECK(from_here->builds[0].seen == manifest.builds[0].seen);
+
+  // A `seen` naming what is no file input of the build is dropped, not refused.
+  auto document = nlohmann::json::parse(local);
+  document["builds"][0]["seen"]["{base}/inc1/k.h"] = "1 1 1 1 1";  // an absent path
+  auto dropped = opcache::store::parse_local_exec_manifest(document.dump(), "m.json");
+  REQUIRE(dropped.ok());
+  CHECK(dropped->builds[0].seen.empty());
+}
+
+TEST_CASE("store::exec manifest merge keeps the identities seen here for the same entry and inputs only") {
+  ExecManifest here = sample();
+  here.builds[0].seen = {{"/usr/include/stdio.h", "10 1 2 3 4"}};
+  ExecManifest remote = sample();  // the same build, as a remote sends it: nothing seen
+  auto merged = opcache::store::merge_exec_manifests(remote, here);
+  REQUIRE(merged.ok());
+  REQUIRE(merged->builds.size() == 1);
+  CHECK(merged->builds[0].seen == here.builds[0].seen);
+
+  ExecManifest forged = sample();  // names the same entry with other inputs
+  forged.builds[0].inputs[0].state = "sha256:" + hex_of('f');
+  merged = opcache::store::merge_exec_manifests(forged, here);
+  REQUIRE(merged.ok());
+  CHECK(merged->builds[0].inputs == forged.builds[0].inputs);
+  CHECK(merged->builds[0].seen.empty());
+
+  // The local file keeps them across a merge on write.
+  opcache::test::TempDir temp;
+  const opcache::store::StoreLayout layout(temp.path());
+  REQUIRE(layout.create_directories().ok());
+  REQUIRE(opcache::store::merge_into_exec_manifest(layout, here).ok());
+  REQUIRE(opcache::store::merge_into_exec_manifest(layout, remote).ok());
+  auto stored = opcache::store::read_exec_manifest(layout, k_command_key);
+  REQUIRE(stored.ok());
+  REQUIRE(stored->has_value());
+  CHECK((*stored)->builds[0].seen == here.builds[0].seen);
 }
 
 }  // namespace exec_manifest_test

@@ -6,10 +6,12 @@
 
 #include <sys/stat.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
 #include "store/observed_inputs.hpp"
+#include "tests/support/files.hpp"
 #include "tests/support/temp_dir.hpp"
 
 namespace fs = std::filesystem;
@@ -68,7 +70,7 @@ TEST_CASE("store::observe_build: files read are inputs, created ones are not, ou
   CHECK(build->outputs[0] == base / "out" / "k.o");
 
   // The check of a later lookup, and what it says when something differs.
-  const opcache::store::ManifestBuild recorded{build->inputs, {"k.o"}, std::string(64, 'a'), ""};
+  const opcache::store::ManifestBuild recorded{build->inputs, {"k.o"}, std::string(64, 'a'), "", {}};
   CHECK_FALSE(opcache::store::first_changed_input(recorded, frame, no_cache).has_value());
   write_text(base / "inc1" / "k.h", "shadow\n");
   CHECK(opcache::store::first_changed_input(recorded, frame, no_cache).value().find("inc1/k.h now exists") !=
@@ -127,7 +129,7 @@ TEST_CASE("store::observe_build: a listed directory keys on its names, less thos
   CHECK(listing->state.rfind("dir:", 0) == 0);
   CHECK(listing->ignored == std::vector<std::string>{"__pycache__"});
 
-  const opcache::store::ManifestBuild recorded{build->inputs, {}, std::string(64, 'a'), ""};
+  const opcache::store::ManifestBuild recorded{build->inputs, {}, std::string(64, 'a'), "", {}};
   fs::remove_all(src / "__pycache__");  // a fresh checkout, without Python's cache: still the same listing
   CHECK_FALSE(opcache::store::first_changed_input(recorded, frame, no_cache).has_value());
   write_text(src / "shadow.py", "z\n");
@@ -177,6 +179,50 @@ TEST_CASE("store::observe_build: --out reached through a symlink still finds the
   REQUIRE(build.ok());
   REQUIRE(build->outputs.size() == 1);
   CHECK(build->outputs[0] == temp.path() / "link" / "out" / "k.o");
+}
+
+TEST_CASE("store::observe_build records the identities that settled, and a lookup trusts them without reading") {
+  TempDir temp;
+  const fs::path base = temp.path() / "repo";
+  write_text(base / "k.c", "int k;\n");
+  write_text(base / "fresh.h", "int f;\n");
+  opcache::test::age_past_digest_too_new();
+  write_text(base / "fresh.h", "int g;\n");  // changed just now: too new to be trusted by its identity
+  opcache::trace::TraceOutcome outcome;
+  outcome.events = {read_of(base / "k.c"), read_of(base / "fresh.h"), event(base / "out" / "k.o", Access::written)};
+  write_text(base / "out" / "k.o", "object\n");
+  const opcache::store::PathFrame frame{base / "out", base, ""};
+  auto build = opcache::store::observe_build(outcome, frame, no_cache);
+  REQUIRE(build.ok());
+  REQUIRE(build->seen.size() == 1);
+  CHECK(build->seen.at("{base}/k.c") == opcache::store::identity_text(identity_of(base / "k.c")));
+
+  // While the identity holds, the recorded digest is not checked against the bytes.
+  opcache::store::ManifestBuild recorded{build->inputs, {"k.o"}, std::string(64, 'a'), "", build->seen};
+  for (auto& input : recorded.inputs) {
+    if (input.path == "{base}/k.c") {
+      input.state = "sha256:" + std::string(64, 'e');  // not its digest
+    }
+  }
+  std::map<std::string, std::string> seen_now;
+  CHECK_FALSE(opcache::store::first_changed_input(recorded, frame, no_cache, &seen_now).has_value());
+  CHECK(seen_now.empty());  // fresh.h was read and matched, but is still too new
+  // A file whose identity changed is read again.
+  write_text(base / "k.c", "int k;\n");
+  CHECK(opcache::store::first_changed_input(recorded, frame, no_cache).value() == (base / "k.c").string() + " changed");
+
+  // Read, matching and settled: the caller is handed its identity to record.
+  opcache::test::age_past_digest_too_new();
+  recorded.seen.clear();
+  recorded.inputs = build->inputs;
+  for (auto& input : recorded.inputs) {
+    if (input.path == "{base}/fresh.h") {
+      input.state = "sha256:" + opcache::base::file_sha256(base / "fresh.h").value();
+    }
+  }
+  CHECK_FALSE(opcache::store::first_changed_input(recorded, frame, no_cache, &seen_now).has_value());
+  CHECK(seen_now.size() == 2);
+  CHECK(seen_now.at("{base}/fresh.h") == opcache::store::identity_text(identity_of(base / "fresh.h")));
 }
 
 }  // namespace observed_inputs_test

@@ -154,6 +154,25 @@ TEST_CASE("trace::run_traced sees gcc read its source and headers, miss a header
   CHECK(trace_event_named(outcome, "as", Access::executed) != nullptr);
 }
 
+TEST_CASE("trace::run_traced hands each event to on_event as it is recorded, the same events it returns") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "in.txt", "input\n");
+  std::vector<opcache::trace::PathEvent> seen;
+  opcache::trace::TraceRequest request;
+  request.argv = {"sh", "-c", "cat '" + (dir / "in.txt") + "' > '" + (dir / "out.txt") + "'"};
+  request.on_event = [&seen](const opcache::trace::PathEvent& event) { seen.push_back(event); };
+  auto outcome = opcache::trace::run_traced(request);
+  REQUIRE(outcome.ok());
+  REQUIRE(seen.size() == outcome->events.size());
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    CHECK(seen[i].path == outcome->events[i].path);
+    CHECK(seen[i].access == outcome->events[i].access);
+    CHECK(seen[i].identity == outcome->events[i].identity);
+  }
+  CHECK(has_trace_event(*outcome, dir / "in.txt", Access::read));
+}
+
 TEST_CASE("trace::run_traced sees a statically linked program (busybox) read and write") {
   TRACE_TEST_REQUIRE_TRACING();
   OPCACHE_SKIP_IF(!fs::exists("/bin/busybox"), "/bin/busybox is not installed (Debian's busybox-static)");
