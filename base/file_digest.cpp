@@ -5,13 +5,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <ctime>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "base/file_io.hpp"
+#include "base/mutex.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 
@@ -66,11 +66,12 @@ bool held_still(const fs::path& path, const std::string& identity) {
 // Digests remembered by this process: by method and path, with the identity
 // each was computed for.
 struct DigestCache::Memory {
-  std::mutex mutex;
-  std::unordered_map<std::string, std::pair<std::string, std::string>> digests;  // name -> (identity, digest)
+  Mutex mutex;
+  std::unordered_map<std::string, std::pair<std::string, std::string>> digests
+      GUARDED_BY(mutex);  // name -> (identity, digest)
 
-  std::optional<std::string> find(const std::string& name, const std::string& identity) {
-    const std::lock_guard lock(mutex);
+  std::optional<std::string> find(const std::string& name, const std::string& identity) EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     const auto found = digests.find(name);
     if (found == digests.end() || found->second.first != identity) {
       return std::nullopt;
@@ -78,8 +79,8 @@ struct DigestCache::Memory {
     return found->second.second;
   }
 
-  void remember(const std::string& name, const std::string& identity, const std::string& digest) {
-    const std::lock_guard lock(mutex);
+  void remember(const std::string& name, const std::string& identity, const std::string& digest) EXCLUDES(mutex) {
+    MutexLock lock(mutex);
     digests[name] = {identity, digest};
   }
 };

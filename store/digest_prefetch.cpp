@@ -21,7 +21,7 @@ void DigestPrefetch::offer(const trace::PathEvent& event) {
     return;
   }
   {
-    const std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     if (m_finishing) {
       return;
     }
@@ -31,7 +31,7 @@ void DigestPrefetch::offer(const trace::PathEvent& event) {
     try {
       m_worker = std::thread([this] { work(); });
     } catch (const std::system_error&) {
-      const std::lock_guard lock(m_mutex);
+      base::MutexLock lock(m_mutex);
       m_queue.clear();  // no thread: observe_build digests them all afterwards
       m_finishing = true;
     }
@@ -41,7 +41,7 @@ void DigestPrefetch::offer(const trace::PathEvent& event) {
 
 void DigestPrefetch::finish() {
   {
-    const std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     m_finishing = true;
   }
   m_wake.notify_one();
@@ -50,18 +50,22 @@ void DigestPrefetch::finish() {
   }
 }
 
+std::optional<std::string> DigestPrefetch::next() {
+  base::MutexLock lock(m_mutex);
+  while (!m_finishing && m_queue.empty()) {
+    m_wake.wait(m_mutex);
+  }
+  if (m_queue.empty()) {
+    return std::nullopt;  // finishing, and nothing left
+  }
+  std::string path = std::move(m_queue.front());
+  m_queue.pop_front();
+  return path;
+}
+
 void DigestPrefetch::work() {
-  std::unique_lock lock(m_mutex);
-  while (true) {
-    m_wake.wait(lock, [this] { return m_finishing || !m_queue.empty(); });
-    if (m_queue.empty()) {
-      return;  // finishing, and nothing left
-    }
-    const std::string path = std::move(m_queue.front());
-    m_queue.pop_front();
-    lock.unlock();
-    (void)m_cache.file_sha256(path);
-    lock.lock();
+  while (auto path = next()) {
+    (void)m_cache.file_sha256(*path);
   }
 }
 

@@ -7,14 +7,14 @@
 // identity after the run: a file digested early and changed later is seen.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_set>
 
 #include "base/file_digest.hpp"
+#include "base/mutex.hpp"
 #include "trace/process_tracer.hpp"
 
 namespace opcache::store {
@@ -44,12 +44,15 @@ class DigestPrefetch {
  private:
   void work();
 
+  /// The next path to digest, or std::nullopt once finishing and drained.
+  std::optional<std::string> next() EXCLUDES(m_mutex);
+
   base::DigestCache m_cache;
   bool m_programs_digested;
-  std::mutex m_mutex;
-  std::condition_variable m_wake;
-  std::deque<std::string> m_queue;            ///< guarded by m_mutex
-  bool m_finishing = false;                   ///< guarded by m_mutex
+  base::Mutex m_mutex;
+  base::CondVar m_wake;
+  std::deque<std::string> m_queue GUARDED_BY(m_mutex);
+  bool m_finishing GUARDED_BY(m_mutex) = false;
   std::unordered_set<std::string> m_written;  ///< tracer thread only
   std::thread m_worker;                       ///< tracer thread only, until finish()
 };
