@@ -7,8 +7,9 @@
 //   int m_count GUARDED_BY(m_mutex);          // read or written only under m_mutex
 //   void bump_locked() REQUIRES(m_mutex);     // callers hold m_mutex
 //   void publish() EXCLUDES(m_mutex);         // takes m_mutex itself
-// scripts/check_thread_safety.sh (CTest architecture.thread_safety) compiles
-// the product with clang++-14 -Wthread-safety -Werror=thread-safety.
+// scripts/check_thread_safety.py (CTest architecture.thread_safety) compiles
+// the product with clang++-14 -Wthread-safety -Werror=thread-safety, and
+// fails on a bare std::mutex (or other standard lock) outside base/mutex.hpp.
 #pragma once
 
 #if defined(__clang__)

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <csignal>
 #include <cstdio>
-#include <mutex>
 #include <optional>
 
 #include <nlohmann/json.hpp>
@@ -13,6 +12,7 @@
 #include "opcache/model.hpp"
 #include "base/file_io.hpp"
 #include "base/json_parse.hpp"
+#include "base/mutex.hpp"
 #include "base/sha256.hpp"
 
 namespace opcache::cli {
@@ -34,15 +34,16 @@ struct TransferArgs {
 };
 
 // A progress line on a terminal (items, bytes, rate, ETA), nothing on a pipe.
+// update() is called from the transfer's worker threads.
 class ProgressBar {
  public:
   explicit ProgressBar(const char* verb) : m_verb(verb), m_enabled(::isatty(STDERR_FILENO) != 0) {}
 
-  void update(const TransferProgress& progress) {
+  void update(const TransferProgress& progress) EXCLUDES(m_mutex) {
     if (!m_enabled) {
       return;
     }
-    std::lock_guard lock(m_mutex);
+    base::MutexLock lock(m_mutex);
     if (progress.seconds - m_last < 0.1 && progress.done != progress.total) {
       return;
     }
@@ -61,18 +62,19 @@ class ProgressBar {
     m_drawn = true;
   }
 
-  void finish() {
+  void finish() EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
     if (m_drawn) {
       std::fprintf(stderr, "\n");
     }
   }
 
  private:
-  const char* m_verb;
-  bool m_enabled;
-  bool m_drawn = false;
-  double m_last = -1;
-  std::mutex m_mutex;
+  const char* const m_verb;
+  const bool m_enabled;
+  base::Mutex m_mutex;
+  bool m_drawn GUARDED_BY(m_mutex) = false;
+  double m_last GUARDED_BY(m_mutex) = -1;
 };
 
 // Keys from --keys FILE: one key per line, or descriptors (a JSON object per

@@ -3,17 +3,53 @@
 #include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <thread>
 
 #include "opcache/model.hpp"
 #include "base/file_io.hpp"
 #include "base/json_parse.hpp"
+#include "base/mutex.hpp"
 #include "base/try.hpp"
 
 namespace opcache::refcc {
 
 using json = nlohmann::json;
+
+namespace {
+
+// What compile_model's worker threads write: each kernel's outcome and the
+// report's first error, and the calls of on_kernel, one at a time. (The
+// workers read only each kernel's key outside it, which no thread writes.)
+class KernelResults {
+ public:
+  KernelResults(ModelReport& report, const std::function<void(const ModelKernel&)>& on_kernel)
+      : m_report(&report), m_on_kernel(on_kernel) {}
+
+  /// Records the outcome of kernel `index` and hands the kernel to on_kernel.
+  void record(std::size_t index, Result<KernelOutcome> outcome) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    ModelKernel& kernel = m_report->kernels[index];
+    if (outcome) {
+      kernel.ok = true;
+      kernel.outcome = std::move(outcome).value();
+    } else {
+      kernel.error = outcome.error().message();
+      if (!m_report->first_error) {
+        m_report->first_error = outcome.error();
+      }
+    }
+    if (m_on_kernel) {
+      m_on_kernel(kernel);
+    }
+  }
+
+ private:
+  base::Mutex m_mutex;
+  ModelReport* const m_report PT_GUARDED_BY(m_mutex);
+  const std::function<void(const ModelKernel&)>& m_on_kernel;
+};
+
+}  // namespace
 
 Result<Model> load_model(const std::string& path) {
   OPCACHE_TRY_ASSIGN(std::string text, base::read_file(path));
@@ -61,30 +97,19 @@ Result<ModelReport> compile_model(const Model& model, const BuildContext& ctx, i
   report.distinct = report.kernels.size();
 
   std::atomic<std::size_t> next{0};
-  std::mutex report_mutex;
+  KernelResults results(report, on_kernel);
+  const std::size_t kernel_count = report.kernels.size();
   auto worker = [&]() {
-    for (std::size_t i = next++; i < report.kernels.size(); i = next++) {
-      ModelKernel& kernel = report.kernels[i];
+    for (std::size_t i = next++; i < kernel_count; i = next++) {
+      const std::string& key = report.kernels[i].key;
       Result<KernelOutcome> outcome = Error::internal("not built");
       try {
-        outcome = build_kernel(*representatives[i], kernel.key, ctx);
+        outcome = build_kernel(*representatives[i], key, ctx);
       } catch (const std::exception& e) {
         // A thread must not end in an exception; report it like any failure.
-        outcome = Error::internal(std::string("building ") + kernel.key + " threw: " + e.what());
+        outcome = Error::internal(std::string("building ") + key + " threw: " + e.what());
       }
-      std::lock_guard lock(report_mutex);
-      if (outcome) {
-        kernel.ok = true;
-        kernel.outcome = std::move(outcome).value();
-      } else {
-        kernel.error = outcome.error().message();
-        if (!report.first_error) {
-          report.first_error = outcome.error();
-        }
-      }
-      if (on_kernel) {
-        on_kernel(kernel);
-      }
+      results.record(i, std::move(outcome));
     }
   };
   {

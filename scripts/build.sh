@@ -6,6 +6,7 @@
 # `build.sh --product-only opcache_cli opcache_shared refcc`: what the demo
 # runs, without configuring the test suite).
 #   scripts/build.sh [--product-only] [TARGET...]
+# Warnings in product code are errors (-Werror); OPCACHE_WERROR=0 turns that off.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 # --product-only (scripts/demo.sh): the test suite and the benchmarks are not
@@ -19,9 +20,10 @@ fi
 # shellcheck source=scripts/lib/configure_args.sh
 source "$repo/scripts/lib/configure_args.sh"
 configure_args "$repo/build" "$repo"
-# OPCACHE_WERROR=1 (developers): warnings in product code are errors (CMakeLists.txt).
+# Warnings in product code are errors (CMakeLists.txt, OPCACHE_WERROR, on by
+# default); OPCACHE_WERROR=0 in the environment turns that off (README.md).
 cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE="${OPCACHE_BUILD_TYPE:-Release}" \
-  -DOPCACHE_WERROR="$([[ "${OPCACHE_WERROR:-0}" == 1 ]] && echo ON || echo OFF)" \
+  -DOPCACHE_WERROR="$([[ "${OPCACHE_WERROR:-1}" == 0 ]] && echo OFF || echo ON)" \
   -DOPCACHE_BUILD_TESTS=$suite -DOPCACHE_BUILD_BENCH=$suite "${configure_args[@]}" >/dev/null
 targets=()
 for target in "$@"; do targets+=(--target "$target"); done

@@ -1,25 +1,45 @@
 #!/usr/bin/env python3
 """The locking rules, checked by the compiler.
 
-Compiles every product source of a build (its compile_commands.json; not
-tests/, bench/ or generated files) that includes base/mutex.hpp, directly or
-through other headers, with clang++-14 -fsyntax-only
--Wthread-safety -Werror=thread-safety: a GUARDED_BY member touched without
-its mutex, a REQUIRES function called without it, a lock not released on
-every path... fails (base/thread_annotations.hpp, base/mutex.hpp,
-docs/architecture.md "Locking"). Only the thread-safety diagnostics are
-turned on: the gcc build owns the other warnings. (All 134 product sources
-take about 4 minutes of one core; those that lock through base/mutex.hpp are
-the ones the analysis has something to check in.)
+Two checks, both over the product's folders (api/ base/ store/ remote/
+server/ cli/ trace/ refcc/ layouts/ include/; not tests/, bench/ or generated
+files):
 
-    scripts/check_thread_safety.py BUILD_DIR [--jobs N] [--compiler CLANG] [FILE...]
+1. No bare standard lock: std::mutex, std::condition_variable,
+   std::lock_guard, std::unique_lock and the other lock types of <mutex>,
+   <shared_mutex> and <condition_variable> appear in product code only in
+   base/mutex.hpp, which wraps them. Shared state is locked through
+   base::Mutex, base::MutexLock and base::CondVar, which the analysis below
+   understands (docs/architecture.md "Locking"). Each use elsewhere is
+   reported with its file and line. Pure text (comments and string literals
+   do not count); needs no compiler.
+2. Clang's thread-safety analysis: every product source of a build (its
+   compile_commands.json) that includes base/mutex.hpp, directly or through
+   other headers, compiled with clang++-14 -fsyntax-only -Wthread-safety
+   -Werror=thread-safety: a GUARDED_BY member touched without its mutex, a
+   REQUIRES function called without it, a lock not released on every path...
+   fails (base/thread_annotations.hpp, base/mutex.hpp). Only the
+   thread-safety diagnostics are turned on: the gcc build owns the other
+   warnings. Since check 1 leaves base/mutex.hpp the only way to lock, the
+   files that include it are all the files that lock.
 
-FILE... (paths relative to the source root) checks only those, while editing.
+    scripts/check_thread_safety.py BUILD_DIR [--jobs N] [--compiler CLANG] [--source-dir DIR] [FILE...]
+
+FILE... (paths relative to the source root) compiles only those, while
+editing. --source-dir is the tree to check (default: this checkout; the
+checker's own tests point it at small trees of fixtures).
 
 Exit status 0 when every file passes, 1 when one does not (its diagnostics
-are printed), 2 on a usage error. Without the compiler it prints
-"OPCACHE_SKIP: <reason>" and exits 0, which CTest (architecture.thread_safety)
-reports as skipped.
+are printed) or when the compiler is missing, 2 on a usage error.
+
+Without the compiler the check fails: CI (.ci/run, scripts/test.sh, whose
+scripts/install-deps.sh --test installs clang-14) must not pass a check it
+did not make. A developer on a machine without clang may opt out explicitly
+with OPCACHE_ALLOW_MISSING_CLANG=1 in the environment (e.g.
+`OPCACHE_ALLOW_MISSING_CLANG=1 ctest -R architecture`): then check 1 still
+runs and, when it passes, the script prints "OPCACHE_SKIP: <reason>" and
+exits 0, which CTest (architecture.thread_safety) reports as skipped, never
+as passed. .ci/run unsets the variable.
 """
 
 import argparse
@@ -35,6 +55,16 @@ import time
 
 # Folders whose sources are not the product.
 SKIPPED_FOLDERS = ("tests", "bench", "build", "python", "examples")
+# The product's folders, where check 1 looks for bare standard locks.
+PRODUCT_FOLDERS = ("api", "base", "store", "remote", "server", "cli", "trace", "refcc", "layouts", "include")
+SOURCE_SUFFIXES = (".cpp", ".cc", ".cxx", ".hpp", ".hh", ".hxx", ".h", ".ipp", ".inc", ".c")
+# The one file that may name them: the annotated wrappers.
+WRAPPER = "base/mutex.hpp"
+BARE_LOCK = re.compile(r"\bstd\s*::\s*(mutex|recursive_mutex|timed_mutex|recursive_timed_mutex|shared_mutex|"
+                       r"shared_timed_mutex|condition_variable|condition_variable_any|lock_guard|unique_lock|"
+                       r"scoped_lock|shared_lock)\b")
+# The developer's explicit opt-out when clang++-14 is not installed.
+ALLOW_MISSING_COMPILER = "OPCACHE_ALLOW_MISSING_CLANG"
 # gcc's warning flags are dropped: this pass reports thread safety only.
 DROPPED_FLAGS = ("-Wall", "-Wextra", "-Wpedantic")
 CHECK_FLAGS = ["-fsyntax-only", "-Wthread-safety", "-Werror=thread-safety"]
@@ -64,6 +94,80 @@ def includes_annotated_header(path, source_dir, seen=None):
         if includes_annotated_header(os.path.join(source_dir, included), source_dir, seen):
             return True
     return False
+
+
+def code_only(text):
+    """`text` with its comments and the contents of its string and character
+    literals blanked (raw strings too), line breaks kept: what the compiler
+    reads as code, at the same line numbers."""
+    out = []
+    i, n = 0, len(text)
+
+    def blank(chunk):
+        out.append("".join(c if c == "\n" else " " for c in chunk))
+
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            blank(text[i:end])
+            i = end
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            blank(text[i:end])
+            i = end
+        elif c == '"' and re.search(r"(?:^|[^A-Za-z0-9_])(?:u8|u|U|L)?R$", text[max(0, i - 3):i]):
+            match = re.compile(r'"([^()\\ \t\n]{0,16})\(').match(text, i)
+            if not match:
+                out.append(c)
+                i += 1
+                continue
+            close = ")" + match.group(1) + '"'
+            end = text.find(close, match.end())
+            end = n if end < 0 else end + len(close)
+            out.append('"')
+            blank(text[i + 1:end])
+            i = end
+        elif c == '"' or (c == "'" and not (i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_"))):
+            # A string or character literal (a ' after a digit or letter is a digit separator: 1'000).
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            out.append(c)
+            blank(text[i + 1:j])
+            i = j + 1 if j < n and text[j] == c else j
+            if i > j:
+                out.append(c)
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def bare_locks(source_dir):
+    """Check 1: each use of a standard lock type in the product's folders
+    outside WRAPPER, as "path:line: std::name" (paths relative to source_dir)."""
+    found = []
+    for folder in PRODUCT_FOLDERS:
+        top = os.path.join(source_dir, folder)
+        for directory, subdirectories, files in os.walk(top):
+            subdirectories.sort()
+            for name in sorted(files):
+                path = os.path.join(directory, name)
+                relative = os.path.relpath(path, source_dir).replace(os.sep, "/")
+                if not name.endswith(SOURCE_SUFFIXES) or relative == WRAPPER:
+                    continue
+                try:
+                    with open(path, encoding="utf-8", errors="replace") as file:
+                        code = code_only(file.read())
+                except OSError:
+                    continue
+                for number, line in enumerate(code.split("\n"), start=1):
+                    for match in BARE_LOCK.finditer(line):
+                        found.append(f"{relative}:{number}: std::{match.group(1)}")
+    return found
 
 
 def compiled_sources(entry):
@@ -124,14 +228,34 @@ def main():
     parser.add_argument("build_dir")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--compiler", default="clang++-14")
+    parser.add_argument("--source-dir", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."),
+                        help="the tree to check (default: this checkout)")
     parser.add_argument("files", nargs="*")
     options = parser.parse_intermixed_args()
-    source_dir = os.path.realpath(os.path.join(os.path.dirname(__file__), ".."))
+    source_dir = os.path.realpath(options.source_dir)
+
+    bare = bare_locks(source_dir)
+    if bare:
+        print(f"check_thread_safety: {len(bare)} bare standard lock(s) in product code; lock through "
+              f"base::Mutex, base::MutexLock and base::CondVar ({WRAPPER}) with GUARDED_BY annotations:")
+        for finding in bare:
+            print("  " + finding)
 
     compiler = shutil.which(options.compiler)
     if compiler is None:
-        print(f"OPCACHE_SKIP: {options.compiler} not found (scripts/install-deps.sh installs clang-14)")
-        return 0
+        reason = f"{options.compiler} not found (scripts/install-deps.sh --test installs clang-14)"
+        if os.environ.get(ALLOW_MISSING_COMPILER) == "1":
+            if bare:
+                print(f"check_thread_safety: {reason}, the analysis skipped ({ALLOW_MISSING_COMPILER}=1); "
+                      f"the bare standard locks above fail the check")
+                return 1
+            print(f"OPCACHE_SKIP: {reason}; the thread-safety analysis did not run "
+                  f"({ALLOW_MISSING_COMPILER}=1), only the check for bare standard locks")
+            return 0
+        print(f"check_thread_safety: {reason}: the thread-safety analysis cannot run. On a machine "
+              f"without clang, {ALLOW_MISSING_COMPILER}=1 reports it as skipped instead (never in CI)",
+              file=sys.stderr)
+        return 1
     if not os.path.exists(os.path.join(options.build_dir, "compile_commands.json")):
         print(f"check_thread_safety: no compile_commands.json in {options.build_dir}", file=sys.stderr)
         return 2
@@ -160,7 +284,10 @@ def main():
         for path in sorted(failed):
             print("  " + os.path.relpath(path, source_dir))
         return 1
-    print(f"check_thread_safety: {len(commands)} files pass {' '.join(CHECK_FLAGS[1:])} ({elapsed:.0f} s)")
+    if bare:
+        return 1
+    print(f"check_thread_safety: no bare standard lock outside {WRAPPER}; {len(commands)} files pass "
+          f"{' '.join(CHECK_FLAGS[1:])} ({elapsed:.0f} s)")
     return 0
 
 

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 
 #include "base/file_io.hpp"
+#include "base/mutex.hpp"
 
 namespace opcache::store {
 
@@ -20,20 +20,39 @@ constexpr std::size_t k_max_threads = 8;
 // Below this many files a thread costs more than the overlap saves.
 constexpr std::size_t k_files_per_thread = 8;
 
+// The first error any thread met; the others are dropped.
+class FirstUnlinkError {
+ public:
+  void record(Error error) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    if (!m_error) {
+      m_error = std::move(error);
+    }
+  }
+
+  Status status() EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    if (m_error) {
+      return *m_error;
+    }
+    return {};
+  }
+
+ private:
+  base::Mutex m_mutex;
+  std::optional<Error> m_error GUARDED_BY(m_mutex);
+};
+
 }  // namespace
 
 Status unlink_all(const std::vector<std::filesystem::path>& paths) {
   std::atomic<std::size_t> next{0};
-  std::mutex error_mutex;
-  std::optional<Error> first_error;
+  FirstUnlinkError first_error;
   auto work = [&] {
     for (std::size_t i = next++; i < paths.size(); i = next++) {
       if (::unlink(paths[i].c_str()) != 0 && errno != ENOENT) {
         const int error = errno;
-        std::lock_guard lock(error_mutex);
-        if (!first_error) {
-          first_error = base::errno_error("cannot remove", paths[i], error);
-        }
+        first_error.record(base::errno_error("cannot remove", paths[i], error));
       }
     }
   };
@@ -50,10 +69,7 @@ Status unlink_all(const std::vector<std::filesystem::path>& paths) {
   for (auto& thread : pool) {
     thread.join();
   }
-  if (first_error) {
-    return *first_error;
-  }
-  return {};
+  return first_error.status();
 }
 
 }  // namespace opcache::store
