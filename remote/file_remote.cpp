@@ -35,7 +35,8 @@ namespace fs = std::filesystem;
 
 class FileRemote final : public RemoteStore {
  public:
-  FileRemote(RemoteOptions options, fs::path root) : m_options(std::move(options)), m_root(std::move(root)) {}
+  FileRemote(RemoteOptions options, fs::path root)
+      : RemoteStore(options.read_only), m_options(std::move(options)), m_root(std::move(root)) {}
 
   std::string name() const override { return m_options.url; }
 
@@ -67,10 +68,7 @@ class FileRemote final : public RemoteStore {
 
   // Read, merge, replace: two concurrent additions may lose one of them;
   // the next `push --add-signatures` adds it again.
-  Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_add_signatures(const std::string& key, const store::Signatures& signatures) override {
     struct stat info {};
     if (::stat(path_of(key).c_str(), &info) != 0) {
       return Error::not_found("remote " + name() + " has no entry " + key);
@@ -80,10 +78,7 @@ class FileRemote final : public RemoteStore {
     return changed ? as_remote_error(write_signatures(key, merged)) : Status{};
   }
 
-  Status upload(const std::string& key, const fs::path& bundle, const store::Signatures& signatures) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_upload(const std::string& key, const fs::path& bundle, const store::Signatures& signatures) override {
     const auto target = path_of(key);
     struct stat info {};
     if (::stat(target.c_str(), &info) == 0) {
@@ -137,11 +132,8 @@ class FileRemote final : public RemoteStore {
     });
   }
 
-  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+  Result<std::vector<bool>> do_revoke(const std::vector<std::string>& keys, const std::string& reason,
                                    const base::Ed25519PrivateKey* /*signer: no server to judge it*/) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
     return revoke_each(
         keys, reason,
         [&](const store::Tombstone& tombstone) { return as_remote_error(tombstones().add(tombstone)); },
@@ -152,10 +144,7 @@ class FileRemote final : public RemoteStore {
         });
   }
 
-  Result<bool> unrevoke(const std::string& key) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Result<bool> do_unrevoke(const std::string& key) override {
     return as_remote_result(tombstones().remove(key));
   }
 
@@ -175,10 +164,7 @@ class FileRemote final : public RemoteStore {
   }
 
   // Read, merge, replace: see the file comment for the race.
-  Status store_exec_manifest(const store::ExecManifest& manifest) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_store_exec_manifest(const store::ExecManifest& manifest) override {
     OPCACHE_TRY(store::check_key(manifest.command_key));
     store::ExecManifest merged = manifest;
     // What is there but is not a valid manifest of the key (too large,

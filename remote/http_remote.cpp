@@ -262,7 +262,9 @@ std::string string_field(const json& body, const char* name) {
 class HttpRemote final : public RemoteStore, public BuildLeases, public ServerStatistics, public EntryExplainer {
  public:
   explicit HttpRemote(RemoteOptions options, RetryTiming timing)
-      : m_options(std::move(options)), m_engine(engine_options(m_options), std::move(timing)) {
+      : RemoteStore(options.read_only),
+        m_options(std::move(options)),
+        m_engine(engine_options(m_options), std::move(timing)) {
     m_base = m_options.url;
     while (!m_base.empty() && m_base.back() == '/') {
       m_base.pop_back();
@@ -315,10 +317,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return unanswered;
   }
 
-  Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_add_signatures(const std::string& key, const store::Signatures& signatures) override {
     HttpTransfer request("POST", m_base + "/v1/entries/" + key + "/signatures", m_options.token);
     request.set_json_body(signatures_body(signatures));
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
@@ -331,11 +330,8 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return {};
   }
 
-  Status upload(const std::string& key, const std::filesystem::path& bundle,
+  Status do_upload(const std::string& key, const std::filesystem::path& bundle,
                 const store::Signatures& signatures) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
     HttpTransfer request("PUT", m_base + "/v1/entries/" + key, m_options.token);
     request.set_upload(bundle);
     for (const auto& signature : signatures) {
@@ -379,7 +375,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return std::optional<RevocationPage>(std::move(page));
   }
 
-  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+  Result<std::vector<bool>> do_revoke(const std::vector<std::string>& keys, const std::string& reason,
                                    const base::Ed25519PrivateKey* signer) override {
     json body{{"keys", keys}, {"reason", reason}};
     if (signer != nullptr) {
@@ -412,7 +408,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return deleted;
   }
 
-  Result<bool> unrevoke(const std::string& key) override {
+  Result<bool> do_unrevoke(const std::string& key) override {
     HttpTransfer request("DELETE", m_base + "/v1/revocations/" + key, m_options.token);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 404 && error_code_of(response.text) == "not_found" &&
@@ -442,10 +438,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   }
 
   // PUT /v1/manifests/{key}: the server merges it into its own under its lock.
-  Status store_exec_manifest(const store::ExecManifest& manifest) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_store_exec_manifest(const store::ExecManifest& manifest) override {
     OPCACHE_TRY(store::check_key(manifest.command_key));
     HttpTransfer request("PUT", m_base + "/v1/manifests/" + manifest.command_key, m_options.token);
     request.set_json_body(store::exec_manifest_to_json(manifest));
@@ -541,7 +534,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     }
   }
 
-  BuildLeases* leases() override { return m_options.read_only ? nullptr : this; }
+  BuildLeases* do_leases() override { return this; }
 
   void cancel_transfers() noexcept override { m_engine.cancel(); }
 

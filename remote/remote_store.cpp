@@ -1,5 +1,7 @@
 #include "remote/remote_store.hpp"
 
+#include "base/try.hpp"
+
 namespace opcache::remote {
 
 namespace {
@@ -12,6 +14,42 @@ constexpr RemoteScheme k_schemes[] = {
 };
 
 }  // namespace
+
+Status RemoteStore::writable() const {
+  if (m_read_only) {
+    return Error::usage("remote " + name() + " is read-only");
+  }
+  return {};
+}
+
+Status RemoteStore::upload(const std::string& key, const std::filesystem::path& bundle,
+                           const store::Signatures& signatures) {
+  OPCACHE_TRY(writable());
+  return do_upload(key, bundle, signatures);
+}
+
+Status RemoteStore::add_signatures(const std::string& key, const store::Signatures& signatures) {
+  OPCACHE_TRY(writable());
+  return do_add_signatures(key, signatures);
+}
+
+BuildLeases* RemoteStore::leases() { return m_read_only ? nullptr : do_leases(); }
+
+Result<std::vector<bool>> RemoteStore::revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                              const base::Ed25519PrivateKey* signer) {
+  OPCACHE_TRY(writable());
+  return do_revoke(keys, reason, signer);
+}
+
+Result<bool> RemoteStore::unrevoke(const std::string& key) {
+  OPCACHE_TRY(writable());
+  return do_unrevoke(key);
+}
+
+Status RemoteStore::store_exec_manifest(const store::ExecManifest& manifest) {
+  OPCACHE_TRY(writable());
+  return do_store_exec_manifest(manifest);
+}
 
 const RemoteScheme* find_remote_scheme(std::string_view url) noexcept {
   for (const auto& scheme : k_schemes) {

@@ -56,9 +56,21 @@ class BatchReceiver {
 /// A remote. Implementations are thread-safe (push/pull call them from many
 /// threads) and reuse connections. Transport failures are `remote` or
 /// `timeout` errors; absence is not an error.
+///
+/// A remote opened `read-only` refuses every write here, in this class, and
+/// nowhere else: upload, add_signatures, revoke, unrevoke and
+/// store_exec_manifest answer a `usage` error ("remote NAME is read-only")
+/// without calling the backend, and leases() is null (a read-only remote
+/// would never upload what it leased). A backend implements the writes as
+/// the private do_* functions, which run only on a writable remote.
 class RemoteStore {
  public:
   virtual ~RemoteStore() = default;
+
+  /// Ok when the remote takes writes; the `usage` error "remote NAME is
+  /// read-only" that every write answers when it was opened read-only
+  /// (RemoteOptions::read_only).
+  Status writable() const;
 
   /// The URL without credentials, for messages.
   virtual std::string name() const = 0;
@@ -87,14 +99,14 @@ class RemoteStore {
   }
 
   /// Uploads the bundle file of `key` (verified locally) with its
-  /// signatures. Idempotent: an existing entry is kept.
-  virtual Status upload(const std::string& key, const std::filesystem::path& bundle,
-                        const store::Signatures& signatures) = 0;
+  /// signatures. Idempotent: an existing entry is kept. Refused when read-only.
+  Status upload(const std::string& key, const std::filesystem::path& bundle, const store::Signatures& signatures);
 
   /// Adds `signatures` to the stored entry of `key` (an entry that was
   /// uploaded before it was signed). `not_found` when the remote lacks the
-  /// key; a server that refuses a signature answers `untrusted`.
-  virtual Status add_signatures(const std::string& key, const store::Signatures& signatures) = 0;
+  /// key; a server that refuses a signature answers `untrusted`. Refused when
+  /// read-only.
+  Status add_signatures(const std::string& key, const store::Signatures& signatures);
 
   /// Whether each key is present, in order, in as few round trips as the
   /// backend allows.
@@ -113,8 +125,9 @@ class RemoteStore {
   virtual void cancel_transfers() noexcept {}
 
   /// The build leases of this remote (a team server), or null when the
-  /// backend has none (file://, s3://). Owned by the remote.
-  virtual BuildLeases* leases() { return nullptr; }
+  /// backend has none (file://, s3://) or the remote is read-only. Owned by
+  /// the remote.
+  BuildLeases* leases();
 
   /// The statistics of this remote's server (an opcache server), or null
   /// when the backend has no server (file://, s3://). Owned by the remote.
@@ -135,18 +148,14 @@ class RemoteStore {
   /// Revokes `keys` with `reason` for everyone using the remote (a tombstone
   /// each; the entries are deleted), signed by `signer` when not null. For
   /// each key, whether the remote held an entry. An opcache server needs an
-  /// admin token (`remote` error naming the scope otherwise).
-  virtual Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
-                                           const base::Ed25519PrivateKey* signer) {
-    (void)keys, (void)reason, (void)signer;
-    return Error::usage("remote " + name() + " cannot revoke keys");
-  }
+  /// admin token (`remote` error naming the scope otherwise). Refused when
+  /// read-only.
+  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                   const base::Ed25519PrivateKey* signer);
 
   /// Removes the tombstone of `key`; false when the key was not revoked.
-  virtual Result<bool> unrevoke(const std::string& key) {
-    (void)key;
-    return Error::usage("remote " + name() + " cannot unrevoke keys");
-  }
+  /// Refused when read-only.
+  Result<bool> unrevoke(const std::string& key);
 
   /// The exec manifest the remote keeps for `command_key` (store/exec_manifest.hpp),
   /// as the JSON text it sent: not parsed, not trusted (RemoteSet parses it;
@@ -164,12 +173,28 @@ class RemoteStore {
   /// (its builds first, docs/remotes.md "Exec manifests"): a server merges
   /// under its own lock; file:// and s3:// read, merge and write, so of two
   /// writers racing on one key the last one wins (a lost build costs a miss,
-  /// never a wrong hit). Default: keeps nothing (ok), as does a server older
-  /// than API v1 revision 7. A read-only remote is a `usage` error.
-  virtual Status store_exec_manifest(const store::ExecManifest& manifest) {
-    (void)manifest;
-    return {};
-  }
+  /// never a wrong hit). A server older than API v1 revision 7 keeps nothing
+  /// (ok). A read-only remote is a `usage` error.
+  Status store_exec_manifest(const store::ExecManifest& manifest);
+
+ protected:
+  /// `read_only`: the remote refuses writes (RemoteOptions::read_only).
+  explicit RemoteStore(bool read_only) noexcept : m_read_only(read_only) {}
+
+ private:
+  // The backend's writes, called by the public functions above only when
+  // the remote is writable; each has the contract of its public namesake.
+  virtual Status do_upload(const std::string& key, const std::filesystem::path& bundle,
+                           const store::Signatures& signatures) = 0;
+  virtual Status do_add_signatures(const std::string& key, const store::Signatures& signatures) = 0;
+  virtual Result<std::vector<bool>> do_revoke(const std::vector<std::string>& keys, const std::string& reason,
+                                              const base::Ed25519PrivateKey* signer) = 0;
+  virtual Result<bool> do_unrevoke(const std::string& key) = 0;
+  virtual Status do_store_exec_manifest(const store::ExecManifest& manifest) = 0;
+  // Default: no build leases (null).
+  virtual BuildLeases* do_leases() { return nullptr; }
+
+  bool m_read_only;
 };
 
 /// What a remote URL names: a team server (`opcache serve`, which also has

@@ -20,7 +20,8 @@ constexpr std::int64_t k_max_bundle_bytes = 2ll << 30;
 
 class S3Remote final : public RemoteStore {
  public:
-  S3Remote(RemoteOptions options, S3Client client) : m_options(std::move(options)), m_bucket(std::move(client)) {}
+  S3Remote(RemoteOptions options, S3Client client)
+      : RemoteStore(options.read_only), m_options(std::move(options)), m_bucket(std::move(client)) {}
 
   std::string name() const override { return display_url(m_options.url); }
 
@@ -46,11 +47,8 @@ class S3Remote final : public RemoteStore {
     });
   }
 
-  Result<std::vector<bool>> revoke(const std::vector<std::string>& keys, const std::string& reason,
+  Result<std::vector<bool>> do_revoke(const std::vector<std::string>& keys, const std::string& reason,
                                    const base::Ed25519PrivateKey* /*signer: no server to judge it*/) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
     return revoke_each(
         keys, reason,
         [&](const store::Tombstone& tombstone) {
@@ -59,19 +57,13 @@ class S3Remote final : public RemoteStore {
         [&](const std::string& key) { return m_bucket.remove_entry(key); });
   }
 
-  Result<bool> unrevoke(const std::string& key) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Result<bool> do_unrevoke(const std::string& key) override {
     return m_bucket.remove_tombstone(key);
   }
 
   // Read, merge, write: two concurrent additions may lose one of them (S3
   // has no compare-and-swap here); the next `push --add-signatures` adds it again.
-  Status add_signatures(const std::string& key, const store::Signatures& signatures) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_add_signatures(const std::string& key, const store::Signatures& signatures) override {
     OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(key));
     if (!existing) {
       return Error::not_found("remote " + name() + " has no entry " + key);
@@ -82,11 +74,8 @@ class S3Remote final : public RemoteStore {
     return changed ? m_bucket.put_signatures(key, merged, temp_dir) : Status{};
   }
 
-  Status upload(const std::string& key, const std::filesystem::path& bundle,
+  Status do_upload(const std::string& key, const std::filesystem::path& bundle,
                 const store::Signatures& signatures) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
     OPCACHE_TRY_ASSIGN(auto existing, m_bucket.head_bundle(key));
     if (existing) {
       return {};
@@ -112,10 +101,7 @@ class S3Remote final : public RemoteStore {
     return m_bucket.get_exec_manifest(command_key, std::filesystem::temp_directory_path());
   }
 
-  Status store_exec_manifest(const store::ExecManifest& manifest) override {
-    if (m_options.read_only) {
-      return Error::usage("remote " + name() + " is read-only");
-    }
+  Status do_store_exec_manifest(const store::ExecManifest& manifest) override {
     OPCACHE_TRY(store::check_key(manifest.command_key));
     OPCACHE_TRY(m_bucket.merge_exec_manifest(manifest, std::filesystem::temp_directory_path()));
     return {};

@@ -359,8 +359,8 @@ void pull_exec_manifests(store::LocalStore& local, const Remote& remote, const s
 }  // namespace
 
 Result<TransferSummary> push(store::LocalStore& local, const Remote& remote, const TransferRequest& request) {
-  if (remote.options.read_only) {
-    return Error::usage("remote " + remote.store->name() + " is read-only (" + remote.options.source + ")");
+  if (auto writable = remote.store->writable(); !writable) {
+    return Error::usage(writable.error().message() + " (" + remote.options.source + ")");
   }
   const auto started = Clock::now();
   TransferSummary summary;

@@ -61,6 +61,13 @@ struct RevocationRemote {
     REQUIRE(put.status == 201);
   }
 
+  /// The status of GET /v1/entries/<key> (200 held, 404 absent, 410 revoked).
+  long entry_status(const std::string& key) const {
+    return http_request("GET", server->base_url() + "/v1/entries/" + key,
+                        {std::string("Authorization: Bearer ") + k_admin_token})
+        .status;
+  }
+
   void revoke(const std::string& key, const std::string& reason) const {
     auto revoked = http_request("POST", server->base_url() + "/v1/revocations",
                                 {std::string("Authorization: Bearer ") + k_admin_token, "Content-Type: application/json"},
@@ -198,4 +205,39 @@ TEST_CASE("remote::revocation: a local tombstone refuses remote hits and pulls u
 
   REQUIRE(store.unrevoke(revoke).value() == std::vector<bool>{true});
   CHECK(store.get(kernel.key, temp / "out3").value().has_value());
+}
+
+TEST_CASE("remote::revocation: a remote marked read-only refuses revoke and unrevoke, http as file") {
+  RevocationRemote team;
+  TempDir temp;
+  const auto kernel = make_cheap_kernel(temp.path(), 16);
+  team.upload(kernel);
+  const std::string http_url = team.server->base_url();
+  const std::string file_url = "file://" + (temp / "shared").string();
+  StoreConfig config;
+  config.cache_dir = temp / "cache";
+  config.remotes = {http_url + "|read-only", file_url + "|read-only"};
+  config.token_file = team.dir / "admin.token";  // the scope to revoke: only read-only stands in the way
+  config.team_single_flight = "false";
+  auto store = Store::open(config).value();
+  Store::RevokeOptions options;
+  options.keys = {kernel.key};
+  options.reason = "wrong output";
+  for (const auto& url : {http_url, file_url}) {
+    CAPTURE(url);
+    options.remote = url;
+    auto revoked = store.revoke(options);
+    REQUIRE_FALSE(revoked.ok());
+    CHECK(revoked.error().code() == ErrorCode::usage);
+    CHECK(revoked.error().message() == "remote " + url + " is read-only");
+    auto unrevoked = store.unrevoke(options);
+    REQUIRE_FALSE(unrevoked.ok());
+    CHECK(unrevoked.error().code() == ErrorCode::usage);
+    CHECK(unrevoked.error().message() == "remote " + url + " is read-only");
+  }
+  CHECK(team.entry_status(kernel.key) == 200);  // not revoked
+  team.revoke(kernel.key, "wrong output");
+  options.remote = http_url;
+  REQUIRE_FALSE(store.unrevoke(options).ok());
+  CHECK(team.entry_status(kernel.key) == 410);  // still revoked
 }
