@@ -444,14 +444,15 @@ ApiResponse Api::status() {
 json Api::status_body(const StorageGauges& gauges) {
   auto optional_number = [](const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); };
   double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
+  const UsageCounts totals = m_usage.totals();  // kernels, as the statistics count them
   return json({{"version", k_version_string},
                {"api", "v1"},
                {"revision", k_api_revision},
                {"storage", m_storage.public_description()},
                {"entries", optional_number(gauges.entries)},
                {"bytes", optional_number(gauges.bytes)},
-               {"hits", m_metrics.hits()},
-               {"misses", m_metrics.misses()},
+               {"hits", totals.hits},
+               {"misses", totals.misses},
                {"leases", lease_status()},
                {"uptime_seconds", uptime}});
 }
@@ -460,7 +461,8 @@ ApiResponse Api::metrics() {
   double uptime = std::chrono::duration<double>(std::chrono::steady_clock::now() - m_started).count();
   ApiResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
-  response.body = m_metrics.render(m_storage.gauges(), {m_leases.counts(), m_events.waiting()}, uptime);
+  response.body =
+      m_metrics.render(m_storage.gauges(), {m_leases.counts(), m_events.waiting()}, m_usage.totals(), uptime);
   return response;
 }
 

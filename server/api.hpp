@@ -87,6 +87,8 @@ struct ApiResponse {
   bool head_only = false;              ///< HEAD: headers (incl. Content-Length) without a body
   std::vector<std::pair<std::string, std::string>> headers;
   std::string log_detail;  ///< written to the server's log by the session; never sent
+  /// A batch fetch's answers about each kernel, for the usage statistics; never sent.
+  std::shared_ptr<const std::vector<FetchedKernel>> fetched;
 };
 
 /// A JSON error body {"error": code, "message": message} with `status`.
@@ -228,10 +230,16 @@ class Api {
   ApiResponse explain(const std::string& body);
   ApiResponse list(const std::map<std::string, std::string>& parameters);
   ApiResponse status();
-  /// GET /v1/stats/{resource} (summary, timeseries, misses, tokens) with
-  /// its query `parameters` (docs/protocol.md "Statistics"); 400 for an
-  /// unknown or malformed parameter.
-  ApiResponse stats(const std::string& resource, const std::map<std::string, std::string>& parameters);
+  /// The statistics (docs/protocol.md "Statistics"), each with its query
+  /// `parameters`; 400 for an unknown or malformed parameter.
+  /// GET /v1/stats/summary?window=
+  ApiResponse stats_summary(const std::map<std::string, std::string>& parameters);
+  /// GET /v1/stats/timeseries?window=&step=
+  ApiResponse stats_timeseries(const std::map<std::string, std::string>& parameters);
+  /// GET /v1/stats/misses?limit=
+  ApiResponse stats_misses(const std::map<std::string, std::string>& parameters);
+  /// GET /v1/stats/tokens (no parameters)
+  ApiResponse stats_tokens(const std::map<std::string, std::string>& parameters);
   /// GET /ui/{file}: the dashboard (server/dashboard.hpp). When `may_read`
   /// (the request would be allowed to read the statistics), index.html
   /// carries the figures as tables for browsers without JavaScript.

@@ -88,6 +88,7 @@ class FetchStream {
     if (!found) {
       OPCACHE_TRY_ASSIGN(auto tombstone, m_storage.revocation(key));
       ++m_misses;
+      m_kernels->push_back({key, false, 0, nullptr});
       if (tombstone) {
         StreamFrame revoked = StreamFrame::about(StreamFrame::Status::revoked, key);
         revoked.reason = tombstone->reason;
@@ -110,6 +111,7 @@ class FetchStream {
     OPCACHE_TRY(append_bundle(*found, m_out));
     m_bundle_bytes += found->size;
     ++m_hits;
+    m_kernels->push_back({key, true, found->size, found->facts});
     return {};
   }
 
@@ -123,6 +125,8 @@ class FetchStream {
 
   std::int64_t hits() const noexcept { return m_hits; }
   std::int64_t misses() const noexcept { return m_misses; }
+  /// What each frame told about its kernel, for the usage statistics.
+  std::shared_ptr<const std::vector<FetchedKernel>> kernels() const { return m_kernels; }
 
  private:
   Status frame(const StreamFrame& frame) {
@@ -138,6 +142,7 @@ class FetchStream {
   std::int64_t m_hits = 0;
   std::int64_t m_misses = 0;
   bool m_full = false;
+  std::shared_ptr<std::vector<FetchedKernel>> m_kernels = std::make_shared<std::vector<FetchedKernel>>();
 };
 
 }  // namespace
@@ -186,6 +191,7 @@ ApiResponse Api::fetch(const std::string& body) {
   ApiResponse response;
   response.content_type = std::string(remote::k_bundle_stream_type);
   response.body = stream.finish();
+  response.fetched = stream.kernels();
   return response;
 }
 

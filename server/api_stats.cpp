@@ -20,43 +20,47 @@ Result<StatsWindow> window_parameter(const std::map<std::string, std::string>& p
 
 json optional_number(const std::optional<std::int64_t>& value) { return value ? json(*value) : json(nullptr); }
 
+ApiResponse bad_parameter(const Error& error) { return error_response(400, "bad_request", error.message()); }
+
 }  // namespace
 
-ApiResponse Api::stats(const std::string& resource, const std::map<std::string, std::string>& parameters) {
-  auto bad = [](const Error& error) { return error_response(400, "bad_request", error.message()); };
-  if (resource == "tokens") {
-    auto unknown = unknown_parameter(parameters, {});
-    return unknown ? std::move(*unknown) : json_response(200, m_usage.tokens());
+ApiResponse Api::stats_tokens(const std::map<std::string, std::string>& parameters) {
+  auto unknown = unknown_parameter(parameters, {});
+  return unknown ? std::move(*unknown) : json_response(200, m_usage.tokens());
+}
+
+ApiResponse Api::stats_misses(const std::map<std::string, std::string>& parameters) {
+  if (auto unknown = unknown_parameter(parameters, {"limit"})) {
+    return std::move(*unknown);
   }
-  if (resource == "misses") {
-    if (auto unknown = unknown_parameter(parameters, {"limit"})) {
-      return std::move(*unknown);
-    }
-    auto limit = integer_parameter(parameters, "limit", k_default_miss_groups, 1, 1000);
-    if (!limit) {
-      return bad(limit.error());
-    }
-    json misses = m_usage.misses(static_cast<std::size_t>(*limit));
-    add_nearest_variants(misses, m_storage);
-    return json_response(200, misses);
+  auto limit = integer_parameter(parameters, "limit", k_default_miss_groups, 1, 1000);
+  if (!limit) {
+    return bad_parameter(limit.error());
   }
-  if (resource == "timeseries") {
-    if (auto unknown = unknown_parameter(parameters, {"window", "step"})) {
-      return std::move(*unknown);
-    }
-    auto window = window_parameter(parameters);
-    auto step = integer_parameter(parameters, "step", 0, 1, 30 * 86400);
-    if (!window || !step) {
-      return bad(!window ? window.error() : step.error());
-    }
-    auto series = m_usage.timeseries(*window, *step);
-    return series ? json_response(200, *series) : bad(series.error());
+  json misses = m_usage.misses(static_cast<std::size_t>(*limit));
+  add_nearest_variants(misses, m_storage);
+  return json_response(200, misses);
+}
+
+ApiResponse Api::stats_timeseries(const std::map<std::string, std::string>& parameters) {
+  if (auto unknown = unknown_parameter(parameters, {"window", "step"})) {
+    return std::move(*unknown);
   }
+  auto window = window_parameter(parameters);
+  auto step = integer_parameter(parameters, "step", 0, 1, 30 * 86400);
+  if (!window || !step) {
+    return bad_parameter(!window ? window.error() : step.error());
+  }
+  auto series = m_usage.timeseries(*window, *step);
+  return series ? json_response(200, *series) : bad_parameter(series.error());
+}
+
+ApiResponse Api::stats_summary(const std::map<std::string, std::string>& parameters) {
   if (auto unknown = unknown_parameter(parameters, {"window"})) {
     return std::move(*unknown);
   }
   auto window = window_parameter(parameters);
-  return window ? json_response(200, summary(*window, m_storage.gauges())) : bad(window.error());
+  return window ? json_response(200, summary(*window, m_storage.gauges())) : bad_parameter(window.error());
 }
 
 nlohmann::json Api::summary(StatsWindow window, const StorageGauges& gauges) {

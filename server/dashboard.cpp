@@ -73,7 +73,8 @@ std::string figures_table(const json& summary, const json& status) {
   for (const auto& [label, value] : figures) {
     out += row({label, cell(value)});
   }
-  return out + "</table>\n";
+  return out + "</table>\n<p>Each kernel counts once per machine; kernels pulled or prefetched count as hits when "
+               "they are transferred.</p>\n";
 }
 
 std::string op_types_table(const json& summary) {

@@ -42,6 +42,7 @@ struct RequestState {
   std::string op_type_header;                      // X-Opcache-Op-Type (server/usage_stats)
   std::string scenario_header;                     // X-Opcache-Scenario
   std::shared_ptr<const EntryFacts> served_facts;  // of the entry answered, for the statistics
+  std::shared_ptr<const std::vector<FetchedKernel>> fetched;  // a batch fetch's frames, for the statistics
   bool may_read = false;                           // for /ui/: whether the request could read the statistics
   std::string body;
   store::Signatures signatures;  // of an upload (X-Opcache-Signature)
@@ -464,6 +465,7 @@ class Session : public SessionBase {
     if (response.bundle) {
       m_request.served_facts = response.bundle->facts;
     }
+    m_request.fetched = std::move(response.fetched);
     if (!response.log_detail.empty()) {
       m_state->log->event(m_request.method + " " + m_request.target + ": " + response.log_detail);
     }
@@ -580,6 +582,9 @@ class Session : public SessionBase {
     event.facts = m_request.served_facts.get();
     event.op_type_header = m_request.op_type_header;
     event.scenario_header = m_request.scenario_header;
+    if (m_request.fetched) {
+      event.fetched = *m_request.fetched;
+    }
     m_state->api.usage().record(event);
   }
 

@@ -53,18 +53,8 @@ void Metrics::record_lookups(std::int64_t hits, std::int64_t misses) {
   m_misses += misses;
 }
 
-std::int64_t Metrics::hits() const {
-  base::MutexLock lock(m_mutex);
-  return m_hits;
-}
-
-std::int64_t Metrics::misses() const {
-  base::MutexLock lock(m_mutex);
-  return m_misses;
-}
-
 std::string Metrics::render(const StorageGauges& gauges, const CoordinationGauges& coordination,
-                            double uptime_seconds) const {
+                            const UsageCounts& kernels, double uptime_seconds) const {
   base::MutexLock lock(m_mutex);
   std::string out;
   append_family(out, "opcache_http_requests_total", "counter", "HTTP requests by route, method and status.");
@@ -94,10 +84,17 @@ std::string Metrics::render(const StorageGauges& gauges, const CoordinationGauge
   for (const auto& [reason, count] : m_rejected_uploads) {
     out += "opcache_uploads_rejected_total{reason=\"" + reason + "\"} " + std::to_string(count) + "\n";
   }
-  append_family(out, "opcache_cache_hits_total", "counter", "Entry reads that found the entry.");
+  append_family(out, "opcache_cache_hits_total", "counter",
+                "Entry reads (GET, HEAD, batch frames) that found the entry: each request.");
   out += "opcache_cache_hits_total " + std::to_string(m_hits) + "\n";
-  append_family(out, "opcache_cache_misses_total", "counter", "Entry reads that did not find the entry.");
+  append_family(out, "opcache_cache_misses_total", "counter",
+                "Entry reads (GET, HEAD, batch frames) that did not find the entry: each request.");
   out += "opcache_cache_misses_total " + std::to_string(m_misses) + "\n";
+  append_family(out, "opcache_kernel_lookups", "gauge",
+                "Kernels asked for since the history began, once per kernel and client (as /v1/stats counts them); "
+                "a miss answered later by another machine's upload becomes a hit.");
+  out += "opcache_kernel_lookups{result=\"hit\"} " + std::to_string(kernels.hits) + "\n";
+  out += "opcache_kernel_lookups{result=\"miss\"} " + std::to_string(kernels.misses) + "\n";
   if (gauges.entries) {
     append_family(out, "opcache_store_entries", "gauge", "Entries in the store.");
     out += "opcache_store_entries " + std::to_string(*gauges.entries) + "\n";

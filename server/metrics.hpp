@@ -11,6 +11,7 @@
 #include "base/mutex.hpp"
 #include "server/lease_table.hpp"
 #include "server/routes.hpp"
+#include "server/usage_series.hpp"
 
 namespace opcache::server {
 
@@ -43,12 +44,11 @@ class Metrics {
   void record_rejected_upload(const std::string& reason);
   /// Counts the entries a batch fetch answered: found, and not found.
   void record_lookups(std::int64_t hits, std::int64_t misses);
-  /// Hits and misses of GET/HEAD on entries and of batch fetches (for /v1/status).
-  std::int64_t hits() const;
-  std::int64_t misses() const;
 
-  /// The exposition text, including `gauges`, `coordination` and process uptime.
-  std::string render(const StorageGauges& gauges, const CoordinationGauges& coordination,
+  /// The exposition text, including `gauges`, `coordination`, the usage
+  /// statistics' all-time `kernels` (hits and misses counted once per kernel
+  /// and client, as /v1/status and /v1/stats report them) and process uptime.
+  std::string render(const StorageGauges& gauges, const CoordinationGauges& coordination, const UsageCounts& kernels,
                      double uptime_seconds) const;
 
  private:

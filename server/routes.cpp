@@ -59,19 +59,19 @@ ApiResponse handle_metrics(Api& api, const ApiRequest&) {
 }
 
 ApiResponse handle_stats_summary(Api& api, const ApiRequest& request) {
-  return api.stats("summary", request.parameters);
+  return api.stats_summary(request.parameters);
 }
 
 ApiResponse handle_stats_timeseries(Api& api, const ApiRequest& request) {
-  return api.stats("timeseries", request.parameters);
+  return api.stats_timeseries(request.parameters);
 }
 
 ApiResponse handle_stats_misses(Api& api, const ApiRequest& request) {
-  return api.stats("misses", request.parameters);
+  return api.stats_misses(request.parameters);
 }
 
 ApiResponse handle_stats_tokens(Api& api, const ApiRequest& request) {
-  return api.stats("tokens", request.parameters);
+  return api.stats_tokens(request.parameters);
 }
 
 ApiResponse handle_ui(Api& api, const ApiRequest& request) {
@@ -112,44 +112,44 @@ constexpr auto k_none = BodyKind::none;
 constexpr auto k_small = BodyKind::small;
 constexpr auto k_upload = BodyKind::upload;
 constexpr bool k_waits = true;
-constexpr bool k_counted = true;
+using enum UsageRule;
 
 // clang-format off
 constexpr RouteSpec k_routes[] = {
-// id                name          methods      pattern                          scope          body      thread        ?wait=    counted     handler
-  {signatures,       "signatures", "POST",      "/v1/entries/{key}/signatures", Scope::write,  k_small,  worker,       false,    k_counted,  handle_add_signatures},
-  {query,            "query",      "POST",      "/v1/entries/query",            Scope::read,   k_small,  worker,       false,    k_counted,  handle_query},
+// id                name          methods      pattern                          scope          body      thread        ?wait=    usage       handler
+  {signatures,       "signatures", "POST",      "/v1/entries/{key}/signatures", Scope::write,  k_small,  worker,       false,    request,    handle_add_signatures},
+  {query,            "query",      "POST",      "/v1/entries/query",            Scope::read,   k_small,  worker,       false,    request,    handle_query},
   // Reads up to k_fetch_response_bytes of bundles into one response.
-  {fetch,            "fetch",      "POST",      "/v1/entries/fetch",            Scope::read,   k_small,  worker,       false,    k_counted,  handle_fetch},
-  {entry_read,       "entry",      "GET, HEAD", "/v1/entries/{key}",            Scope::read,   k_none,   storage_read, k_waits,  k_counted,  handle_read_entry},
-  {entry_put,        "entry",      "PUT",       "/v1/entries/{key}",            Scope::write,  k_upload, worker,       false,    k_counted,  handle_put_entry},
-  {entry_delete,     "entry",      "DELETE",    "/v1/entries/{key}",            Scope::admin,  k_none,   worker,       false,    k_counted,  handle_delete_entry},
-  {list,             "list",       "GET, HEAD", "/v1/entries",                  Scope::read,   k_none,   worker,       false,    k_counted,  handle_list},
-  {lease_renew,      "lease",      "PUT",       "/v1/leases/{key}/{id}",        Scope::write,  k_none,   io,           false,    k_counted,  handle_renew_lease},
-  {lease_release,    "lease",      "DELETE",    "/v1/leases/{key}/{id}",        Scope::write,  k_none,   io,           false,    k_counted,  handle_release_lease},
+  {fetch,            "fetch",      "POST",      "/v1/entries/fetch",            Scope::read,   k_small,  worker,       false,    batch,      handle_fetch},
+  {entry_read,       "entry",      "GET, HEAD", "/v1/entries/{key}",            Scope::read,   k_none,   storage_read, k_waits,  lookup,     handle_read_entry},
+  {entry_put,        "entry",      "PUT",       "/v1/entries/{key}",            Scope::write,  k_upload, worker,       false,    upload,     handle_put_entry},
+  {entry_delete,     "entry",      "DELETE",    "/v1/entries/{key}",            Scope::admin,  k_none,   worker,       false,    request,    handle_delete_entry},
+  {list,             "list",       "GET, HEAD", "/v1/entries",                  Scope::read,   k_none,   worker,       false,    request,    handle_list},
+  {lease_renew,      "lease",      "PUT",       "/v1/leases/{key}/{id}",        Scope::write,  k_none,   io,           false,    request,    handle_renew_lease},
+  {lease_release,    "lease",      "DELETE",    "/v1/leases/{key}/{id}",        Scope::write,  k_none,   io,           false,    request,    handle_release_lease},
   // Checks the storage for the entry when it grants: a worker's job.
-  {lease_acquire,    "lease",      "POST",      "/v1/leases/{key}",             Scope::write,  k_small,  worker,       false,    k_counted,  handle_acquire_lease},
-  {status,           "status",     "GET, HEAD", "/v1/status",                   Scope::read,   k_none,   worker,       false,    false,      handle_status},
-  {metrics,          "metrics",    "GET, HEAD", "/metrics",                     Scope::read,   k_none,   worker,       false,    false,      handle_metrics},
+  {lease_acquire,    "lease",      "POST",      "/v1/leases/{key}",             Scope::write,  k_small,  worker,       false,    lease,      handle_acquire_lease},
+  {status,           "status",     "GET, HEAD", "/v1/status",                   Scope::read,   k_none,   worker,       false,    monitoring, handle_status},
+  {metrics,          "metrics",    "GET, HEAD", "/metrics",                     Scope::read,   k_none,   worker,       false,    monitoring, handle_metrics},
   // The summary asks the storage for its gauges; timeseries and tokens are in memory.
-  {stats_summary,    "stats",      "GET, HEAD", "/v1/stats/summary",            Scope::read,   k_none,   worker,       false,    false,      handle_stats_summary},
-  {stats_timeseries, "stats",      "GET, HEAD", "/v1/stats/timeseries",         Scope::read,   k_none,   io,           false,    false,      handle_stats_timeseries},
+  {stats_summary,    "stats",      "GET, HEAD", "/v1/stats/summary",            Scope::read,   k_none,   worker,       false,    monitoring, handle_stats_summary},
+  {stats_timeseries, "stats",      "GET, HEAD", "/v1/stats/timeseries",         Scope::read,   k_none,   io,           false,    monitoring, handle_stats_timeseries},
   // Lists the storage for the nearest variant of each missed group.
-  {stats_misses,     "stats",      "GET, HEAD", "/v1/stats/misses",             Scope::read,   k_none,   worker,       false,    false,      handle_stats_misses},
-  {stats_tokens,     "stats",      "GET, HEAD", "/v1/stats/tokens",             Scope::admin,  k_none,   io,           false,    false,      handle_stats_tokens},
+  {stats_misses,     "stats",      "GET, HEAD", "/v1/stats/misses",             Scope::read,   k_none,   worker,       false,    monitoring, handle_stats_misses},
+  {stats_tokens,     "stats",      "GET, HEAD", "/v1/stats/tokens",             Scope::admin,  k_none,   io,           false,    monitoring, handle_stats_tokens},
   // The page holds no data and needs no token; its script asks for one.
-  {ui_root,          "ui",         "GET, HEAD", "/ui",                          Scope::none,   k_none,   io,           false,    false,      handle_ui},
-  {ui,               "ui",         "GET, HEAD", "/ui/{file}",                   Scope::none,   k_none,   page,         false,    false,      handle_ui},
-  {healthz,          "healthz",    "GET, HEAD", "/healthz",                     Scope::none,   k_none,   io,           false,    false,      handle_healthz},
+  {ui_root,          "ui",         "GET, HEAD", "/ui",                          Scope::none,   k_none,   io,           false,    monitoring, handle_ui},
+  {ui,               "ui",         "GET, HEAD", "/ui/{file}",                   Scope::none,   k_none,   page,         false,    monitoring, handle_ui},
+  {healthz,          "healthz",    "GET, HEAD", "/healthz",                     Scope::none,   k_none,   io,           false,    monitoring, handle_healthz},
   // Opens up to 1,000 bundles of one op type (100 on S3): a worker's job.
-  {explain,          "explain",    "POST",      "/v1/explain",                  Scope::read,   k_small,  worker,       false,    false,      handle_explain},
-  {revoke,           "revocations","POST",      "/v1/revocations",              Scope::admin,  k_small,  worker,       false,    k_counted,  handle_revoke},
-  {revocations,      "revocations","GET, HEAD", "/v1/revocations",              Scope::read,   k_none,   worker,       false,    k_counted,  handle_revocations},
-  {unrevoke,         "revocations","DELETE",    "/v1/revocations/{key}",        Scope::admin,  k_none,   worker,       false,    k_counted,  handle_unrevoke},
+  {explain,          "explain",    "POST",      "/v1/explain",                  Scope::read,   k_small,  worker,       false,    monitoring, handle_explain},
+  {revoke,           "revocations","POST",      "/v1/revocations",              Scope::admin,  k_small,  worker,       false,    request,    handle_revoke},
+  {revocations,      "revocations","GET, HEAD", "/v1/revocations",              Scope::read,   k_none,   worker,       false,    request,    handle_revocations},
+  {unrevoke,         "revocations","DELETE",    "/v1/revocations/{key}",        Scope::admin,  k_none,   worker,       false,    request,    handle_unrevoke},
   // Exec manifests (api_manifests.cpp): not lookups of kernels, so not counted.
   // The PUT's body may be up to store::k_max_manifest_bytes (small_body_limit).
-  {manifest_read,    "manifest",   "GET, HEAD", "/v1/manifests/{key}",          Scope::read,   k_none,   worker,       false,    false,      handle_read_manifest},
-  {manifest_put,     "manifest",   "PUT",       "/v1/manifests/{key}",          Scope::write,  k_small,  worker,       false,    false,      handle_put_manifest},
+  {manifest_read,    "manifest",   "GET, HEAD", "/v1/manifests/{key}",          Scope::read,   k_none,   worker,       false,    monitoring, handle_read_manifest},
+  {manifest_put,     "manifest",   "PUT",       "/v1/manifests/{key}",          Scope::write,  k_small,  worker,       false,    monitoring, handle_put_manifest},
 };
 // clang-format on
 
@@ -176,6 +176,24 @@ std::optional<std::size_t> capture_length(std::string_view path, std::string_vie
 }
 
 }  // namespace
+
+std::string_view usage_rule_name(UsageRule rule) noexcept {
+  switch (rule) {
+    case UsageRule::monitoring:
+      return "—";
+    case UsageRule::request:
+      return "request";
+    case UsageRule::lookup:
+      return "lookup";
+    case UsageRule::batch:
+      return "batch";
+    case UsageRule::upload:
+      return "upload";
+    case UsageRule::lease:
+      return "lease";
+  }
+  return "?";
+}
 
 std::span<const RouteSpec> routes() noexcept {
   return k_routes;

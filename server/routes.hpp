@@ -65,6 +65,21 @@ enum class Thread {
   page,          ///< the dashboard's page: a worker when it carries the figures (index.html for a reader), else I/O
 };
 
+/// How the usage statistics count a route's requests (docs/protocol.md
+/// "Statistics"; server/usage_stats applies it, server/kernel_lookups makes
+/// each kernel count once per client).
+enum class UsageRule {
+  monitoring,  ///< not counted at all (status, statistics, metrics, health, the page, explain, manifests)
+  request,     ///< a request, nothing more
+  lookup,      ///< a request, and an answer about the kernel {key}: found, sent or absent
+  batch,       ///< a request, and an answer about the kernel of each of its frames
+  upload,      ///< a request, an upload when stored, and the uploading client built that kernel
+  lease,       ///< a request; a lease granted means the client builds that kernel
+};
+
+/// The rule's name in docs/protocol.md's route table ("—" for monitoring).
+std::string_view usage_rule_name(UsageRule rule) noexcept;
+
 /// A route's handler: answers `request` with `api`.
 using RouteHandler = ApiResponse (*)(Api& api, const ApiRequest& request);
 
@@ -82,7 +97,7 @@ struct RouteSpec {
   BodyKind body;
   Thread thread;
   bool waits;    ///< takes ?wait=SECONDS (server/entry_wait.hpp)
-  bool counted;  ///< counts as a request in the usage statistics (the rest is monitoring)
+  UsageRule usage;  ///< how the usage statistics count it
   RouteHandler handler;
 };
 

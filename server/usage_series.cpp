@@ -110,13 +110,20 @@ void UsageSeries::for_each_in(std::int64_t from_ms, std::int64_t to_ms, Visit vi
   }
 }
 
-void UsageSeries::add(std::int64_t at_ms, const UsageCounts& counts, const std::string& op_type,
-                      const std::string& scenario) {
+void UsageSeries::add(std::int64_t at_ms, const UsageCounts& counts) { bucket_for(at_ms).counts += counts; }
+
+void UsageSeries::name_hit(std::int64_t at_ms, const std::string& op_type, const std::string& scenario) {
   UsageBucket& bucket = bucket_for(at_ms);
-  bucket.counts += counts;
-  if (counts.hits > 0) {
-    add_named(bucket.op_types, op_type, counts.hits);
-    add_named(bucket.scenarios, scenario, counts.hits);
+  add_named(bucket.op_types, op_type, 1);
+  add_named(bucket.scenarios, scenario, 1);
+}
+
+void UsageSeries::take_back_miss(std::int64_t at_ms) {
+  const std::int64_t start = at_ms / m_resolution_ms * m_resolution_ms;
+  UsageBucket& bucket = m_slots[static_cast<std::size_t>(at_ms / m_resolution_ms) % m_slots.size()];
+  if (bucket.start_ms == start && bucket.counts.misses > 0) {
+    --bucket.counts.misses;
+    --bucket.counts.lookups;
   }
 }
 

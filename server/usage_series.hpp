@@ -19,13 +19,13 @@ namespace opcache::server {
 /// What the statistics count (docs/protocol.md "Statistics").
 struct UsageCounts {
   std::int64_t requests = 0;          ///< API requests other than monitoring (stats, status, metrics, healthz, ui)
-  std::int64_t lookups = 0;           ///< GET/HEAD of an entry answered 200, 304 or 404
-  std::int64_t hits = 0;              ///< lookups answered 200 or 304
-  std::int64_t misses = 0;            ///< lookups answered 404
-  std::int64_t bytes_served = 0;      ///< bundle bytes sent by GET 200
+  std::int64_t lookups = 0;           ///< kernels asked for: hits + misses
+  std::int64_t hits = 0;              ///< kernels the team cache gave a client, once per client and episode
+  std::int64_t misses = 0;            ///< kernels it did not, once per client and episode
+  std::int64_t bytes_served = 0;      ///< bundle bytes sent (GET 200 and batch frames)
   std::int64_t uploads = 0;           ///< PUTs of an entry answered 200 or 201
   std::int64_t bytes_uploaded = 0;    ///< their bodies
-  std::int64_t compile_ms_saved = 0;  ///< the recorded build_ms of every entry sent by GET 200
+  std::int64_t compile_ms_saved = 0;  ///< the recorded build_ms of each kernel sent, once per client and episode
 
   UsageCounts& operator+=(const UsageCounts& other);
 };
@@ -63,10 +63,17 @@ class UsageSeries {
   /// How far back the ring reaches.
   std::int64_t span_ms() const noexcept { return m_resolution_ms * static_cast<std::int64_t>(m_slots.size()); }
 
-  /// Adds `counts` to the bucket of `at_ms`, and a hit of `op_type` and of
-  /// `scenario` when counts.hits > 0. A slot that held an older bucket is
-  /// reset first.
-  void add(std::int64_t at_ms, const UsageCounts& counts, const std::string& op_type, const std::string& scenario);
+  /// Adds `counts` to the bucket of `at_ms`. A slot that held an older
+  /// bucket is reset first (as in name_hit).
+  void add(std::int64_t at_ms, const UsageCounts& counts);
+  /// Adds one hit of `op_type` and one of `scenario` ("" when unknown) to the
+  /// bucket of `at_ms`'s hits by name; the hit itself is counted by add().
+  void name_hit(std::int64_t at_ms, const std::string& op_type, const std::string& scenario);
+
+  /// Takes back one miss (and its lookup) from the bucket of `at_ms`, when
+  /// the ring still holds that bucket: the miss became a hit later
+  /// (server/kernel_lookups).
+  void take_back_miss(std::int64_t at_ms);
 
   /// The sums over the buckets starting in [from_ms, to_ms).
   UsageCounts sum(std::int64_t from_ms, std::int64_t to_ms) const;

@@ -36,31 +36,24 @@ std::int64_t system_ms() {
       .count();
 }
 
-// Whether `route`'s requests count as traffic (the rest is monitoring).
-bool counts_as_request(RouteId route) {
+// The rule `route` is counted by (docs/protocol.md "Routes", "Statistics").
+UsageRule rule_of(RouteId route) {
   const RouteSpec* spec = find_route(route);
-  return spec != nullptr && spec->counted;
+  return spec != nullptr ? spec->usage : UsageRule::monitoring;
 }
 
-// What `event` adds to the counters.
-UsageCounts counts_of(const UsageEvent& event) {
-  UsageCounts counts;
-  counts.requests = 1;
-  if (event.route == RouteId::entry_read) {
-    const bool hit = event.status == 200 || event.status == 304;
-    const bool miss = event.status == 404;
-    counts.lookups = hit || miss ? 1 : 0;
-    counts.hits = hit ? 1 : 0;
-    counts.misses = miss ? 1 : 0;
-    if (event.method == "GET" && event.status == 200) {
-      counts.bytes_served = static_cast<std::int64_t>(event.bytes_out);
-      counts.compile_ms_saved = event.facts != nullptr ? std::max<std::int64_t>(event.facts->build_ms, 0) : 0;
-    }
-  } else if (event.route == RouteId::entry_put && (event.status == 200 || event.status == 201)) {
-    counts.uploads = 1;
-    counts.bytes_uploaded = static_cast<std::int64_t>(event.bytes_in);
+// What a GET or HEAD of an entry told the client, if it said whether the kernel is there.
+std::optional<KernelAnswer> lookup_answer(const UsageEvent& event) {
+  if (event.status == 404) {
+    return KernelAnswer::absent;
   }
-  return counts;
+  if (event.status == 304 || (event.status == 200 && event.method != "GET")) {
+    return KernelAnswer::found;
+  }
+  if (event.status == 200) {
+    return KernelAnswer::sent;
+  }
+  return std::nullopt;  // refused, revoked, failed: no answer about the kernel
 }
 
 json optional_text(const std::string& text) { return text.empty() ? json(nullptr) : json(text); }
@@ -155,38 +148,98 @@ UsageStats::UsageStats(Clock clock)
 std::int64_t UsageStats::now_ms() const { return m_clock(); }
 
 void UsageStats::record(const UsageEvent& event) {
-  if (!counts_as_request(event.route)) {
+  const UsageRule rule = rule_of(event.route);
+  if (rule == UsageRule::monitoring) {
     return;
   }
-  const UsageCounts counts = counts_of(event);
-  // What was looked up: the stored entry's own facts, else the client's word.
-  const std::string op_type =
-      event.facts != nullptr ? event.facts->op_type : counts.lookups > 0 ? op_type_from_header(event.op_type_header) : "";
-  const bool needs_scenario = counts.hits > 0 || counts.misses > 0;
-  const std::string scenario = event.facts != nullptr ? event.facts->scenario
-                               : needs_scenario       ? scenario_from_header(event.scenario_header)
-                                                      : "";
   const std::int64_t now = now_ms();
   base::MutexLock lock(m_mutex);
-  m_total += counts;
-  m_minutes.add(now, counts, op_type, scenario);
-  m_hours.add(now, counts, op_type, scenario);
-  if (counts.misses > 0) {
-    m_misses.record(std::string(event.key), op_type, scenario, client_hash(event.token_name, event.client), now);
-  } else if (counts.hits > 0 || counts.uploads > 0) {
-    m_misses.forget(std::string(event.key));
+  TokenActivity scratch;
+  TokenActivity& token = token_of(event.token_name, scratch);
+  UsageCounts counts;
+  counts.requests = 1;
+  const bool stored = event.status == 200 || event.status == 201;
+  if (rule == UsageRule::lookup) {
+    if (const auto answer = lookup_answer(event)) {
+      const auto sent = *answer == KernelAnswer::sent ? static_cast<std::int64_t>(event.bytes_out) : 0;
+      count_kernel(event, event.key, *answer, event.facts, sent, now, counts, token);
+    }
+  } else if (rule == UsageRule::batch) {
+    for (const FetchedKernel& kernel : event.fetched) {
+      count_kernel(event, kernel.key, kernel.sent ? KernelAnswer::sent : KernelAnswer::absent, kernel.facts.get(),
+                   kernel.bytes, now, counts, token);
+    }
+  } else if ((rule == UsageRule::upload && stored) || (rule == UsageRule::lease && event.status == 201)) {
+    count_kernel(event, event.key, KernelAnswer::built, nullptr, 0, now, counts, token);
+    if (rule == UsageRule::upload) {
+      counts.uploads = 1;
+      counts.bytes_uploaded = static_cast<std::int64_t>(event.bytes_in);
+      m_misses.forget(std::string(event.key));
+    }
   }
-  auto token = m_tokens.find(event.token_name);
+  m_total += counts;
+  m_minutes.add(now, counts);
+  m_hours.add(now, counts);
+  token.counts += counts;
+  token.bytes_in += static_cast<std::int64_t>(event.bytes_in);
+  token.bytes_out += static_cast<std::int64_t>(event.bytes_out);
+  token.last_seen_ms = now;
+}
+
+TokenActivity& UsageStats::token_of(std::string_view name, TokenActivity& scratch) {
+  auto token = m_tokens.find(name);
   if (token == m_tokens.end()) {
     if (m_tokens.size() >= k_token_names) {
-      return;
+      return scratch;
     }
-    token = m_tokens.emplace(std::string(event.token_name), TokenActivity{}).first;
+    token = m_tokens.emplace(std::string(name), TokenActivity{}).first;
   }
-  token->second.counts += counts;
-  token->second.bytes_in += static_cast<std::int64_t>(event.bytes_in);
-  token->second.bytes_out += static_cast<std::int64_t>(event.bytes_out);
-  token->second.last_seen_ms = now;
+  return token->second;
+}
+
+void UsageStats::count_kernel(const UsageEvent& event, std::string_view key, KernelAnswer answer,
+                              const EntryFacts* facts, std::int64_t bytes_sent, std::int64_t now, UsageCounts& counts,
+                              TokenActivity& token) {
+  const std::uint64_t client = client_hash(event.token_name, event.client);
+  const LookupEffect effect = m_episodes.answer(key, client, answer, now);
+  counts.bytes_served += bytes_sent;
+  if (effect.saved && facts != nullptr) {
+    counts.compile_ms_saved += std::max<std::int64_t>(facts->build_ms, 0);
+  }
+  if (effect.unmiss_at_ms) {
+    m_total.misses -= 1;
+    m_total.lookups -= 1;
+    m_minutes.take_back_miss(*effect.unmiss_at_ms);
+    m_hours.take_back_miss(*effect.unmiss_at_ms);
+    token.counts.misses -= token.counts.misses > 0 ? 1 : 0;
+    token.counts.lookups -= token.counts.lookups > 0 ? 1 : 0;
+  }
+  if (!effect.hit && !effect.miss) {
+    return;
+  }
+  // What was looked up: the stored entry's own facts, else the client's word (single lookups only).
+  const bool single = event.route == RouteId::entry_read;
+  const std::string op_type = facts != nullptr ? facts->op_type : single ? op_type_from_header(event.op_type_header) : "";
+  const std::string scenario = facts != nullptr ? facts->scenario
+                               : single         ? scenario_from_header(event.scenario_header)
+                                                : "";
+  UsageCounts kernel;
+  kernel.lookups = 1;
+  if (effect.hit) {
+    kernel.hits = 1;
+    m_misses.forget(std::string(key));
+    m_minutes.name_hit(now, op_type, scenario);  // the hit itself is added with the request's counts
+    m_hours.name_hit(now, op_type, scenario);
+  } else {
+    kernel.misses = 1;
+    m_misses.record(std::string(key), op_type, scenario, client, now);
+  }
+  counts += kernel;
+}
+
+UsageCounts UsageStats::totals() const {
+  base::MutexLock lock(m_mutex);
+  return m_total;
 }
 
 json UsageStats::summary(StatsWindow window) const {

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <map>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -18,6 +20,7 @@
 #include "base/mutex.hpp"
 #include "opcache/result.hpp"
 #include "remote/lookup_headers.hpp"
+#include "server/kernel_lookups.hpp"
 #include "server/miss_table.hpp"
 #include "server/routes.hpp"
 #include "server/storage.hpp"
@@ -41,6 +44,15 @@ const WindowSpec& window_spec(StatsWindow window) noexcept;
 /// "hour", "day" or "30d"; else a `usage` error naming the allowed values.
 Result<StatsWindow> parse_window(std::string_view name);
 
+/// One frame of a batch fetch that said whether the kernel is there (frames
+/// that ask the client to come back later say nothing).
+struct FetchedKernel {
+  std::string key;
+  bool sent = false;       ///< its bundle is in the response; else the server has no such entry (or revoked it)
+  std::int64_t bytes = 0;  ///< the bundle's size, when sent
+  std::shared_ptr<const EntryFacts> facts;  ///< of the entry sent, when the storage told
+};
+
 /// One answered request, as the session saw it.
 struct UsageEvent {
   RouteId route = RouteId::unknown;  ///< Route::id
@@ -54,6 +66,7 @@ struct UsageEvent {
   const EntryFacts* facts = nullptr;  ///< of the entry served, when the storage told
   std::string_view op_type_header;    ///< X-Opcache-Op-Type, as received (may be empty)
   std::string_view scenario_header;   ///< X-Opcache-Scenario, as received (may be empty)
+  std::span<const FetchedKernel> fetched;  ///< a batch fetch's frames
 };
 
 /// The lookup headers a client may send (docs/protocol.md "Lookup hints"),
@@ -91,8 +104,14 @@ class UsageStats {
   /// clock unless a test gives its own).
   explicit UsageStats(Clock clock = {});
 
-  /// Counts `event` (docs/protocol.md "Statistics" says what counts as what).
+  /// Counts `event` as its route's UsageRule says (docs/protocol.md
+  /// "Statistics"): each kernel once per client and episode
+  /// (server/kernel_lookups).
   void record(const UsageEvent& event);
+
+  /// The counters since the history began: what /v1/status and /metrics
+  /// report as hits and misses.
+  UsageCounts totals() const;
 
   /// The traffic part of GET /v1/stats/summary for `window`: window, from_ms,
   /// to_ms, the counters, all_time, top_op_types and top_scenarios.
@@ -117,6 +136,13 @@ class UsageStats {
   std::int64_t now_ms() const;
   nlohmann::json to_json() const REQUIRES(m_mutex);
   Status from_json(const nlohmann::json& value) EXCLUDES(m_mutex);
+  /// Counts `answer` about `key` to the event's client into `counts` (and the
+  /// series' named hits, the misses table, a miss taken back).
+  void count_kernel(const UsageEvent& event, std::string_view key, KernelAnswer answer, const EntryFacts* facts,
+                    std::int64_t bytes_sent, std::int64_t now, UsageCounts& counts, TokenActivity& token)
+      REQUIRES(m_mutex);
+  /// The activity of the event's token name (a scratch one past k_token_names).
+  TokenActivity& token_of(std::string_view name, TokenActivity& scratch) REQUIRES(m_mutex);
 
   Clock m_clock;
   mutable base::Mutex m_mutex;
@@ -125,6 +151,7 @@ class UsageStats {
   UsageSeries m_minutes GUARDED_BY(m_mutex);
   UsageSeries m_hours GUARDED_BY(m_mutex);
   MissTable m_misses GUARDED_BY(m_mutex);
+  KernelLookups m_episodes GUARDED_BY(m_mutex);
   std::map<std::string, TokenActivity, std::less<>> m_tokens GUARDED_BY(m_mutex);
 };
 

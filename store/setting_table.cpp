@@ -271,7 +271,7 @@ const SettingSpec k_specs[] = {
      &StoreConfig::no_remote,
      check_bool},
     {{"token_file", "", SettingType::path, true, "--token-file",
-      "File holding the bearer token for http(s) remotes (default: $OPCACHE_TOKEN)", "OPCACHE_TOKEN", "", ""},
+      "File holding the bearer token for http(s) remotes (default: the token itself in $OPCACHE_TOKEN)", "OPCACHE_TOKEN", "", ""},
      &StoreConfig::token_file},
     {{"shared_group", "shared_group", SettingType::flag, true, "--shared-group",
       "A team shares the cache directory through its group: accept it when another user owns it and the group may "

@@ -145,10 +145,18 @@ TEST_CASE("server::fetch sends the bundles of many keys in one response, byte-eq
     CHECK(frames[i].header["signatures"] ==
           (key == kernels[0].key ? json::array({signature_text}) : json::array()));
   }
-  // The hits and misses count as lookups.
+  // The frames count as lookups of kernels, and the GETs after them by the same client do not count again.
   auto status = json::parse(server.request("GET", "/v1/status").body);
-  CHECK(status["hits"] == 3 + 3);  // three in the batch, three GETs
-  CHECK(status["misses"] == 2);    // the absent key and the revoked one
+  CHECK(status["hits"] == 3);    // three in the batch
+  CHECK(status["misses"] == 2);  // the absent key and the revoked one
+  const json summary = json::parse(server.request("GET", "/v1/stats/summary").body);
+  CHECK(summary["hits"] == 3);
+  CHECK(summary["misses"] == 2);
+  std::size_t bundle_bytes = 0;
+  for (std::size_t i : {std::size_t(0), std::size_t(2), std::size_t(4)}) {
+    bundle_bytes += frames[i].body.size();
+  }
+  CHECK(summary["bytes_served"] == 2 * bundle_bytes);  // the batch's bundles, then each GET's
 }
 
 TEST_CASE("server::fetch bounds a response: bundles beyond 8 MiB are 'later', one larger than that 'too_large'") {

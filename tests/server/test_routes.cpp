@@ -109,7 +109,7 @@ std::string documented_row(const RouteSpec& spec) {
   }
   const char* body = spec.body == BodyKind::none ? "none" : spec.body == BodyKind::small ? "JSON" : "bundle";
   return "| `" + std::string(spec.name) + "` | " + methods + " | `" + std::string(spec.pattern) + "` | `" +
-         to_string(spec.scope) + "` | " + body + " | " + (spec.counted ? "yes" : "no") + " |";
+         to_string(spec.scope) + "` | " + body + " | " + std::string(usage_rule_name(spec.usage)) + " |";
 }
 
 }  // namespace

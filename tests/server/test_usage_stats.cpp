@@ -4,7 +4,9 @@
 // headers; activity per token; the history file and a bad one.
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <set>
+#include <vector>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -56,6 +58,27 @@ struct Stats {
   void miss(const std::string& key, const std::string& op, const std::string& client, const std::string& token = "ci") {
     lookup("GET", 404, key, nullptr, 0, token, op, opcache::base::base64url_encode(k_stats_scenario), client);
   }
+  void request(RouteId route, const std::string& method, int status, const std::string& key,
+               const std::string& token, const std::string& client) {
+    UsageEvent event;
+    event.route = route;
+    event.method = method;
+    event.status = status;
+    event.token_name = token;
+    event.client = client;
+    event.key = key;
+    stats.record(event);
+  }
+  void fetch(const std::vector<FetchedKernel>& frames, const std::string& client) {
+    UsageEvent event;
+    event.route = RouteId::fetch;
+    event.method = "POST";
+    event.status = 200;
+    event.token_name = "reader";
+    event.client = client;
+    event.fetched = frames;
+    stats.record(event);
+  }
   void upload(const std::string& key, std::uint64_t bytes, const std::string& token = "writer") {
     UsageEvent event;
     event.route = RouteId::entry_put;
@@ -75,29 +98,114 @@ TEST_CASE("server::UsageStats counts lookups, hits, misses, bytes served, upload
   Stats s;
   const EntryFacts matmul{"MatMul", k_stats_scenario, 1500};
   s.lookup("GET", 200, uniform_key('a'), &matmul, 1000);
-  s.lookup("GET", 200, uniform_key('a'), &matmul, 1000);
-  s.lookup("HEAD", 200, uniform_key('a'), &matmul);  // a hit, but nothing served
-  s.lookup("GET", 304, uniform_key('a'), &matmul);   // a hit: the client had it
+  s.lookup("GET", 200, uniform_key('a'), &matmul, 1000);  // the same client again: bytes, not a second hit
+  s.lookup("HEAD", 200, uniform_key('a'), &matmul);
+  s.lookup("GET", 304, uniform_key('a'), &matmul);
+  s.lookup("HEAD", 200, uniform_key('a'), &matmul, 0, "reader", "", "", "10.0.0.2");  // another client: a hit
   s.lookup("GET", 404, uniform_key('b'));
   s.lookup("GET", 503, uniform_key('c'));  // neither hit nor miss
   s.upload(uniform_key('b'), 4096);
 
   const json day = s.stats.summary(StatsWindow::day);
-  CHECK(day["requests"] == 7);
-  CHECK(day["lookups"] == 5);
-  CHECK(day["hits"] == 4);
+  CHECK(day["requests"] == 8);
+  CHECK(day["lookups"] == 3);
+  CHECK(day["hits"] == 2);
   CHECK(day["misses"] == 1);
-  CHECK(day["hit_rate"] == doctest::Approx(0.8));
+  CHECK(day["hit_rate"] == doctest::Approx(2.0 / 3));
   CHECK(day["bytes_served"] == 2000);
-  CHECK(day["compile_ms_saved"] == 3000);
+  CHECK(day["compile_ms_saved"] == 1500);  // sent once to one client; the other had no bundle sent
   CHECK(day["uploads"] == 1);
   CHECK(day["bytes_uploaded"] == 4096);
   CHECK(day["window"] == "day");
   CHECK(day["window_seconds"] == 86400);
-  CHECK(day["top_op_types"] == json::array({{{"op_type", "MatMul"}, {"hits", 4}}}));
+  CHECK(day["top_op_types"] == json::array({{{"op_type", "MatMul"}, {"hits", 2}}}));
   CHECK(day["top_scenarios"][0]["scenario"] == json::parse(k_stats_scenario));
-  CHECK(day["all_time"]["hits"] == 4);
+  CHECK(day["all_time"]["hits"] == 2);
   CHECK(day["all_time"]["since_ms"] == k_start_ms);
+  CHECK(s.stats.totals().hits == 2);
+  CHECK(s.stats.totals().misses == 1);
+}
+
+TEST_CASE("server::UsageStats counts a kernel once per client: a miss then a lease and an upload is one miss") {
+  Stats s;
+  const std::string key = uniform_key('k');
+  s.miss(key, "Add", "10.0.0.1");  // the lookup
+  s.now += 1000;
+  s.request(RouteId::lease_acquire, "POST", 201, key, "ci", "10.0.0.1");  // granted: it builds
+  s.miss(key, "Add", "10.0.0.1");  // the re-check after the lease
+  s.now += 5000;
+  s.request(RouteId::entry_put, "PUT", 201, key, "ci", "10.0.0.1");
+  const EntryFacts add{"Add", k_stats_scenario, 700};
+  s.lookup("GET", 200, key, &add, 10, "ci", "", "", "10.0.0.1");  // its own kernel, read back: nothing
+  const json day = s.stats.summary(StatsWindow::day);
+  CHECK(day["lookups"] == 1);
+  CHECK(day["misses"] == 1);
+  CHECK(day["hits"] == 0);
+  CHECK(day["uploads"] == 1);
+  CHECK(day["requests"] == 5);
+}
+
+TEST_CASE("server::UsageStats: a waiter answered by another machine's upload counts a hit and no miss") {
+  Stats s;
+  const std::string key = uniform_key('w');
+  const EntryFacts gelu{"Gelu", k_stats_scenario, 900};
+  for (const char* client : {"10.0.0.1", "10.0.0.2", "10.0.0.3", "10.0.0.4"}) {
+    s.miss(key, "Gelu", client);
+  }
+  s.request(RouteId::lease_acquire, "POST", 201, key, "ci", "10.0.0.1");
+  for (const char* client : {"10.0.0.2", "10.0.0.3", "10.0.0.4"}) {
+    s.request(RouteId::lease_acquire, "POST", 409, key, "ci", client);  // held: they wait
+    s.miss(key, "Gelu", client);                                        // a ?wait= poll that ran out
+  }
+  CHECK(s.stats.summary(StatsWindow::day)["misses"] == 4);
+  s.now += 3 * k_minute;  // the build takes minutes: the misses stay in their own minute
+  s.request(RouteId::entry_put, "PUT", 201, key, "ci", "10.0.0.1");
+  for (const char* client : {"10.0.0.2", "10.0.0.3", "10.0.0.4"}) {
+    s.lookup("GET", 200, key, &gelu, 50, "ci", "", "", client);  // woken by the upload
+  }
+  const json day = s.stats.summary(StatsWindow::day);
+  CHECK(day["hits"] == 3);
+  CHECK(day["misses"] == 1);
+  CHECK(day["lookups"] == 4);
+  CHECK(day["compile_ms_saved"] == 3 * 900);
+  CHECK(s.stats.totals().misses == 1);
+  // The time series agrees: the three misses were taken back from the minute they were counted in.
+  const json series = s.stats.timeseries(StatsWindow::hour, 60).value();
+  std::int64_t hits = 0;
+  std::int64_t misses = 0;
+  for (const auto& point : series["points"]) {
+    hits += point["hits"].get<std::int64_t>();
+    misses += point["misses"].get<std::int64_t>();
+    CHECK(point["misses"].get<std::int64_t>() >= 0);
+  }
+  CHECK(hits == 3);
+  CHECK(misses == 1);
+  CHECK(s.stats.tokens()["tokens"][0]["misses"] == 1);
+  CHECK(s.stats.misses(5)["tracked_keys"] == 0);  // stored now
+}
+
+TEST_CASE("server::UsageStats counts each frame of a batch fetch as a kernel, with its bytes and compile time") {
+  Stats s;
+  auto facts = std::make_shared<const EntryFacts>(EntryFacts{"MatMul", k_stats_scenario, 400});
+  const std::vector<FetchedKernel> frames{{uniform_key('1'), true, 1000, facts},
+                                          {uniform_key('2'), true, 2000, facts},
+                                          {uniform_key('3'), false, 0, nullptr}};
+  s.fetch(frames, "10.0.0.1");
+  s.lookup("GET", 200, uniform_key('1'), facts.get(), 1000, "reader", "", "", "10.0.0.1");  // used later: same episode
+  json day = s.stats.summary(StatsWindow::day);
+  CHECK(day["requests"] == 2);
+  CHECK(day["hits"] == 2);
+  CHECK(day["misses"] == 1);
+  CHECK(day["bytes_served"] == 4000);
+  CHECK(day["compile_ms_saved"] == 800);
+  CHECK(day["top_op_types"] == json::array({{{"op_type", "MatMul"}, {"hits", 2}}}));
+
+  // After the episode ends, the same client asking again is a new lookup.
+  s.now += KernelLookups::k_episode_ms + k_minute;
+  s.lookup("GET", 200, uniform_key('1'), facts.get(), 1000, "reader", "", "", "10.0.0.1");
+  day = s.stats.summary(StatsWindow::day);
+  CHECK(day["hits"] == 3);
+  CHECK(day["compile_ms_saved"] == 1200);
 }
 
 TEST_CASE("server::UsageStats does not count monitoring, and a hit rate without lookups is null") {
@@ -193,10 +301,10 @@ TEST_CASE("server::UsageStats misses are grouped by op type and scenario with di
   CHECK(groups[0]["op_type"] == "Conv2D");
   CHECK(groups[0]["scenario"] == json::parse(k_stats_scenario));
   CHECK(groups[0]["keys"] == 2);
-  CHECK(groups[0]["requests"] == 5);
+  CHECK(groups[0]["requests"] == 4);  // once per client: the same client again is the same lookup
   CHECK(groups[0]["clients"] == 4);
   CHECK(groups[0]["top_keys"][0]["key"] == uniform_key('c'));
-  CHECK(groups[0]["top_keys"][0]["requests"] == 4);
+  CHECK(groups[0]["top_keys"][0]["requests"] == 3);
   CHECK(groups[0]["top_keys"][0]["clients"] == 3);
   CHECK(groups[1]["op_type"] == "MatMul");
   CHECK(groups[1]["clients"] == 2);
@@ -330,4 +438,19 @@ TEST_CASE("server::UsageHistory moves a bad file aside instead of losing it, and
   CHECK_FALSE(nowhere.persisted());
   CHECK_FALSE(nowhere.load());
   CHECK_FALSE(nowhere.save());
+}
+
+TEST_CASE("server::KernelLookups keeps at most its capacity of episodes, ending the least recently active") {
+  KernelLookups lookups;
+  std::int64_t now = k_start_ms;
+  for (std::size_t i = 0; i <= KernelLookups::k_capacity; ++i) {
+    CHECK(lookups.answer(std::to_string(i), 1, KernelAnswer::absent, now++).miss);
+  }
+  CHECK(lookups.size() <= KernelLookups::k_capacity);
+  CHECK(lookups.size() >= KernelLookups::k_capacity * 8 / 10);
+  // The newest episode survived: asked again, it is the same lookup.
+  const std::string newest = std::to_string(KernelLookups::k_capacity);
+  CHECK_FALSE(lookups.answer(newest, 1, KernelAnswer::absent, now).miss);
+  // The oldest did not: a new lookup.
+  CHECK(lookups.answer("0", 1, KernelAnswer::absent, now).miss);
 }
