@@ -34,7 +34,7 @@ struct RevokeRequest;
 
 /// The revision of HTTP API v1 this server speaks (docs/protocol.md, the
 /// version notes), reported by GET /v1/status as "revision".
-inline constexpr int k_api_revision = 7;
+inline constexpr int k_api_revision = 8;
 
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
