@@ -23,6 +23,14 @@ struct ExportArgs {
   std::string op_type;
 };
 
+// `names` ("auto", or none), then the names of the layout table.
+std::vector<std::string> layout_choices(std::vector<std::string> names = {}) {
+  for (const auto& row : layouts::layout_table()) {
+    names.emplace_back(row.name);
+  }
+  return names;
+}
+
 nlohmann::json items_json(const std::vector<layouts::ImportedItem>& items) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& item : items) {
@@ -161,9 +169,9 @@ std::vector<Command> register_layout_commands(CLI::App& app, Context& context) {
       "Example:\n  opcache import ./ --scenario device=multi,phase=train,toolchain=8.0.RC2,soc=Ascend910B1");
   import->add_option("dir", import_args->dir, "Directory to import from")->required();
   import_args->scenario.add_to(*import, true);
-  import->add_option("--layout", import_args->layout, "auto, mindspore, cann or torchair")
+  import->add_option("--layout", import_args->layout, "The layout of DIR; auto: told by what is inside")
       ->capture_default_str()
-      ->check(CLI::IsMember({"auto", "mindspore", "cann", "torchair"}));
+      ->check(CLI::IsMember(layout_choices({"auto"})));
   import->add_flag("--dry-run,-n", import_args->dry_run, "Report what would be imported; store nothing");
 
   auto export_args = std::make_shared<ExportArgs>();
@@ -179,9 +187,9 @@ std::vector<Command> register_layout_commands(CLI::App& app, Context& context) {
       "Example:\n  opcache export ./ --layout mindspore --ranks 8 --scenario device=multi,phase=train,"
       "toolchain=8.0.RC2,soc=Ascend910B1");
   export_command->add_option("dir", export_args->dir, "Directory to write into");
-  export_command->add_option("--layout", export_args->layout, "mindspore, cann or torchair")
+  export_command->add_option("--layout", export_args->layout, "The layout to write")
       ->capture_default_str()
-      ->check(CLI::IsMember({"mindspore", "cann", "torchair"}));
+      ->check(CLI::IsMember(layout_choices()));
   export_command->add_option("--ranks", export_args->ranks, "MindSpore: write rank_0 .. rank_<N-1>")
       ->check(CLI::Range(1, 65536));
   export_command->add_option("--scenario,-s", export_args->scenario, "Only entries of this scenario");

@@ -6,19 +6,33 @@
 
 namespace opcache::layouts {
 
+namespace {
+
+constexpr LayoutName k_layouts[] = {
+    {Layout::mindspore, "mindspore"},
+    {Layout::cann, "cann"},
+    {Layout::torchair, "torchair"},
+};
+
+}  // namespace
+
+std::span<const LayoutName> layout_table() noexcept { return k_layouts; }
+
 const char* to_string(Layout layout) noexcept {
-  switch (layout) {
-    case Layout::mindspore: return "mindspore";
-    case Layout::cann: return "cann";
-    case Layout::torchair: return "torchair";
+  for (const auto& row : k_layouts) {
+    if (row.layout == layout) {
+      return row.name;
+    }
   }
-  return "mindspore";
+  return "";
 }
 
-std::optional<Layout> parse_layout(const std::string& name) {
-  if (name == "mindspore") return Layout::mindspore;
-  if (name == "cann") return Layout::cann;
-  if (name == "torchair") return Layout::torchair;
+std::optional<Layout> parse_layout(std::string_view name) {
+  for (const auto& row : k_layouts) {
+    if (row.name == name) {
+      return row.layout;
+    }
+  }
   return std::nullopt;
 }
 

@@ -6,7 +6,9 @@
 
 #include <filesystem>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "opcache/result.hpp"
@@ -15,9 +17,22 @@ namespace opcache::layouts {
 
 enum class Layout { mindspore, cann, torchair };
 
+/// One row of the layout table (layout.cpp): a layout and its name, as the
+/// CLI's --layout takes it and reports print it.
+struct LayoutName {
+  Layout layout;
+  const char* name;  ///< "mindspore", "cann", "torchair"
+};
+
+/// The layout table: every Layout once, in the order --help lists them. A
+/// new layout is a row here; to_string, parse_layout and the CLI's choices
+/// read it. Pure; thread-safe.
+std::span<const LayoutName> layout_table() noexcept;
+
+/// The name of `layout` in the table ("" for a value without a row).
 const char* to_string(Layout layout) noexcept;
-/// "mindspore", "cann" or "torchair"; nullopt otherwise.
-std::optional<Layout> parse_layout(const std::string& name);
+/// The layout the table names `name`; nullopt for any other text.
+std::optional<Layout> parse_layout(std::string_view name);
 
 /// One kernel found on disk, ready to be stored.
 struct Candidate {
