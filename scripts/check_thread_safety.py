@@ -65,8 +65,9 @@ BARE_LOCK = re.compile(r"\bstd\s*::\s*(mutex|recursive_mutex|timed_mutex|recursi
                        r"scoped_lock|shared_lock)\b")
 # The developer's explicit opt-out when clang++-14 is not installed.
 ALLOW_MISSING_COMPILER = "OPCACHE_ALLOW_MISSING_CLANG"
-# gcc's warning flags are dropped: this pass reports thread safety only.
-DROPPED_FLAGS = ("-Wall", "-Wextra", "-Wpedantic")
+# gcc's warning flags (and OPCACHE_WERROR's -Werror) are dropped: this pass
+# reports thread safety only, the gcc build every other warning.
+DROPPED_FLAGS = ("-Wall", "-Wextra", "-Wpedantic", "-Werror")
 CHECK_FLAGS = ["-fsyntax-only", "-Wthread-safety", "-Werror=thread-safety"]
 # The header that brings the annotated lock types.
 ANNOTATED_HEADER = "base/mutex.hpp"

@@ -68,8 +68,10 @@ class ThreadSafetyTree:
             file.write(text)
 
     def run(self, compiler=COMPILER, allow_missing=False):
+        # The build's warning flags, as OPCACHE_WERROR gives them: the checker drops them.
         entries = [{"directory": self.root, "file": relative,
-                    "arguments": ["c++", "-std=c++20", "-I" + self.root, "-c", relative, "-o",
+                    "arguments": ["c++", "-std=c++20", "-Wall", "-Wextra", "-Wpedantic", "-Werror",
+                                  "-I" + self.root, "-c", relative, "-o",
                                   os.path.join(self.build, os.path.basename(relative) + ".o")]}
                    for relative in self.compiled]
         with open(os.path.join(self.build, "compile_commands.json"), "w", encoding="utf-8") as file:
@@ -117,6 +119,17 @@ class CheckThreadSafetyTest(unittest.TestCase):
         status, output = self.tree.run()
         self.assertEqual(status, 0, output)
         self.assertIn("no bare standard lock outside base/mutex.hpp; 1 files pass", output)
+
+    def test_only_thread_safety_diagnostics_fail_the_analysis(self):
+        self.need_compiler()
+        # An unused variable (-Wall) and an unused comparison (on in clang by default):
+        # errors under the build's -Werror, not for this check.
+        self.tree.write("store/unused.cpp", '#include "base/mutex.hpp"\n'
+                                            "int unused_result(int x) {\n  int unused = 0;\n  x == 1;\n  return x;\n}\n")
+        self.tree.compiled.append("store/unused.cpp")
+        status, output = self.tree.run()
+        self.assertEqual(status, 0, output)
+        self.assertNotIn("unused", output)
 
     def test_a_file_that_does_not_include_the_annotated_header_is_not_compiled(self):
         self.need_compiler()
