@@ -41,10 +41,20 @@ Result<std::int64_t> parse_integer(std::string_view text, std::int64_t min, std:
   if (auto value = decimal(text); value && *value >= min && *value <= max) {
     return *value;
   }
-  if (min == std::numeric_limits<std::int64_t>::min() && max == std::numeric_limits<std::int64_t>::max()) {
+  constexpr auto k_lowest = std::numeric_limits<std::int64_t>::min();
+  constexpr auto k_highest = std::numeric_limits<std::int64_t>::max();
+  if (min == k_lowest && max == k_highest) {
     return Error::usage("must be an integer");
   }
+  if (max == k_highest) {
+    return Error::usage("must be an integer of " + std::to_string(min) + " or more");
+  }
   return Error::usage("must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+}
+
+std::string integer_refusal(std::string_view text, std::int64_t min, std::int64_t max) {
+  auto value = parse_integer(text, min, max);
+  return value ? std::string() : "\"" + std::string(text) + "\" " + value.error().message();
 }
 
 Error value_error(std::string_view where, std::string_view value, const Error& problem) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <string>
 #include <string_view>
 
 #include "opcache/result.hpp"
@@ -22,10 +23,17 @@ Result<bool> parse_bool(std::string_view text);
 /// Parses a decimal integer from `min` to `max`: an optional '+' or '-'
 /// sign, then digits only (no spaces, no trailing characters). Otherwise a
 /// `usage` error naming neither the setting nor the value ("must be an
-/// integer from MIN to MAX", or "must be an integer" when the range is the
-/// whole of int64); callers add both with value_error. Pure; thread-safe.
+/// integer from MIN to MAX"; "must be an integer of MIN or more" when MAX is
+/// int64's largest, "must be an integer" when the range is the whole of
+/// int64); callers add both with value_error. Pure; thread-safe.
 Result<std::int64_t> parse_integer(std::string_view text, std::int64_t min = std::numeric_limits<std::int64_t>::min(),
                                    std::int64_t max = std::numeric_limits<std::int64_t>::max());
+
+/// For a command-line parser that names the option itself (CLI11 writes
+/// "--jobs: " before it): "" when `text` is an integer from `min` to `max`
+/// as parse_integer reads it, else `"<text>" must be an integer from MIN to
+/// MAX` (parse_integer's message after the value). Pure; thread-safe.
+std::string integer_refusal(std::string_view text, std::int64_t min, std::int64_t max);
 
 /// The standard message for a refused value: a `usage` error
 /// "<where> \"<value>\" <problem>", e.g. `--threads "0" must be an integer

@@ -191,7 +191,7 @@ std::vector<Command> register_layout_commands(CLI::App& app, Context& context) {
       ->capture_default_str()
       ->check(CLI::IsMember(layout_choices()));
   export_command->add_option("--ranks", export_args->ranks, "MindSpore: write rank_0 .. rank_<N-1>")
-      ->check(CLI::Range(1, 65536));
+      ->check(integer_in(1, 65536));
   export_command->add_option("--scenario,-s", export_args->scenario, "Only entries of this scenario");
   export_command->add_option("--op-type,-t", export_args->op_type, "Only entries of this op type");
 

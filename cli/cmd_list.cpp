@@ -158,7 +158,7 @@ std::vector<Command> register_list_commands(CLI::App& app, Context& context) {
   list->add_option("--scenario,-s", list_args->scenario,
                    "Only entries whose scenario has these FIELD=VALUE pairs (any of device, phase, toolchain, soc)");
   list->add_option("--op-type,-t", list_args->op_type, "Only entries of this op type");
-  list->add_option("--limit,-n", list_args->limit, "At most this many entries")->check(non_negative_integer());
+  list->add_option("--limit,-n", list_args->limit, "At most this many entries")->check(integer_in(0));
   list->add_option("--after", list_args->after, "Only keys after this one (pagination)");
 
   auto keys = std::make_shared<std::vector<std::string>>();

@@ -65,7 +65,7 @@ std::vector<Command> register_put_command(CLI::App& app, Context& context) {
   args->scenario.add_to(*command, true);
   command->add_option("files", args->files, "Files to store")->required()->check(CLI::ExistingFile);
   command->add_option("--build-ms", args->build_ms, "How long the build took, in ms (for compile-time-saved stats)")
-      ->check(non_negative_integer());
+      ->check(integer_in(0));
   command->add_flag("--replace", args->replace, "Replace an existing entry for the key");
   return {{command, [&context, args] { return run_put(context, *args); }}};
 }

@@ -7,20 +7,17 @@
 
 #include "base/file_io.hpp"
 #include "base/text.hpp"
+#include "base/value_parse.hpp"
 
 namespace opcache::cli {
 
 int exit_code_for(const Error& error) { return static_cast<int>(error.code()); }
 
-CLI::Validator non_negative_integer() {
+CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
+  const bool unbounded = max == std::numeric_limits<std::int64_t>::max();
   return CLI::Validator(
-      [](std::string& value) -> std::string {
-        if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos || value.size() > 18) {
-          return "must be a non-negative integer, not \"" + value + "\"";
-        }
-        return {};
-      },
-      "INTEGER>=0");
+      [min, max](std::string& value) { return base::integer_refusal(value, min, max); },
+      "INTEGER" + (unbounded ? ">=" + std::to_string(min) : " " + std::to_string(min) + ".." + std::to_string(max)));
 }
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -117,8 +118,11 @@ class ScenarioOption {
   std::string m_file;
 };
 
-/// A CLI11 check with a readable message: digits only.
-CLI::Validator non_negative_integer();
+/// The CLI11 check of an integer option: a decimal from `min` to `max` as
+/// base::parse_integer reads it, refused as `--NAME: "VALUE" must be an
+/// integer from MIN to MAX` (exit 2). Its help shows the range
+/// ("INTEGER 1..256", "INTEGER>=0").
+CLI::Validator integer_in(std::int64_t min, std::int64_t max = std::numeric_limits<std::int64_t>::max());
 
 /// Reads a descriptor file ("-" for standard input) as text. A missing file
 /// is a usage error (exit 2), not "not found" (exit 1 means a cache miss).

@@ -36,6 +36,15 @@ using namespace opcache;
 using namespace opcache::refcc;
 using json = nlohmann::json;
 
+// The largest device id, from --device-id or DEVICE_ID.
+constexpr std::int64_t k_max_device_id = 1'000'000;
+
+// The check of an integer flag: read as DEVICE_ID is (base::parse_integer).
+CLI::Validator integer_in(std::int64_t min, std::int64_t max) {
+  return CLI::Validator([min, max](std::string& value) { return base::integer_refusal(value, min, max); },
+                        "INTEGER " + std::to_string(min) + ".." + std::to_string(max));
+}
+
 // Options shared by the compiling subcommands.
 struct CommonOptions {
   std::string out_dir;
@@ -53,7 +62,7 @@ struct CommonOptions {
       command.add_flag("--no-cache", no_cache, "Build without reading or writing the cache");
       command.add_option("--cache-dir", cache_dir, "Cache root (default: OPCACHE_DIR, else ~/.cache/opcache)");
       command.add_option("--device-id", device_id, "Device id in the file names (default: DEVICE_ID, else 0)")
-          ->check(CLI::Range(0, 1000000));
+          ->check(integer_in(0, k_max_device_id));
       command.add_flag("--json", json, "Print the result as one line of JSON");
     }
     auto* spec = command.add_option("--scenario", scenario,
@@ -77,7 +86,7 @@ Result<int> resolve_device_id(const CommonOptions& options) {
   if (env == nullptr || *env == '\0') {
     return 0;
   }
-  auto value = base::parse_integer(env, 0, 1'000'000);
+  auto value = base::parse_integer(env, 0, k_max_device_id);
   if (!value) {
     return Error::usage(std::string("DEVICE_ID=\"") + env + "\" is not a device number: it " +
                         value.error().message() + " (use --device-id N)");
@@ -310,7 +319,7 @@ int run(int argc, char** argv) {
   bool verbose = false;
   auto* model = app.add_subcommand("model", "Compile every op of a model op list");
   model->add_option("model", model_path, "Model JSON file ({\"name\", \"ops\": [descriptor, ...]})")->required();
-  model->add_option("--jobs,-j", jobs, "Parallel compile jobs (default: number of CPUs)")->check(CLI::Range(1, 1024));
+  model->add_option("--jobs,-j", jobs, "Parallel compile jobs (default: number of CPUs)")->check(integer_in(1, 1024));
   model->add_flag("--verbose,-v", verbose, "Print one line per kernel on stderr");
   model_options.add_to(*model, true);
 
@@ -321,7 +330,7 @@ int run(int argc, char** argv) {
   auto* describe = app.add_subcommand("describe", "Print the normalized descriptor, key and names (or the C source)");
   describe->add_option("descriptor", describe_path, "Op descriptor JSON file")->required();
   describe->add_flag("--source", describe_source, "Print the generated C source instead");
-  describe->add_option("--device-id", describe_device, "Device id for the stem")->check(CLI::Range(0, 1000000));
+  describe->add_option("--device-id", describe_device, "Device id for the stem")->check(integer_in(0, k_max_device_id));
   describe_options.add_to(*describe, false);
 
   bool ops_json = false;

@@ -13,9 +13,10 @@ namespace opcache::remote {
 
 namespace {
 
-// An integer attribute from 0 to `max`; the error names the attribute and the value.
-Result<std::int64_t> parse_count(const std::string& where, const std::string& text, std::int64_t max) {
-  auto value = base::parse_integer(text, 0, max);
+// An integer attribute from `min` to `max`; the error names the attribute and the value.
+Result<std::int64_t> parse_count(const std::string& where, const std::string& text, std::int64_t min,
+                                 std::int64_t max) {
+  auto value = base::parse_integer(text, min, max);
   if (!value) {
     return base::value_error(where, text, value.error());
   }
@@ -42,20 +43,20 @@ Status apply_attribute(RemoteOptions& options, const std::string& name, const st
   } else if (name == "upload") {
     OPCACHE_TRY_ASSIGN(options.upload, parse_switch(at, value));
   } else if (name == "connect-timeout" || name == "connect_timeout") {
-    OPCACHE_TRY_ASSIGN(options.connect_timeout_ms, parse_count(at, value, 600000));
+    OPCACHE_TRY_ASSIGN(options.connect_timeout_ms, parse_count(at, value, 0, 600000));
   } else if (name == "timeout") {
-    OPCACHE_TRY_ASSIGN(options.timeout_ms, parse_count(at, value, 3600000));
+    OPCACHE_TRY_ASSIGN(options.timeout_ms, parse_count(at, value, 0, 3600000));
   } else if (name == "retries") {
-    OPCACHE_TRY_ASSIGN(auto retries, parse_count(at, value, 10));
+    OPCACHE_TRY_ASSIGN(auto retries, parse_count(at, value, 0, 10));
     options.retries = static_cast<int>(retries);
   } else if (name == "parallelism") {
-    OPCACHE_TRY_ASSIGN(auto parallelism, parse_count(at, value, 256));
-    options.parallelism = parallelism < 1 ? 1 : static_cast<int>(parallelism);
+    OPCACHE_TRY_ASSIGN(auto parallelism, parse_count(at, value, 1, 256));
+    options.parallelism = static_cast<int>(parallelism);
   } else if (name == "cooldown") {
-    OPCACHE_TRY_ASSIGN(auto cooldown, parse_count(at, value, 86400));
+    OPCACHE_TRY_ASSIGN(auto cooldown, parse_count(at, value, 0, 86400));
     options.cooldown_s = static_cast<int>(cooldown);
   } else if (name == "prefetch") {
-    OPCACHE_TRY_ASSIGN(options.prefetch, parse_count(at, value, 1000000));
+    OPCACHE_TRY_ASSIGN(options.prefetch, parse_count(at, value, 0, 1000000));
   } else if (name == "ca-file" || name == "ca_file") {
     options.ca_file = value;
   } else {

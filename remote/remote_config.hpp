@@ -32,8 +32,8 @@ struct RemoteOptions {
 };
 
 /// Parses "URL[|attribute[=value]]…": read-only, upload, connect-timeout=MS,
-/// timeout=MS, retries=N, parallelism=N, cooldown=S, prefetch=N, ca-file=PATH. `usage` errors name the
-/// attribute. The URL scheme must be http, https, s3 or file.
+/// timeout=MS, retries=N, parallelism=N (1 to 256), cooldown=S, prefetch=N, ca-file=PATH. `usage` errors
+/// name the attribute and the value (base::value_error). The URL scheme must be one of the scheme table's.
 Result<RemoteOptions> parse_remote_spec(const std::string& spec, const std::string& source);
 
 /// Explicit choices (flags).

@@ -17,6 +17,7 @@
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
+#include "base/value_parse.hpp"
 
 namespace opcache::remote {
 
@@ -376,7 +377,7 @@ class S3Client::Impl {
 
   Result<S3Object> object_from_headers(const std::string& name, const Exchange& exchange) const {
     const auto length = exchange.response_headers.get("content-length");
-    const auto size = length ? parse_non_negative(*length) : std::nullopt;
+    const auto size = base::parse_integer(length.value_or(""), 0);
     if (!size) {
       return Error::remote(exchange.describe() + ": the response has no valid Content-Length");
     }

@@ -3,6 +3,7 @@
 #include "remote/s3/text.hpp"
 #include "remote/s3/xml.hpp"
 #include "base/try.hpp"
+#include "base/value_parse.hpp"
 
 namespace opcache::remote {
 
@@ -17,7 +18,7 @@ Result<S3Object> parse_contents(const XmlElement& contents, std::string_view key
   if (key->text.compare(0, key_prefix.size(), key_prefix) != 0) {
     return Error::remote("key " + single_quoted(key->text) + " is outside the listed prefix " + single_quoted(key_prefix));
   }
-  const auto bytes = size == nullptr ? std::nullopt : parse_non_negative(size->text);
+  const auto bytes = base::parse_integer(size != nullptr ? std::string_view(size->text) : std::string_view(), 0);
   if (!bytes) {
     return Error::remote("key " + single_quoted(key->text) + " has no valid <Size>");
   }

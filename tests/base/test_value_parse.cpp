@@ -53,6 +53,17 @@ TEST_CASE(
   CHECK(below.error().message() == "must be an integer from 1 to 256");
   CHECK_FALSE(parse_integer("257", 1, 256).ok());
   CHECK(parse_integer("many", 1, 256).error().message() == "must be an integer from 1 to 256");
+  CHECK(*parse_integer("9223372036854775807", 0) == std::numeric_limits<std::int64_t>::max());
+  CHECK(parse_integer("-1", 0).error().message() == "must be an integer of 0 or more");
+}
+
+TEST_CASE("base::integer_refusal is empty for an integer in range, else the value and parse_integer's problem") {
+  using opcache::base::integer_refusal;
+  CHECK(integer_refusal("8", 1, 256).empty());
+  CHECK(integer_refusal("+8", 1, 256).empty());
+  CHECK(integer_refusal("0", 1, 256) == "\"0\" must be an integer from 1 to 256");
+  CHECK(integer_refusal("8 ", 1, 256) == "\"8 \" must be an integer from 1 to 256");
+  CHECK(integer_refusal("-1", 0, std::numeric_limits<std::int64_t>::max()) == "\"-1\" must be an integer of 0 or more");
 }
 
 TEST_CASE("base::value_error names the place and quotes the value before the problem") {

@@ -1,5 +1,7 @@
-// Values the `opcache` command reads from its tables, not from lists of its
-// own: the --layout choices of import and export are the layout table's names.
+// Values the `opcache` command reads from its tables and parsers, not from
+// lists of its own: the --layout choices of import and export are the layout
+// table's names, and integer options and remote attributes are read by
+// base::parse_integer and refused with the value and the range.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -57,4 +59,41 @@ TEST_CASE("cli::import and export take as --layout the names of the layout table
                                               opcache::test::hermetic());
   CHECK(refused.exit_code == 2);
   CHECK(opcache::test::contains(refused.err, "--layout: ccache not in {mindspore,cann,torchair}"));
+}
+
+TEST_CASE("cli integer options are read as base::parse_integer reads them and refused with the value and the range") {
+  opcache::test::TempDir temp;
+  const opcache::test::CliRunner cli(temp);
+  const std::string object = (temp.path() / "k.o").string();
+  opcache::test::write_text(object, "object");
+  struct Refused {
+    std::vector<std::string> args;
+    std::string message;
+  };
+  const std::vector<Refused> refused = {
+      {{"export", temp.path().string(), "--ranks", "0"}, "--ranks: \"0\" must be an integer from 1 to 65536"},
+      {{"export", temp.path().string(), "--ranks", "8x"}, "--ranks: \"8x\" must be an integer from 1 to 65536"},
+      {{"ls", "--limit", "-1"}, "--limit: \"-1\" must be an integer of 0 or more"},
+      {{"ls", "--limit", "1e3"}, "--limit: \"1e3\" must be an integer of 0 or more"},
+      {{"put", "--desc", "d.json", "--scenario", "phase=train", "--build-ms", "fast", object},
+       "--build-ms: \"fast\" must be an integer of 0 or more"},
+  };
+  for (const auto& [args, message] : refused) {
+    CAPTURE(opcache::test::CliRunner::join(args));
+    const auto result = cli.run(args);
+    CHECK(result.exit_code == 2);
+    CHECK_MESSAGE(opcache::test::contains(result.err, message), result.err);
+  }
+  const auto listed = cli.run({"ls", "--limit", "+2"});
+  CHECK_MESSAGE(listed.exit_code == 0, listed.err);
+}
+
+TEST_CASE("cli refuses a remote with parallelism=0 naming the attribute and the range, where it once took 1") {
+  opcache::test::TempDir temp;
+  const opcache::test::CliRunner cli(temp);
+  const std::string remote = "file://" + (temp.path() / "share").string();
+  const auto result = cli.run({"--remote", remote + "|parallelism=0", "push"});
+  CHECK(result.exit_code == 2);
+  const std::string message = "--remote " + remote + ": parallelism \"0\" must be an integer from 1 to 256";
+  CHECK_MESSAGE(opcache::test::contains(result.err, message), result.err);
 }

@@ -35,7 +35,7 @@ std::string spec_error(const std::string& spec) {
 
 TEST_CASE("remote::RemoteConfig parses every spec attribute") {
   auto parsed = parse_remote_spec(
-      "https://cache.example:8443|read-only|upload|connect-timeout=150|timeout=900|retries=4|parallelism=0|"
+      "https://cache.example:8443|read-only|upload|connect-timeout=150|timeout=900|retries=4|parallelism=3|"
       "cooldown=7|ca-file=/etc/ca.pem",
       "--remote");
   REQUIRE(parsed.ok());
@@ -45,7 +45,7 @@ TEST_CASE("remote::RemoteConfig parses every spec attribute") {
   CHECK(parsed->connect_timeout_ms == 150);
   CHECK(parsed->timeout_ms == 900);
   CHECK(parsed->retries == 4);
-  CHECK(parsed->parallelism == 1);  // at least one transfer
+  CHECK(parsed->parallelism == 3);
   CHECK(parsed->cooldown_s == 7);
   CHECK(parsed->ca_file == "/etc/ca.pem");
   CHECK(parsed->source == "--remote");
@@ -64,6 +64,16 @@ TEST_CASE("remote::RemoteConfig attribute errors name the attribute and the allo
         std::string::npos);
   CHECK(spec_error("ftp://h").find("must start with http://, https://, s3:// or file://") != std::string::npos);
   CHECK(spec_error("http://").find("must start with") != std::string::npos);
+}
+
+TEST_CASE("remote::RemoteConfig refuses parallelism=0 instead of taking it for 1") {
+  CHECK(spec_error("http://cache:8080|parallelism=0") ==
+        "--remote http://cache:8080: parallelism \"0\" must be an integer from 1 to 256");
+  CHECK(spec_error("http://cache:8080|parallelism=257") ==
+        "--remote http://cache:8080: parallelism \"257\" must be an integer from 1 to 256");
+  auto one = parse_remote_spec("http://cache:8080|parallelism=1", "--remote");
+  REQUIRE(one.ok());
+  CHECK(one->parallelism == 1);
 }
 
 TEST_CASE("remote::RemoteConfig read-only and upload take every boolean word, and bare means true") {
