@@ -1,13 +1,11 @@
 #include "refcc/compile.hpp"
 
-#include <stdlib.h>
-
-#include <cerrno>
-#include <cstring>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 
 #include "base/subprocess.hpp"
+#include "base/temporary_directory.hpp"
 #include "base/try.hpp"
 
 namespace opcache::refcc {
@@ -42,37 +40,12 @@ std::string joined(const std::vector<std::string>& words) {
   return text;
 }
 
-// A directory made by mkdtemp, removed with its contents on destruction.
-class TempDirectory {
- public:
-  static Result<TempDirectory> create() {
-    std::error_code ec;
-    fs::path base = fs::temp_directory_path(ec);
-    if (ec) {
-      base = "/tmp";
-    }
-    std::string pattern = (base / "refcc-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return Error::io("cannot create a temporary directory in " + base.string() + ": " + std::strerror(errno));
-    }
-    return TempDirectory(pattern);
-  }
-  TempDirectory(TempDirectory&& other) noexcept : m_path(std::move(other.m_path)) { other.m_path.clear(); }
-  TempDirectory(const TempDirectory&) = delete;
-  TempDirectory& operator=(const TempDirectory&) = delete;
-  TempDirectory& operator=(TempDirectory&&) = delete;
-  ~TempDirectory() {
-    if (!m_path.empty()) {
-      std::error_code ec;
-      fs::remove_all(m_path, ec);
-    }
-  }
-  const fs::path& path() const { return m_path; }
-
- private:
-  explicit TempDirectory(fs::path path) : m_path(std::move(path)) {}
-  fs::path m_path;
-};
+// Where a compile stages its source: the system's temp directory, else /tmp.
+fs::path staging_parent() {
+  std::error_code ec;
+  fs::path parent = fs::temp_directory_path(ec);
+  return ec ? fs::path("/tmp") : parent;
+}
 
 Status write_text(const fs::path& path, const std::string& text) {
   std::ofstream file(path, std::ios::binary | std::ios::trunc);
@@ -117,7 +90,7 @@ Result<Compiler> detect_compiler(const std::string& command) {
 }
 
 Status compile_c(const Compiler& compiler, const std::string& source, const std::string& name, const fs::path& object) {
-  OPCACHE_TRY_ASSIGN(auto temp, TempDirectory::create());
+  OPCACHE_TRY_ASSIGN(auto temp, base::TemporaryDirectory::create(staging_parent(), "refcc-"));
   const std::string file = name + ".c";
   OPCACHE_TRY(write_text(temp.path() / file, source));
   std::vector<std::string> argv = compiler.command;
