@@ -27,13 +27,10 @@ namespace {
 namespace fs = std::filesystem;
 
 constexpr std::size_t k_max_queued = 10000;
-constexpr auto k_stop_wait = std::chrono::seconds(2);
-// After k_stop_wait the transfer in flight is cancelled; it ends within about
-// a second (libcurl's progress callback), and the thread with it.
-constexpr auto k_cancel_wait = std::chrono::seconds(3);
-// How long the uploader sleeps between looks at the outboxes when nobody
-// queues anything (other processes may have left markers there).
-constexpr auto k_idle_poll = std::chrono::seconds(5);
+// UploaderBounds: after last_pass the transfer in flight is cancelled; it
+// ends within about a second (libcurl's progress callback), and the thread
+// with it. The uploader sleeps idle_poll between looks at the outboxes when
+// nobody queues anything (other processes may have left markers there).
 
 fs::path outbox_of(const store::StoreLayout& layout, const Remote& remote) {
   return layout.root() / "outbox" / remote_id(remote.store->name());
@@ -118,6 +115,7 @@ struct RemoteSet::Uploader {
   std::vector<fs::path> outboxes;
   store::WarningSink warn;
   std::optional<store::StoreLayout> layout;  // of the local store: where its exec manifests are
+  UploaderBounds bounds;
 
   base::Mutex mutex;
   base::CondVar wake;                  // `work` or `closing` became true
@@ -146,10 +144,10 @@ struct RemoteSet::Uploader {
     stopped.notify_all();
   }
 
-  // Sleeps until something is queued, the set closes or k_idle_poll passes.
-  // True when this is the last pass (closing).
+  // Sleeps until something is queued, the set closes or bounds.idle_poll
+  // passes. True when this is the last pass (closing).
   bool wait_for_work() EXCLUDES(mutex) {
-    const auto until = std::chrono::steady_clock::now() + k_idle_poll;
+    const auto until = std::chrono::steady_clock::now() + bounds.idle_poll;
     base::MutexLock lock(mutex);
     while (!work && !closing && wake.wait_until(mutex, until)) {
     }
@@ -278,7 +276,8 @@ struct RemoteSet::Uploader {
 };
 
 Result<std::unique_ptr<RemoteSet>> RemoteSet::open(const std::vector<RemoteOptions>& options,
-                                                   store::LocalStore& local, const base::EnvLookup& env) {
+                                                   store::LocalStore& local, const base::EnvLookup& env,
+                                                   const UploaderBounds& bounds) {
   std::vector<Remote> remotes;
   for (const auto& option : options) {
     auto opened = open_remote(option, env);
@@ -293,15 +292,16 @@ Result<std::unique_ptr<RemoteSet>> RemoteSet::open(const std::vector<RemoteOptio
     remotes.push_back(std::move(remote));
   }
   std::unique_ptr<RemoteSet> set(new RemoteSet(std::move(remotes), local));
-  set->start_uploader();
+  set->start_uploader(bounds);
   return set;
 }
 
 RemoteSet::RemoteSet(std::vector<Remote> remotes, store::LocalStore& local)
     : m_remotes(std::move(remotes)), m_local(local) {}
 
-void RemoteSet::start_uploader() {
+void RemoteSet::start_uploader(const UploaderBounds& bounds) {
   auto uploader = std::make_shared<Uploader>();
+  uploader->bounds = bounds;
   uploader->warn = m_local.options().warn;
   uploader->layout = m_local.layout();
   for (const auto& remote : m_remotes) {
@@ -320,13 +320,20 @@ void RemoteSet::start_uploader() {
   m_uploader_thread = std::thread([uploader] { uploader->run(); });
 }
 
-RemoteSet::~RemoteSet() {
-  if (!m_uploader) {
-    return;
+RemoteSet::~RemoteSet() { (void)close(); }
+
+Closing RemoteSet::close() {
+  if (m_closed) {
+    return *m_closed;
   }
-  const auto deadline = std::chrono::steady_clock::now() + k_stop_wait;
+  if (!m_uploader) {
+    m_closed = Closing::no_uploader;
+    return *m_closed;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + m_uploader->bounds.last_pass;
   m_uploader->close(deadline);
   bool finished = m_uploader->wait_finished(deadline);
+  Closing closing = Closing::finished;
   if (!finished) {
     // An upload still hangs: abort it, so that the thread has ended before the
     // process exits (a thread still inside libcurl and OpenSSL while exit()
@@ -334,7 +341,8 @@ RemoteSet::~RemoteSet() {
     for (const auto& remote : m_uploader->remotes) {
       remote.store->cancel_transfers();
     }
-    finished = m_uploader->wait_finished(std::chrono::steady_clock::now() + k_cancel_wait);
+    finished = m_uploader->wait_finished(std::chrono::steady_clock::now() + m_uploader->bounds.cancel);
+    closing = Closing::cancelled;
   }
   if (finished) {
     m_uploader_thread.join();  // it has returned from run(): no wait
@@ -342,7 +350,10 @@ RemoteSet::~RemoteSet() {
     // An upload ignored its cancellation: exit is not delayed past the bound
     // for it. The thread keeps the Uploader (its shared_ptr) and ends on its own.
     m_uploader_thread.detach();
+    closing = Closing::abandoned;
   }
+  m_closed = closing;
+  return closing;
 }
 
 Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario) {

@@ -8,6 +8,7 @@
 // that remote continues them.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -37,19 +38,40 @@ enum class RevocationCheck {
   now,       ///< whatever the interval says (opcache pull, prefetch)
 };
 
+/// How long the background uploader waits, and how long closing a RemoteSet
+/// waits for it. The defaults are the product's: closing never takes more
+/// than last_pass + cancel (5 s). Tests pass others.
+struct UploaderBounds {
+  std::chrono::milliseconds last_pass{2000};  ///< the last pass over the queue as the set closes
+  std::chrono::milliseconds cancel{3000};     ///< an upload cancelled after last_pass, to end
+  std::chrono::milliseconds idle_poll{5000};  ///< between looks at the outboxes when nothing is queued
+};
+
+/// How RemoteSet::close ended.
+enum class Closing {
+  no_uploader,  ///< no remote takes uploads
+  finished,     ///< the last pass ended within UploaderBounds::last_pass
+  cancelled,    ///< the upload still running then was cancelled, and the thread ended
+  abandoned,    ///< that upload ignored its cancellation: the thread was left to end on its own
+};
+
 class RemoteSet {
  public:
   /// Opens every remote. A remote that cannot even be opened (bad URL, no S3
   /// credentials) is a `usage` error: configuration mistakes are loud.
   static Result<std::unique_ptr<RemoteSet>> open(const std::vector<RemoteOptions>& options, store::LocalStore& local,
-                                                 const base::EnvLookup& env);
-  /// Gives the uploader one last pass over the queue, waiting at most 2 s
-  /// (the upload in flight included); what is left stays queued on disk for
-  /// the next process that opens the store with the remote. An upload still
-  /// running then is cancelled and given 3 s more to end; the worker thread
-  /// is then joined, or, if the upload ignored its cancellation, left to end
-  /// on its own: destruction never takes more than about 5 s.
+                                                 const base::EnvLookup& env, const UploaderBounds& bounds = {});
+  /// close().
   ~RemoteSet();
+  /// Gives the uploader one last pass over the queue, woken at once, waiting
+  /// at most `last_pass` (2 s; the upload in flight included); what is left
+  /// stays queued on disk for the next process that opens the store with the
+  /// remote. An upload still running then is cancelled and given `cancel`
+  /// (3 s) more to end; the worker thread is then joined, or, if the upload
+  /// ignored its cancellation, left to end on its own: closing never takes
+  /// more than about 5 s. Uploads stop for good; a second call returns the
+  /// first one's answer at once.
+  Closing close();
   RemoteSet(const RemoteSet&) = delete;
   RemoteSet& operator=(const RemoteSet&) = delete;
 
@@ -117,7 +139,7 @@ class RemoteSet {
  private:
   struct Uploader;
   RemoteSet(std::vector<Remote> remotes, store::LocalStore& local);
-  void start_uploader();
+  void start_uploader(const UploaderBounds& bounds);
   std::filesystem::path revocation_cursor_path(const Remote& remote) const;
   // Writes the marker `name` with `text` into `outbox` unless the queue is
   // full (then warns that `what` was not queued).
@@ -133,7 +155,8 @@ class RemoteSet {
   std::vector<Remote> m_remotes;
   store::LocalStore& m_local;
   std::shared_ptr<Uploader> m_uploader;  // null when no remote takes uploads
-  std::thread m_uploader_thread;         // runs m_uploader->run(); joined by the destructor
+  std::thread m_uploader_thread;         // runs m_uploader->run(); joined by close()
+  std::optional<Closing> m_closed;       // how close() ended, once it has run
 };
 
 }  // namespace opcache::remote

@@ -173,8 +173,8 @@ Status migrate(Database& db) {
 
 }  // namespace
 
-Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms) {
-  OPCACHE_TRY_ASSIGN(Database db, Database::open(path, busy_timeout_ms));
+Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms, LockWaitObserver on_lock_wait) {
+  OPCACHE_TRY_ASSIGN(Database db, Database::open(path, busy_timeout_ms, std::move(on_lock_wait)));
   // Identify the file before changing anything in it: a refused file stays as it was.
   OPCACHE_TRY_ASSIGN(Identity identity, read_identity(db));
   OPCACHE_TRY(check_identity(db, identity));

@@ -49,8 +49,10 @@ class Index {
  public:
   /// Opens or creates the index, creating or migrating the schema under a
   /// write lock. A schema newer than this code is refused (`usage`), as is a
-  /// file that is not an opcache index.
-  static Result<Index> open(const std::filesystem::path& path, int busy_timeout_ms);
+  /// file that is not an opcache index. `on_lock_wait` is called each time
+  /// opening waits for another connection's lock (store/sqlite.hpp).
+  static Result<Index> open(const std::filesystem::path& path, int busy_timeout_ms,
+                            LockWaitObserver on_lock_wait = {});
 
   /// Starts a write transaction (BEGIN IMMEDIATE).
   Result<Transaction> begin() { return Transaction::begin(m_db); }

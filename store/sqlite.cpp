@@ -111,12 +111,13 @@ std::string Statement::column_text(int index) const {
 
 bool Statement::column_is_null(int index) const { return sqlite3_column_type(m_stmt.get(), index) == SQLITE_NULL; }
 
-Result<Database> Database::open(const std::filesystem::path& path, int busy_timeout_ms) {
+Result<Database> Database::open(const std::filesystem::path& path, int busy_timeout_ms,
+                                LockWaitObserver on_lock_wait) {
   OPCACHE_TRY(load_sqlite());  // loaded on first use: a hit never needs it (store/sqlite_library.hpp)
   sqlite3* raw = nullptr;
   int rc = sqlite3_open_v2(path.c_str(), &raw, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX,
                            nullptr);
-  Database db(raw, path, busy_timeout_ms);  // owns raw even on failure
+  Database db(raw, path, busy_timeout_ms, std::move(on_lock_wait));  // owns raw even on failure
   if (rc != SQLITE_OK) {
     return sqlite_error(rc, "cannot open index " + path.string() + ": " +
                                 (raw ? sqlite3_errmsg(raw) : sqlite3_errstr(rc)));
@@ -144,6 +145,9 @@ Status Database::enable_wal() {
     }
     if ((rc & 0xff) != SQLITE_BUSY || std::chrono::steady_clock::now() >= deadline) {
       return last_error("index " + m_path.string() + ": cannot switch to WAL mode");
+    }
+    if (m_on_lock_wait) {
+      m_on_lock_wait();
     }
     std::this_thread::sleep_for(sleep);
     sleep = std::min(sleep * 2, std::chrono::milliseconds(50));

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -62,13 +63,19 @@ class Statement {
   std::string m_prepare_error;  ///< why preparing it failed
 };
 
+/// Called when a connection finds the file locked by another one and waits
+/// to try again (configure()'s switch to WAL): the event a test of that wait
+/// releases the other connection's lock on, instead of sleeping.
+using LockWaitObserver = std::function<void()>;
+
 /// One SQLite connection. Move-only; closed on destruction. Not thread-safe:
 /// callers serialize access (the store holds a mutex).
 class Database {
  public:
   /// Opens (creating if needed) with a busy timeout and extended result codes.
   /// Changes nothing in the file: call configure() once it is known to be ours.
-  static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms);
+  static Result<Database> open(const std::filesystem::path& path, int busy_timeout_ms,
+                               LockWaitObserver on_lock_wait = {});
 
   /// Switches to WAL (retrying while another process holds a lock, up to the
   /// busy timeout: SQLite does not apply the busy handler to this switch),
@@ -95,8 +102,11 @@ class Database {
   Error last_error(const std::string& what) const;
 
  private:
-  Database(sqlite3* db, std::filesystem::path path, int busy_timeout_ms)
-      : m_db(db, &sqlite3_close_v2), m_path(std::move(path)), m_busy_timeout_ms(busy_timeout_ms) {}
+  Database(sqlite3* db, std::filesystem::path path, int busy_timeout_ms, LockWaitObserver on_lock_wait)
+      : m_db(db, &sqlite3_close_v2),
+        m_path(std::move(path)),
+        m_busy_timeout_ms(busy_timeout_ms),
+        m_on_lock_wait(std::move(on_lock_wait)) {}
   Status enable_wal();
   // sqlite3_wal_hook callback: checkpoint (TRUNCATE) when `frames` is long.
   static int truncate_long_wal(void* unused, sqlite3* db, const char* schema, int frames);
@@ -104,6 +114,7 @@ class Database {
   std::unique_ptr<sqlite3, decltype(&sqlite3_close_v2)> m_db{nullptr, &sqlite3_close_v2};
   std::filesystem::path m_path;
   int m_busy_timeout_ms = 0;
+  LockWaitObserver m_on_lock_wait;  // may be empty
 };
 
 /// While alive, commits on `db` are not synced to disk (PRAGMA

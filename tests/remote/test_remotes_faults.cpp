@@ -18,6 +18,7 @@
 #include "base/file_io.hpp"
 #include "base/sha256.hpp"
 #include "tests/support/fault_server.hpp"
+#include "tests/support/gate.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/temp_dir.hpp"
@@ -98,9 +99,10 @@ TEST_CASE("remote::faults: a remote that hangs costs one timeout for a batch of 
     check_miss(store, fake_key(i), temp / "out");
   }
   const double elapsed = seconds_since(start);
-  CHECK_MESSAGE(elapsed < 3.0, "50 lookups took " << elapsed << " s");
   CHECK(elapsed >= 0.9);             // the first lookup did wait for its timeout
   CHECK(server.connections() == 1);  // a timeout is not retried, and the breaker skipped the other 49
+  // Only a hang or 50 timeouts in a row (50 s) reach this; the batch costs one (1 s).
+  CHECK_MESSAGE(elapsed < 25.0, "50 lookups took " << elapsed << " s");
   CHECK(warnings.all().size() == 1);
   CHECK_MESSAGE(warnings.contains("Timeout was reached"), warnings.joined());
   CHECK(counter(store, "remote_errors") == 1);
@@ -237,25 +239,19 @@ TEST_CASE("remote::faults: separate opcache processes share the breaker through 
   FaultServer server([](const FaultRequest&) { return FaultReply::hang(); });
   TempDir temp;
   const int processes = 12;
-  auto run_batch = [&](const fs::path& cache, const std::vector<std::string>& remote_args) {
-    const auto start = Clock::now();
-    for (int i = 0; i < processes; ++i) {
-      std::vector<std::string> args = {"-C", cache.string()};
-      args.insert(args.end(), remote_args.begin(), remote_args.end());
-      for (const std::string& arg : {std::string("get"), fake_key(i), std::string("--out"), (temp / "out").string()}) {
-        args.push_back(arg);
-      }
-      auto result = run_cli(args, hermetic_cli());
-      CHECK_MESSAGE(result.exit_code == 1, result.err);  // a miss, not an error
-    }
-    return seconds_since(start);
-  };
-  // The same batch without a remote: what the processes cost by themselves.
-  const double baseline = run_batch(temp / "baseline", {"--no-remote"});
-  const double elapsed = run_batch(temp / "cache", {"--remote", server.url() + "|timeout=1000"});
+  const fs::path cache = temp / "cache";
+  int warned = 0;  // processes that waited for the remote and said so
+  for (int i = 0; i < processes; ++i) {
+    auto result = run_cli({"-C", cache.string(), "--remote", server.url() + "|timeout=1000", "get", fake_key(i),
+                           "--out", (temp / "out").string()},
+                          hermetic_cli());
+    CHECK_MESSAGE(result.exit_code == 1, result.err);  // a miss, not an error
+    warned += result.err.find("Timeout was reached") != std::string::npos ? 1 : 0;
+  }
+  // The first process waited for its timeout; the breaker file it left made
+  // the other 11 skip the remote without a connection, let alone a wait.
   CHECK(server.connections() == 1);
-  CHECK_MESSAGE(elapsed < baseline * 1.5 + 3.0,
-                "with a dead remote: " << elapsed << " s, without: " << baseline << " s");
+  CHECK(warned == 1);
   CHECK(breaker_files(temp / "cache") == 1);
   CHECK(count_files(temp / "cache" / "objects") == 0);
   CHECK(count_files(temp / "cache" / "tmp") == 0);
@@ -264,16 +260,27 @@ TEST_CASE("remote::faults: separate opcache processes share the breaker through 
 TEST_CASE("remote::faults: uploads to a failing remote stay queued and never block the put") {
   TempDir temp;
   const TestKernel kernel = make_test_kernel(temp / "src", "neg", 20);
-  FaultServer server([](const FaultRequest& request) {
-    return request.method == "PUT" ? FaultReply::status(503, R"({"error":"unavailable"})") : FaultReply::status(404);
+  Gate put_returned;
+  std::atomic<bool> answered_before_the_put_returned{false};
+  FaultServer server([&](const FaultRequest& request) {
+    if (request.method != "PUT") {
+      return FaultReply::status(404);
+    }
+    // Held until the put has returned (a minute at most: a put that waits
+    // for its upload must not hang the test).
+    answered_before_the_put_returned = answered_before_the_put_returned || !put_returned.wait(std::chrono::seconds(60));
+    return FaultReply::status(503, R"({"error":"unavailable"})");
   });
   {
     Store store = open_remote_store(temp / "cache", {server.url() + "|upload|retries=1"});
-    const auto start = Clock::now();
     put_kernel(store, kernel);
-    CHECK(seconds_since(start) < 2.0);
-    CHECK(eventually([&] { return server.count("PUT") == 2; }));
+    // The put has returned; only now may the server answer the upload.
+    put_returned.open();
+    CHECK(eventually([&] { return server.count("PUT") == 2; }, std::chrono::seconds(60)));
   }
+  // No upload was answered before the put returned: had the put waited for
+  // its upload, the server would have held that upload for a minute.
+  CHECK_FALSE(answered_before_the_put_returned);
   // The marker is still in the outbox for a later process, and the breaker is open.
   std::size_t markers = 0;
   for (const auto& entry : fs::recursive_directory_iterator(temp / "cache" / "outbox")) {
@@ -284,15 +291,18 @@ TEST_CASE("remote::faults: uploads to a failing remote stay queued and never blo
   CHECK(server.count("PUT") == 2);
 }
 
-TEST_CASE("remote::faults: an opcache put exits within about 2 s while its upload hangs, and the key stays queued") {
+TEST_CASE("remote::faults: an opcache put exits after its last upload pass while its upload hangs, and the key stays queued") {
   FaultServer server([](const FaultRequest&) { return FaultReply::hang(); });
   TempDir temp;
   const TestKernel kernel = make_cheap_kernel(temp / "src", 7);
   write_text(temp / "desc.json", kernel.descriptor_json);
+  // The upload's own timeout is an hour: only the bound on closing (2 s for
+  // the last pass, then the upload cancelled: 5 s at most, UploaderBounds)
+  // can end the process. How the cancel ends: tests/remote/test_remote_set.cpp.
   std::vector<std::string> args = {"-C",
                                    (temp / "cache").string(),
                                    "--remote",
-                                   server.url() + "|upload|timeout=20000",
+                                   server.url() + "|upload|timeout=3600000",
                                    "put",
                                    "--desc",
                                    (temp / "desc.json").string(),
@@ -305,8 +315,11 @@ TEST_CASE("remote::faults: an opcache put exits within about 2 s while its uploa
   auto result = run_cli(args, hermetic_cli());
   const double elapsed = seconds_since(start);
   REQUIRE_MESSAGE(result.exit_code == 0, result.err);
-  CHECK_MESSAGE(elapsed < 6.0, "put took " << elapsed << " s with a hanging upload");
-  CHECK(eventually([&] { return server.count("PUT") == 1; }, std::chrono::seconds(2)));
+  // The upload was sent, and hung (the server may read it after the process is gone).
+  CHECK(eventually([&] { return server.count("PUT") == 1; }, std::chrono::seconds(60)));
+  CHECK_MESSAGE(elapsed >= 2.0, "put took " << elapsed << " s: its last upload pass was not waited for");
+  // A hang catcher, far below the upload's hour: the process did not wait for the upload.
+  CHECK_MESSAGE(elapsed < 60.0, "put took " << elapsed << " s with a hanging upload");
   std::size_t markers = 0;
   for (const auto& entry : fs::recursive_directory_iterator(temp / "cache" / "outbox")) {
     markers += entry.path().filename() == kernel.key ? 1 : 0;

@@ -173,8 +173,10 @@ TEST_CASE("remote::s3: an S3 endpoint that hangs costs one timeout for a batch o
     CHECK_FALSE(got->has_value());
   }
   const double elapsed = seconds_since(start);
-  CHECK_MESSAGE(elapsed < 3.0, "30 lookups took " << elapsed << " s");
-  CHECK(endpoint.connections() == 1);
+  CHECK(elapsed >= 0.9);                // the first lookup did wait for its timeout
+  CHECK(endpoint.connections() == 1);  // a timeout is not retried, and the breaker skipped the other 29
+  // Only a hang or 30 timeouts in a row (30 s) reach this; the batch costs one (1 s).
+  CHECK_MESSAGE(elapsed < 15.0, "30 lookups took " << elapsed << " s");
   CHECK(warnings.all().size() == 1);
   CHECK(count_files(temp / "cache" / "objects") == 0);
 }

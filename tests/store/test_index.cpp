@@ -3,6 +3,7 @@
 
 #include <sqlite3.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <string>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "store/index.hpp"
+#include "tests/support/gate.hpp"
 #include "tests/support/temp_dir.hpp"
 
 using opcache::ErrorCode;
@@ -187,24 +189,30 @@ TEST_CASE("store::Index reopens an existing index idempotently and keeps its row
 TEST_CASE("store::Index::open waits for another connection's write lock on a fresh index instead of failing") {
   // Another process has just created index.db and holds its write lock (as
   // the first of several ranks does while it sets the index up). Opening must
-  // wait for it, within the busy timeout, not fail at once.
+  // wait for it, within the busy timeout, not fail at once. The lock is
+  // released only once opening has found it taken and waits: the order is
+  // certain, whatever the machine's speed.
   opcache::test::TempDir temp;
   auto path = temp / "index.db";
   sqlite3* other = nullptr;
   REQUIRE(sqlite3_open(path.c_str(), &other) == SQLITE_OK);
   REQUIRE(sqlite3_exec(other, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr) == SQLITE_OK);
-  std::thread releaser([other] {
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::atomic<int> lock_waits{0};
+  opcache::test::Gate waiting;  // opening waits for the lock, or has returned
+  std::thread releaser([&] {
+    // A minute only catches a hang: opening that fails at once opens the gate too.
+    (void)waiting.wait(std::chrono::seconds(60));
     sqlite3_exec(other, "COMMIT", nullptr, nullptr, nullptr);
   });
-  const auto started = std::chrono::steady_clock::now();
-  auto opened = Index::open(path, 10000);
-  const auto waited = std::chrono::steady_clock::now() - started;
+  auto opened = Index::open(path, 60000, [&] {
+    ++lock_waits;
+    waiting.open();
+  });
+  waiting.open();
   releaser.join();
   sqlite3_close(other);
   CHECK_MESSAGE(opened.ok(), (opened.ok() ? "" : opened.error().message()));
-  CHECK(waited >= std::chrono::milliseconds(250));
-  CHECK(waited < std::chrono::milliseconds(10000));
+  CHECK(lock_waits >= 1);  // it did find the lock taken, and waited
   if (opened.ok()) {
     CHECK(pragma(*opened, "user_version") == k_index_schema_version);
   }
