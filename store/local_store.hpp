@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "base/byte_stream.hpp"
 #include "base/file_io.hpp"
 #include "base/mutex.hpp"
 #include "opcache/result.hpp"
@@ -339,6 +340,9 @@ class LocalStore {
   Result<std::optional<std::vector<std::filesystem::path>>> deliver(const IndexEntry& entry,
                                                                     const std::filesystem::path& out_dir,
                                                                     std::optional<Error>& problem);
+  // Decodes the object of `entry` from `source` as deliver() does, but
+  // recomputing the key and writing nothing: verify()'s check of an entry.
+  Status recheck_object(base::ByteSource& source, const IndexEntry& entry) const;
   // The record of `key`: remembered from an earlier read or write of this
   // store, else read from its file. A remembered record is as safe as the
   // file (every hit checks the object it names); it only saves the read.
