@@ -13,8 +13,8 @@
 
 namespace opcache::cli {
 
-/// Registers one family of commands on `app` (cmd_*.cpp).
-using Registrar = std::vector<Command> (*)(CLI::App& app, Context& context);
+/// Registers one family of commands on `app` (cmd_*.cpp; context.hpp).
+using Registrar = RegisterCommands*;
 
 /// One cmd_*.cpp: the command names its registrar adds, and the registrar.
 struct CommandFamily {

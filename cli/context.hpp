@@ -149,28 +149,32 @@ struct Command {
   std::function<int()> run;
 };
 
-// One registration function per subcommand family (one file each).
-std::vector<Command> register_key_command(CLI::App& app, Context& context);
-std::vector<Command> register_put_command(CLI::App& app, Context& context);
-std::vector<Command> register_get_commands(CLI::App& app, Context& context);
-std::vector<Command> register_list_commands(CLI::App& app, Context& context);
-std::vector<Command> register_maintenance_commands(CLI::App& app, Context& context);
-std::vector<Command> register_version_command(CLI::App& app, Context& context);
-std::vector<Command> register_config_command(CLI::App& app, Context& context);
-std::vector<Command> register_aging_commands(CLI::App& app, Context& context);
-std::vector<Command> register_exec_command(CLI::App& app, Context& context);
+/// Registers one family of subcommands on `app` and returns them: one
+/// function per family, one cmd_*.cpp each (command_table.cpp says which
+/// names each registers).
+using RegisterCommands = std::vector<Command>(CLI::App& app, Context& context);
+
+RegisterCommands register_key_command;
+RegisterCommands register_put_command;
+RegisterCommands register_get_commands;
+RegisterCommands register_list_commands;
+RegisterCommands register_maintenance_commands;
+RegisterCommands register_version_command;
+RegisterCommands register_config_command;
+RegisterCommands register_aging_commands;
+RegisterCommands register_exec_command;
 /// `serve` itself, with every server setting: registered by opcache-serve only
 /// (cli/serve_main.cpp; it links the server).
-std::vector<Command> register_serve_command(CLI::App& app, Context& context);
+RegisterCommands register_serve_command;
 /// What `serve` does, in both programs' --help.
 inline constexpr const char* k_serve_summary = "Run the team cache server (HTTP API v1, docs/protocol.md)";
 /// `serve` in `opcache --help`: the command opcache-serve runs.
-std::vector<Command> register_serve_summary(CLI::App& app, Context& context);
-std::vector<Command> register_layout_commands(CLI::App& app, Context& context);
-std::vector<Command> register_transfer_commands(CLI::App& app, Context& context);
-std::vector<Command> register_trust_commands(CLI::App& app, Context& context);
-std::vector<Command> register_explain_command(CLI::App& app, Context& context);
-std::vector<Command> register_scenario_command(CLI::App& app, Context& context);
-std::vector<Command> register_revoke_commands(CLI::App& app, Context& context);
+RegisterCommands register_serve_summary;
+RegisterCommands register_layout_commands;
+RegisterCommands register_transfer_commands;
+RegisterCommands register_trust_commands;
+RegisterCommands register_explain_command;
+RegisterCommands register_scenario_command;
+RegisterCommands register_revoke_commands;
 
 }  // namespace opcache::cli
