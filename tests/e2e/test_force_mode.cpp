@@ -7,10 +7,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -143,6 +145,54 @@ opcache::BuildFunction copying_build(const std::vector<fs::path>& files, const f
   };
 }
 
+// How many gets each reader process has finished, in memory the forked
+// processes share: the forcer rebuilds only once every reader has read the
+// entry as it is, so that the readers read before, between and after the
+// rebuilds whatever the machine's speed, not because the forcer slept.
+class ReaderProgress {
+ public:
+  explicit ReaderProgress(int readers) : m_readers(readers) {
+    void* shared = ::mmap(nullptr, bytes(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    REQUIRE(shared != MAP_FAILED);
+    m_gets = static_cast<std::atomic<int>*>(shared);
+    for (int r = 0; r < m_readers; ++r) {
+      new (&m_gets[r]) std::atomic<int>(0);
+    }
+  }
+  ~ReaderProgress() { ::munmap(m_gets, bytes()); }
+  ReaderProgress(const ReaderProgress&) = delete;
+  ReaderProgress& operator=(const ReaderProgress&) = delete;
+
+  /// Reader `r` has finished a get.
+  void finished_get(int r) { ++m_gets[r]; }
+
+  /// Waits until every reader has finished `count` more gets than it had
+  /// when this was called: the last of them began after the call, so it read
+  /// the entry as it was then. A minute only catches a reader that is stuck.
+  bool wait_for_gets(int count) {
+    std::vector<int> from;
+    for (int r = 0; r < m_readers; ++r) {
+      from.push_back(m_gets[r].load());
+    }
+    return poll_until(
+        [&] {
+          for (int r = 0; r < m_readers; ++r) {
+            if (m_gets[r].load() < from[static_cast<std::size_t>(r)] + count) {
+              return false;
+            }
+          }
+          return true;
+        },
+        std::chrono::minutes(1));
+  }
+
+ private:
+  std::size_t bytes() const { return sizeof(std::atomic<int>) * static_cast<std::size_t>(m_readers); }
+
+  int m_readers;
+  std::atomic<int>* m_gets = nullptr;
+};
+
 }  // namespace
 
 TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or the new entry, never a miss") {
@@ -152,6 +202,7 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
   const fs::path stop = dir / "stop";
   constexpr int k_readers = 4;
   constexpr int k_rounds = 5;  // builds version 2, 1, 2, 1, 2
+  ReaderProgress progress(k_readers);
 
   ChildGuard guard;
   std::vector<pid_t> readers;
@@ -167,7 +218,7 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
       }
       int gets = 0, v1 = 0, v2 = 0, misses = 0, errors = 0, mixed = 0;
       std::string first_problem;
-      const auto give_up = Clock::now() + std::chrono::seconds(30);
+      const auto give_up = Clock::now() + std::chrono::minutes(4);  // never outlive the test
       std::error_code ec;
       while (!fs::exists(stop, ec) && Clock::now() < give_up) {
         auto out = dir / "reads" / (std::to_string(r) + "-" + std::to_string(gets));
@@ -206,6 +257,7 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
           }
         }
         fs::remove_all(out, ec);
+        progress.finished_get(r);
       }
       write_text(dir / "results" / ("reader-" + std::to_string(r)),
                  std::to_string(gets) + " " + std::to_string(v1) + " " + std::to_string(v2) + " " +
@@ -218,8 +270,22 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
   pid_t forcer = fork_child(guard, [&]() -> int {
     std::string report;
     int failures = 0;
+    // Every reader reads the entry as it is before, between and after the
+    // rebuilds: two gets each, the second begun once the round was over.
+    auto readers_read = [&](const std::string& when) {
+      if (progress.wait_for_gets(2)) {
+        return true;
+      }
+      report += "the readers did not read " + when + " within a minute\n";
+      return false;
+    };
+    bool readers_kept_up = true;
     for (int round = 0; round < k_rounds; ++round) {
-      sleep_ms(round == 0 ? 300 : 450);  // readers are reading before, between and after the rebuilds
+      readers_kept_up = readers_read("before round " + std::to_string(round));
+      if (!readers_kept_up) {
+        ++failures;
+        break;
+      }
       // A new force-mode Store each round: the entry stored before it opened is rebuilt.
       auto store = Store::open(config_for(cache, "force"));
       if (!store) {
@@ -241,7 +307,7 @@ TEST_CASE("e2e::force mode rebuilds while 4 reader processes see only the old or
       failures += (result->source == BuildSource::built && exact) ? 0 : 1;
       sleep_ms(2);  // the next Store opens in a later millisecond than this entry was stored
     }
-    sleep_ms(300);
+    failures += readers_kept_up && !readers_read("after the last round") ? 1 : 0;
     write_text(dir / "results" / "forcer", report);
     return failures == 0 ? 0 : 1;
   });

@@ -142,6 +142,17 @@ bool lock_is_held(const std::filesystem::path& lock_file) {
   return false;
 }
 
+bool signal_pending(pid_t pid, int signal) {
+  std::istringstream lines(read_text("/proc/" + std::to_string(pid) + "/status"));  // "" when it is gone
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("ShdPnd:", 0) == 0) {
+      const unsigned long long mask = std::stoull(line.substr(7), nullptr, 16);
+      return ((mask >> (signal - 1)) & 1ULL) != 0;
+    }
+  }
+  return false;
+}
+
 bool asleep_in_nanosleep(pid_t pid) {
   std::istringstream syscall(read_text("/proc/" + std::to_string(pid) + "/syscall"));
   long number = -1;

@@ -68,6 +68,12 @@ bool wait_for_file(const std::filesystem::path& path, std::chrono::milliseconds 
 /// /proc/locks for its device and inode). False when it does not exist.
 bool lock_is_held(const std::filesystem::path& lock_file);
 
+/// Whether `signal`, sent to process `pid` with kill(), still waits to be
+/// taken by one of its threads (/proc/<pid>/status, ShdPnd): false once a
+/// thread has taken it to run its handler, or when there is no such process.
+/// Wait for it to turn false to know a signal was handled, not just sent.
+bool signal_pending(pid_t pid, int signal);
+
 /// Whether child `pid` is asleep in nanosleep/clock_nanosleep now (its
 /// /proc/<pid>/syscall), as a single-flight waiter is between its
 /// non-blocking attempts to take a lock held by another process.
