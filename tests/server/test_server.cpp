@@ -1572,7 +1572,9 @@ TEST_CASE("server::with --max-inflight 1, a request for the worker pool while an
 // Shutdown and concurrency
 
 TEST_CASE("server::SIGTERM finishes an upload in flight, refuses new connections, closes idle ones and exits 0") {
-  Served served;
+  // Ten minutes of idle timeout: within the half minute given to the stop,
+  // only the stop can close the idle connection.
+  Served served({"--idle-timeout", "600"});
   TempDir work;
   const TestBundle bundle = make_bundle(work.path(), "square", 80);
 
@@ -1590,8 +1592,8 @@ TEST_CASE("server::SIGTERM finishes an upload in flight, refuses new connections
   REQUIRE(eventually([&] { return !files_under(served.storage / "tmp").empty(); }));
 
   served.server->signal(SIGTERM);
-  CHECK(eventually([&] { return !RawConnection::can_connect(served.port()); }, 3s));
-  CHECK(idle.wait_closed(3s));
+  CHECK(eventually([&] { return !RawConnection::can_connect(served.port()); }, 30s));
+  CHECK(idle.wait_closed(30s));
   CHECK_FALSE(served.server->exited());
 
   REQUIRE(begun.send(authorization_header(k_read_token) + "\r\n\r\n"));
@@ -1600,7 +1602,7 @@ TEST_CASE("server::SIGTERM finishes an upload in flight, refuses new connections
   CHECK(opcache::test::raw_status(refused) == 503);
   CHECK(raw_error_code(refused) == "unavailable");
   CHECK(raw_has_header(refused, "Connection: close"));
-  CHECK(begun.wait_closed(3s));
+  CHECK(begun.wait_closed(30s));
 
   REQUIRE(upload.send(bundle.bytes.substr(bundle.bytes.size() / 2)));
   const std::string response = upload.receive_response(5s);
@@ -1641,7 +1643,7 @@ TEST_CASE("server::SIGTERM with two I/O threads answers an upload in flight on e
   }
   REQUIRE(eventually([&] { return files_under(served.storage / "tmp").size() >= 2; }));
   served.server->signal(SIGTERM);
-  CHECK(eventually([&] { return !RawConnection::can_connect(served.port()); }, 3s));
+  CHECK(eventually([&] { return !RawConnection::can_connect(served.port()); }, 30s));
   for (std::size_t i = 0; i < bundles.size(); ++i) {
     REQUIRE(uploads[i]->send(bundles[i].bytes.substr(bundles[i].bytes.size() / 2)));
     const std::string response = uploads[i]->receive_response(5s);
