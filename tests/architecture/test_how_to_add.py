@@ -28,7 +28,8 @@ SOURCE_DIR = os.path.realpath(sys.argv.pop(1) if len(sys.argv) > 1 and not sys.a
 # (then remove it from here).
 UNDOCUMENTED_COMMANDS = {"import"}
 
-REGISTRAR_DECLARATION = re.compile(r"^std::vector<Command>\s+(register_\w+)\s*\(", re.MULTILINE)
+# `RegisterCommands register_key_command;` (the function type of cli/context.hpp), or the signature spelled out.
+REGISTRAR_DECLARATION = re.compile(r"^(?:RegisterCommands|std::vector<Command>)\s+(register_\w+)\s*[;(]", re.MULTILINE)
 REGISTRAR_DEFINITION = re.compile(r"^std::vector<Command>\s+(register_\w+)\s*\([^;{]*\)\s*\{", re.MULTILINE)
 TOP_LEVEL_COMMAND = re.compile(r"\bapp\.add_subcommand\(\s*\"([^\"]+)\"")
 TABLE_ROW = re.compile(r"\{\{([^{}]*)\},\s*(?:opcache::cli::)?(register_\w+)")
