@@ -168,7 +168,7 @@ std::vector<Command> register_explain_command(CLI::App& app, Context& context) {
   command->add_option("--desc,-d", args->desc, "Op descriptor JSON file ('-' reads standard input)")->required();
   args->scenario.add_to(*command, true);
   command->add_option("--limit", args->limit, "How many nearest entries to list per place (default 5)")
-      ->check(CLI::Range(1, 1000));
+      ->check(integer_in(1, 1000));
   command->add_option("--out,-o", args->out, "With a command: the --out of the exec to explain");
   command->add_option("--input", args->inputs, "With a command: an --input of the exec to explain (repeatable)")
       ->expected(1)
