@@ -41,24 +41,12 @@ Result<struct stat> stat_regular(const fs::path& path) {
   return info;
 }
 
-// Whether the file changed so recently that a later change could keep its
-// identity: within the timestamp granularity of this moment (ccache's "too
-// new" rule). ctime, which no one can set back, is what is compared.
-bool changed_too_recently(const struct stat& info) {
-  timespec now {};
-  if (::clock_gettime(CLOCK_REALTIME, &now) != 0) {
-    return true;
-  }
-  const auto changed_ns = static_cast<std::int64_t>(info.st_ctim.tv_sec) * 1000000000 + info.st_ctim.tv_nsec;
-  const auto now_ns = static_cast<std::int64_t>(now.tv_sec) * 1000000000 + now.tv_nsec;
-  return now_ns - changed_ns < DigestCache::kTooNewNs;
-}
-
 // Whether the file at `path` still has `identity` and did not change too
 // recently to be trusted with it: a digest just computed may be remembered.
 bool held_still(const fs::path& path, const std::string& identity) {
   const auto after = stat_regular(path);
-  return after && identity_line(*after) == identity && !changed_too_recently(*after);
+  return after && identity_line(*after) == identity &&
+         DigestCache::settled(static_cast<std::int64_t>(after->st_ctim.tv_sec) * 1'000'000'000 + after->st_ctim.tv_nsec);
 }
 
 }  // namespace
@@ -88,6 +76,15 @@ struct DigestCache::Memory {
 Result<std::string> file_sha256(const fs::path& path) {
   OPCACHE_TRY_ASSIGN(auto fd, open_for_reading(path));
   return sha256_hex_of_file(fd.get(), path);
+}
+
+bool DigestCache::settled(std::int64_t ctime_ns) {
+  timespec now {};
+  if (::clock_gettime(CLOCK_REALTIME, &now) != 0) {
+    return false;
+  }
+  const auto now_ns = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
+  return now_ns - ctime_ns >= kTooNewNs;
 }
 
 DigestCache::DigestCache(fs::path directory)

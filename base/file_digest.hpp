@@ -61,6 +61,12 @@ class DigestCache {
   /// as it was. Generous against the kernel's coarse clock (a few ms).
   static constexpr std::int64_t kTooNewNs = 100'000'000;
 
+  /// Whether a file whose change time (ctime, which no one can set back) is
+  /// `ctime_ns` since the epoch changed at least kTooNewNs ago, so that a
+  /// digest taken now may be remembered by its identity. False when the
+  /// clock cannot be read.
+  static bool settled(std::int64_t ctime_ns);
+
  private:
   struct Memory;
 

@@ -3,7 +3,6 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include <ctime>
 
 #include <algorithm>
 #include <map>
@@ -186,14 +185,7 @@ std::string identity_text(const trace::FileIdentity& identity) {
          std::to_string(identity.device);
 }
 
-bool identity_settled(const trace::FileIdentity& identity) {
-  timespec now {};
-  if (::clock_gettime(CLOCK_REALTIME, &now) != 0) {
-    return false;
-  }
-  const auto now_ns = static_cast<std::int64_t>(now.tv_sec) * 1'000'000'000 + now.tv_nsec;
-  return now_ns - identity.ctime_ns >= base::DigestCache::kTooNewNs;
-}
+bool identity_settled(const trace::FileIdentity& identity) { return base::DigestCache::settled(identity.ctime_ns); }
 
 Result<ObservedBuild> observe_build(const trace::TraceOutcome& outcome, const PathFrame& frame,
                                     const base::DigestCache& cache, const ProgramInputs& programs) {

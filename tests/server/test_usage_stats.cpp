@@ -8,6 +8,7 @@
 #include <set>
 #include <vector>
 #include <string>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -39,17 +40,24 @@ struct Stats {
   std::int64_t now = k_start_ms;
   UsageStats stats{[this] { return now; }};
 
-  void lookup(const std::string& method, int status, const std::string& key, const EntryFacts* facts = nullptr,
-              std::uint64_t bytes_out = 0, const std::string& token = "reader", const std::string& op_header = "",
-              const std::string& scenario_header = "", const std::string& client = "10.0.0.1") {
+  // An answered request of `route`, before the fields a caller adds.
+  static UsageEvent event_of(RouteId route, std::string_view method, int status, std::string_view key,
+                             std::string_view token, std::string_view client) {
     UsageEvent event;
-    event.route = RouteId::entry_read;
+    event.route = route;
     event.method = method;
     event.status = status;
-    event.bytes_out = bytes_out;
     event.token_name = token;
     event.client = client;
     event.key = key;
+    return event;
+  }
+
+  void lookup(const std::string& method, int status, const std::string& key, const EntryFacts* facts = nullptr,
+              std::uint64_t bytes_out = 0, const std::string& token = "reader", const std::string& op_header = "",
+              const std::string& scenario_header = "", const std::string& client = "10.0.0.1") {
+    UsageEvent event = event_of(RouteId::entry_read, method, status, key, token, client);
+    event.bytes_out = bytes_out;
     event.facts = facts;
     event.op_type_header = op_header;
     event.scenario_header = scenario_header;
@@ -60,34 +68,16 @@ struct Stats {
   }
   void request(RouteId route, const std::string& method, int status, const std::string& key,
                const std::string& token, const std::string& client) {
-    UsageEvent event;
-    event.route = route;
-    event.method = method;
-    event.status = status;
-    event.token_name = token;
-    event.client = client;
-    event.key = key;
-    stats.record(event);
+    stats.record(event_of(route, method, status, key, token, client));
   }
   void fetch(const std::vector<FetchedKernel>& frames, const std::string& client) {
-    UsageEvent event;
-    event.route = RouteId::fetch;
-    event.method = "POST";
-    event.status = 200;
-    event.token_name = "reader";
-    event.client = client;
+    UsageEvent event = event_of(RouteId::fetch, "POST", 200, "", "reader", client);
     event.fetched = frames;
     stats.record(event);
   }
   void upload(const std::string& key, std::uint64_t bytes, const std::string& token = "writer") {
-    UsageEvent event;
-    event.route = RouteId::entry_put;
-    event.method = "PUT";
-    event.status = 201;
+    UsageEvent event = event_of(RouteId::entry_put, "PUT", 201, key, token, "10.0.0.9");
     event.bytes_in = bytes;
-    event.token_name = token;
-    event.client = "10.0.0.9";
-    event.key = key;
     stats.record(event);
   }
 };
