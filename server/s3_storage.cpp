@@ -57,6 +57,7 @@ class S3Storage final : public Storage {
   }
   std::optional<fs::path> state_dir() const override { return std::nullopt; }
   bool reads_are_local() const override { return false; }
+  remote::S3Bucket* shared_bucket() override { return &m_bucket; }
 
   Result<std::optional<StoredBundle>> open(const std::string& key) override {
     // Download to an unlinked temp file, then stream it to the client.

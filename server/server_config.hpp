@@ -57,6 +57,10 @@ struct ServerConfig {
   bool require_signature = false;           ///< refuse uploads without a valid signature by a trusted key
   int lease_ttl_s = 60;                     ///< a build lease not renewed for this long expires
   int max_wait_s = 60;                      ///< longest ?wait= a GET or HEAD of an entry may hold
+  std::string replica;                      ///< this replica's name in the bucket and /metrics ("": host:port)
+  int stats_interval_s = 10;                ///< usage counters are written to a shared bucket this often
+  bool redirect_downloads = false;          ///< GET of a bundle in a bucket answers 307 to a presigned URL
+  int redirect_expiry_s = 300;              ///< how long a presigned download URL stays valid
 
   bool tls() const { return !tls_cert.empty(); }
 };

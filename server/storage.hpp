@@ -19,6 +19,10 @@
 #include "store/revocation.hpp"
 #include "store/signature.hpp"
 
+namespace opcache::remote {
+class S3Bucket;
+}
+
 namespace opcache::server {
 
 /// What the usage statistics need of an entry that is served
@@ -94,6 +98,11 @@ class Storage {
   /// server/usage_stats) across restarts: the local store's root; null for
   /// storage shared by stateless replicas (S3).
   virtual std::optional<std::filesystem::path> state_dir() const = 0;
+  /// The bucket every server over this storage shares, where replicas keep
+  /// what they must agree on (build leases, usage counters; presigned
+  /// downloads point into it); null for storage that belongs to one server
+  /// (a local store). Thread-safe like the storage.
+  virtual remote::S3Bucket* shared_bucket() { return nullptr; }
   /// True when open() only reads local files (an index lookup and a file
   /// open), cheap enough to run on an I/O thread; false when it may wait on
   /// the network (then reads go to the worker pool).

@@ -32,6 +32,7 @@ constexpr std::int64_t k_max_single_put_bytes = std::int64_t{5} << 30;
 constexpr std::size_t k_max_error_body_bytes = 64 * 1024;
 constexpr std::size_t k_max_list_body_bytes = 32 * 1024 * 1024;
 constexpr int k_max_list_keys = 1000;
+constexpr std::size_t k_max_text_bytes = 1 << 20;
 
 // One request and its response, possibly attempted several times: the
 // Transfer the request engine runs. Callbacks get it as typed state.
@@ -273,6 +274,74 @@ class S3Client::Impl {
     return body.check_unchanged();
   }
 
+  Result<std::optional<std::string>> put_text(const std::string& name, const std::string& text,
+                                              const S3WriteCondition& condition, const std::string& content_type) {
+    OPCACHE_TRY(check_name(name));
+    if (text.size() > k_max_text_bytes) {
+      return Error::usage("S3 PUT of " + name + ": a text object is at most 1 MiB");
+    }
+    const std::string payload_hash = base::sha256_hex(text);
+    BodySource body = BodySource::from_memory(text);
+    Exchange exchange;
+    prepare(exchange, "PUT", object_url(name));
+    exchange.body = &body;
+    exchange.payload_hash = payload_hash;
+    exchange.headers.push_back("Content-Type: " + content_type);
+    if (condition.kind == S3WriteCondition::Kind::absent) {
+      exchange.headers.emplace_back("If-None-Match: *");
+    } else if (condition.kind == S3WriteCondition::Kind::etag) {
+      exchange.headers.push_back("If-Match: \"" + condition.etag + "\"");
+    }
+    OPCACHE_TRY(execute(exchange));
+    if (exchange.status == 412 || (exchange.status == 409 && condition.kind != S3WriteCondition::Kind::always)) {
+      return std::optional<std::string>();
+    }
+    if (exchange.status == 501 && condition.kind != S3WriteCondition::Kind::always) {
+      return with_suffix(status_error(exchange), "; this store does not implement conditional writes");
+    }
+    if (exchange.status != 200) {
+      return status_error(exchange);
+    }
+    return std::optional<std::string>(strip_quotes(exchange.response_headers.get("etag").value_or("")));
+  }
+
+  Result<std::optional<S3Text>> get_text(const std::string& name, std::size_t max_bytes) {
+    OPCACHE_TRY(check_name(name));
+    Exchange exchange;
+    prepare(exchange, "GET", object_url(name));
+    exchange.memory_limit = std::max(max_bytes, k_max_error_body_bytes);
+    OPCACHE_TRY(execute(exchange));
+    if (exchange.status == 404 && error_code_of(exchange) != "NoSuchBucket") {
+      return std::optional<S3Text>();
+    }
+    if (exchange.status != 200) {
+      return status_error(exchange);
+    }
+    if (exchange.response_body.size() > max_bytes) {
+      return Error::remote(exchange.describe() + ": the object is larger than " + std::to_string(max_bytes) +
+                           " bytes");
+    }
+    return std::optional<S3Text>(S3Text{std::move(exchange.response_body),
+                                        strip_quotes(exchange.response_headers.get("etag").value_or(""))});
+  }
+
+  Status remove_blindly(const std::string& name) {
+    OPCACHE_TRY(check_name(name));
+    Exchange exchange;
+    prepare(exchange, "DELETE", object_url(name));
+    OPCACHE_TRY(execute(exchange));
+    if (exchange.status != 204 && exchange.status != 200 && exchange.status != 404) {
+      return status_error(exchange);
+    }
+    return {};
+  }
+
+  const S3Credentials& credentials() const { return m_credentials; }
+
+  std::string object_url(const std::string& name) const {
+    return m_bucket_url + "/" + s3_uri_encode(m_key_prefix + name, true);
+  }
+
   Result<bool> remove(const std::string& name) {
     OPCACHE_TRY_ASSIGN(auto existing, head(name));
     if (!existing) {
@@ -355,10 +424,6 @@ class S3Client::Impl {
   }
 
  private:
-  std::string object_url(const std::string& name) const {
-    return m_bucket_url + "/" + s3_uri_encode(m_key_prefix + name, true);
-  }
-
   std::string bucket_url() const { return m_location.path_style ? m_bucket_url : m_bucket_url + "/"; }
 
   // An exchange does not move (callbacks point into it during a transfer):
@@ -465,6 +530,22 @@ Status S3Client::put_from_file(const std::string& name, const std::filesystem::p
 }
 
 Result<bool> S3Client::remove(const std::string& name) { return m_impl->remove(name); }
+
+Result<std::optional<std::string>> S3Client::put_text(const std::string& name, const std::string& body,
+                                                      const S3WriteCondition& condition,
+                                                      const std::string& content_type) {
+  return m_impl->put_text(name, body, condition, content_type);
+}
+
+Result<std::optional<S3Text>> S3Client::get_text(const std::string& name, std::size_t max_bytes) {
+  return m_impl->get_text(name, max_bytes);
+}
+
+Status S3Client::remove_blindly(const std::string& name) { return m_impl->remove_blindly(name); }
+
+std::string S3Client::object_url(const std::string& name) const { return m_impl->object_url(name); }
+
+const S3Credentials& S3Client::credentials() const { return m_impl->credentials(); }
 
 Result<S3ListPage> S3Client::list(const std::string& name_prefix, const std::string& start_after,
                                   const std::string& continuation_token, int max_keys) {

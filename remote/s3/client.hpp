@@ -20,6 +20,27 @@
 
 namespace opcache::remote {
 
+/// When a write may happen (S3 conditional writes: `If-None-Match: *` and
+/// `If-Match`, which AWS S3, MinIO and Ceph RGW honour).
+struct S3WriteCondition {
+  enum class Kind { always, absent, etag };
+  Kind kind = Kind::always;
+  std::string etag;  ///< for Kind::etag: the object's current ETag, without quotes
+
+  /// Writes whatever is there.
+  static S3WriteCondition always() { return {}; }
+  /// Writes only when no object has the name (If-None-Match: *).
+  static S3WriteCondition if_absent() { return {Kind::absent, {}}; }
+  /// Writes only when the object's ETag is still `etag` (If-Match).
+  static S3WriteCondition if_etag(std::string etag) { return {Kind::etag, std::move(etag)}; }
+};
+
+/// A small object read whole, with the ETag a conditional write names.
+struct S3Text {
+  std::string body;
+  std::string etag;  ///< without quotes
+};
+
 /// Limits for every request of one client.
 struct S3Options {
   long connect_timeout_ms = 3000;  ///< per attempt, to establish the connection
@@ -87,6 +108,33 @@ class S3Client {
   Status put_from_file(const std::string& name, const std::filesystem::path& file,
                        const std::map<std::string, std::string>& metadata,
                        const std::string& content_type = "application/octet-stream");
+
+  /// Uploads `body` (at most 1 MiB) as the whole object when `condition`
+  /// holds. Returns the new object's ETag, or std::nullopt when the store
+  /// refused the condition (412 Precondition Failed, or 409 from a
+  /// conditional write racing another). A store that does not implement
+  /// conditional writes answers 501: a `remote` error saying so. A retried
+  /// attempt may meet its own earlier write (412 for Kind::absent): callers
+  /// read the object back to tell (the lease book does).
+  Result<std::optional<std::string>> put_text(const std::string& name, const std::string& body,
+                                              const S3WriteCondition& condition,
+                                              const std::string& content_type = "application/json");
+
+  /// The whole object (at most `max_bytes`, else a `remote` error) with its
+  /// ETag; std::nullopt on 404 NoSuchKey.
+  Result<std::optional<S3Text>> get_text(const std::string& name, std::size_t max_bytes);
+
+  /// Deletes the object without looking first (DELETE answers 204 whether
+  /// or not it existed); for objects whose absence is as good as their
+  /// deletion (a lease whose entry was stored).
+  Status remove_blindly(const std::string& name);
+
+  /// The object's URL, unsigned ("<endpoint>/<bucket>/<prefix>/<name>" or
+  /// virtual-hosted), as requests to it use; for presigned URLs.
+  std::string object_url(const std::string& name) const;
+
+  /// The credentials requests are signed with.
+  const S3Credentials& credentials() const;
 
   /// Deletes the object. S3 answers DELETE with 204 whether or not the key
   /// existed, so this sends HEAD first: false (and no DELETE) when the object
