@@ -9,6 +9,7 @@
 #include "base/byte_stream.hpp"
 #include "base/json_parse.hpp"
 #include "base/percent_coding.hpp"
+#include "server/lease_table.hpp"
 #include "store/key.hpp"
 #include "base/try.hpp"
 
@@ -267,7 +268,7 @@ RoutedTarget route_target(std::string_view method, std::string_view target) {
 }
 
 Api::Api(Storage& storage, Metrics& metrics, const ServerConfig& config)
-    : m_storage(storage), m_metrics(metrics), m_config(config) {}
+    : m_storage(storage), m_metrics(metrics), m_config(config), m_leases(std::make_unique<MemoryLeaseBook>()) {}
 
 ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_view if_none_match) {
   auto found = m_storage.open(key);
@@ -343,8 +344,9 @@ ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload, cons
     return storage_failure(stored.error());
   }
   // The entry is there: its lease (whoever holds it) has served its purpose,
-  // and the requests waiting for it can have it.
-  m_leases.release_key(key);
+  // and the requests waiting for it can have it. A lease object left in a
+  // bucket by a failed delete only expires: a miss never asks for it again.
+  (void)m_leases->release_key(key);
   m_events.notify(key);
   ApiResponse response = json_response(stored->stored ? 201 : 200, {{"key", key},
                                                                    {"digest", stored->digest},
@@ -462,7 +464,7 @@ ApiResponse Api::metrics() {
   ApiResponse response;
   response.content_type = "text/plain; version=0.0.4; charset=utf-8";
   response.body =
-      m_metrics.render(m_storage.gauges(), {m_leases.counts(), m_events.waiting()}, m_usage.totals(), uptime);
+      m_metrics.render(m_storage.gauges(), {m_leases->counts(), m_events.waiting()}, m_usage.totals(), uptime);
   return response;
 }
 

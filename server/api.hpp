@@ -18,7 +18,7 @@
 #include "base/mutex.hpp"
 #include "server/auth.hpp"
 #include "server/entry_events.hpp"
-#include "server/lease_table.hpp"
+#include "server/lease_book.hpp"
 #include "server/metrics.hpp"
 #include "server/routes.hpp"
 #include "server/server_config.hpp"
@@ -34,7 +34,7 @@ struct RevokeRequest;
 
 /// The revision of HTTP API v1 this server speaks (docs/protocol.md, the
 /// version notes), reported by GET /v1/status as "revision".
-inline constexpr int k_api_revision = 8;
+inline constexpr int k_api_revision = 9;
 
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
@@ -189,7 +189,10 @@ class Api {
   /// waiting on `key` (200); 404 lease_not_found as for renew.
   ApiResponse release_lease(const std::string& key, const std::string& id);
   /// The build leases (shared with the waiting requests of http_session).
-  LeaseTable& leases() noexcept { return m_leases; }
+  LeaseBook& leases() noexcept { return *m_leases; }
+  /// Keeps the leases in `book` from now on (the server's start chooses the
+  /// bucket's book for replicas over one s3:// storage); call before serving.
+  void use_leases(std::unique_ptr<LeaseBook> book) { m_leases = std::move(book); }
   /// Wake-ups of requests waiting on an entry: put_entry and release_lease
   /// notify them.
   EntryEvents& events() noexcept { return m_events; }
@@ -276,7 +279,7 @@ class Api {
   std::shared_ptr<const store::TrustedKeys> m_trusted GUARDED_BY(m_trust_mutex) =
       std::make_shared<const store::TrustedKeys>();
   std::chrono::steady_clock::time_point m_started = std::chrono::steady_clock::now();
-  LeaseTable m_leases;
+  std::unique_ptr<LeaseBook> m_leases;
   EntryEvents m_events;
   UsageStats m_usage;
   // PUT /v1/manifests/{key} reads, merges and writes: one at a time per

@@ -6,6 +6,7 @@
 #include "base/json_parse.hpp"
 #include "base/try.hpp"
 #include "server/api.hpp"
+#include "server/lease_table.hpp"
 
 namespace opcache::server {
 
@@ -85,36 +86,46 @@ ApiResponse Api::acquire_lease(const std::string& key, const std::string& body, 
   if (!ask) {
     return error_response(400, "bad_request", ask.error().message());
   }
-  const auto answer = m_leases.acquire(key, ask->holder, ask->request, std::chrono::seconds(m_config.lease_ttl_s));
-  if (!answer.granted) {
+  auto answer = m_leases->acquire(key, ask->holder, ask->request, std::chrono::seconds(m_config.lease_ttl_s));
+  if (!answer) {
+    return storage_failure(answer.error());
+  }
+  if (!answer->granted) {
     const auto now = LeaseTable::Clock::now();
     return json_response(409, {{"error", "lease_held"},
-                               {"message", answer.lease.holder + " is building " + key},
+                               {"message", answer->lease.holder + " is building " + key},
                                {"key", key},
-                               {"holder", answer.lease.holder},
-                               {"held_seconds", seconds_between(answer.lease.granted, now)},
-                               {"expires_in_seconds", seconds_between(now, answer.lease.expires)}});
+                               {"holder", answer->lease.holder},
+                               {"held_seconds", seconds_between(answer->lease.granted, now)},
+                               {"expires_in_seconds", seconds_between(now, answer->lease.expires)}});
   }
   // Asked after a miss, so the entry is rarely there; but an upload may have
   // landed since: then nobody needs to build it.
   auto present = m_storage.present({key});
   if (present && !present->empty() && present->front()) {
-    m_leases.withdraw(key, answer.lease.id);
+    (void)m_leases->withdraw(key, answer->lease.id);  // a lease left in a bucket just expires
     return json_response(200, {{"key", key}, {"present", true}});
   }
-  return json_response(201, lease_body(key, answer.lease, m_config.lease_ttl_s));
+  return json_response(201, lease_body(key, answer->lease, m_config.lease_ttl_s));
 }
 
 ApiResponse Api::renew_lease(const std::string& key, const std::string& id) {
-  auto renewed = m_leases.renew(key, id, std::chrono::seconds(m_config.lease_ttl_s));
+  auto renewed = m_leases->renew(key, id, std::chrono::seconds(m_config.lease_ttl_s));
   if (!renewed) {
+    return storage_failure(renewed.error());
+  }
+  if (!*renewed) {
     return lease_not_found(key, id);
   }
-  return json_response(200, lease_body(key, *renewed, m_config.lease_ttl_s));
+  return json_response(200, lease_body(key, **renewed, m_config.lease_ttl_s));
 }
 
 ApiResponse Api::release_lease(const std::string& key, const std::string& id) {
-  if (!m_leases.release(key, id)) {
+  auto released = m_leases->release(key, id);
+  if (!released) {
+    return storage_failure(released.error());
+  }
+  if (!*released) {
     return lease_not_found(key, id);
   }
   m_events.notify(key);  // the waiters may ask for the lease now
@@ -122,8 +133,8 @@ ApiResponse Api::release_lease(const std::string& key, const std::string& id) {
 }
 
 nlohmann::json Api::lease_status() {
-  const auto counts = m_leases.counts();
-  return {{"active", counts.active},     {"granted", counts.granted},   {"refused", counts.refused},
+  const auto counts = m_leases->counts();
+  return {{"kind", m_leases->kind()},       {"active", counts.active},     {"granted", counts.granted},   {"refused", counts.refused},
           {"expired", counts.expired},   {"released", counts.released}, {"waiting", m_events.waiting()},
           {"ttl_seconds", m_config.lease_ttl_s}};
 }

@@ -161,7 +161,7 @@ ApiResponse Api::revoke(const std::string& body) {
       return storage_failure(deleted.error());
     }
     // Requests waiting for the key end now: with 410, as it is revoked.
-    m_leases.release_key(key);
+    (void)m_leases->release_key(key);
     m_events.notify(key);
     revoked.push_back({{"key", key}, {"deleted", *deleted}});
   }

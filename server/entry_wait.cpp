@@ -24,16 +24,20 @@ class EntryWait : public std::enable_shared_from_this<EntryWait> {
         m_done(std::move(done)),
         m_deadline(Clock::now() + m_call.wait) {}
 
-  void start() {
-    if (auto lease = m_state->api.leases().live(m_key)) {
-      m_lease_at_start = lease->id;
-    }
-    check();
-  }
+  void start() { check(); }
 
  private:
+  // What one look found: the storage's answer and, while it is a miss,
+  // whether the lease live at the start has ended.
+  struct Look {
+    ApiResponse response;
+    bool lease_ended = false;
+  };
+
   // Subscribes first, then looks: an upload between the look and the
-  // subscription would otherwise wait for the next poll.
+  // subscription would otherwise wait for the next poll. The look runs on
+  // the I/O thread only when both the read and the leases stay in memory
+  // or on local disk; over a bucket it goes to the worker pool.
   void check() {
     m_woken = false;
     m_subscription = m_state->api.events().subscribe(m_key, [self = shared_from_this()] {
@@ -42,19 +46,43 @@ class EntryWait : public std::enable_shared_from_this<EntryWait> {
         self->m_timer.cancel();
       });
     });
-    if (m_call.on_io_thread) {
-      on_checked(m_call.run());
+    if (m_call.on_io_thread && m_state->api.leases().is_local()) {
+      on_checked(look());
       return;
     }
     net::post(m_state->workers, [self = shared_from_this()] {
-      auto response = std::make_shared<ApiResponse>(self->m_call.run());
-      net::post(self->m_executor, [self, response] { self->on_checked(std::move(*response)); });
+      auto found = std::make_shared<Look>(self->look());
+      net::post(self->m_executor, [self, found] { self->on_checked(std::move(*found)); });
     });
   }
 
-  void on_checked(ApiResponse response) {
-    if (response.status != 404) {
-      finish(std::move(response));
+  // Runs the lookup, then on a miss reads the key's lease: the first look
+  // remembers the live one, later ones tell whether it ended. Touches
+  // m_lease_at_start and m_looked from one thread at a time (each look is
+  // posted after the previous one's answer).
+  Look look() {
+    Look found{m_call.run()};
+    if (found.response.status != 404) {
+      return found;
+    }
+    auto lease = m_state->api.leases().live(m_key);
+    if (!lease) {
+      return found;  // the bucket did not answer: keep waiting, the deadline still holds
+    }
+    if (!m_looked) {
+      m_looked = true;
+      if (*lease) {
+        m_lease_at_start = (*lease)->id;
+      }
+      return found;
+    }
+    found.lease_ended = m_lease_at_start && (!*lease || (*lease)->id != *m_lease_at_start);
+    return found;
+  }
+
+  void on_checked(Look found) {
+    if (found.response.status != 404) {
+      finish(std::move(found.response));
       return;
     }
     if (m_state->stopping) {
@@ -63,10 +91,10 @@ class EntryWait : public std::enable_shared_from_this<EntryWait> {
     }
     const auto now = Clock::now();
     if (now >= m_deadline) {
-      finish(std::move(response));
+      finish(std::move(found.response));
       return;
     }
-    if (m_lease_at_start && lease_ended()) {
+    if (found.lease_ended) {
       finish(error_response(404, "not_found", "no entry for key " + m_key +
                                                   ": the build lease on it ended without it (ask for the lease)"));
       return;
@@ -82,11 +110,6 @@ class EntryWait : public std::enable_shared_from_this<EntryWait> {
     });
   }
 
-  bool lease_ended() {
-    auto lease = m_state->api.leases().live(m_key);
-    return !lease || lease->id != *m_lease_at_start;
-  }
-
   void finish(ApiResponse response) {
     m_state->api.events().unsubscribe(m_subscription);
     m_done(std::move(response));
@@ -100,6 +123,7 @@ class EntryWait : public std::enable_shared_from_this<EntryWait> {
   std::function<void(ApiResponse)> m_done;
   Clock::time_point m_deadline;
   std::optional<std::string> m_lease_at_start;
+  bool m_looked = false;
   std::uint64_t m_subscription = 0;
   bool m_woken = false;
 };

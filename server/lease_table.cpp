@@ -116,4 +116,33 @@ LeaseCounts LeaseTable::counts() {
   return counts;
 }
 
+MemoryLeaseBook::MemoryLeaseBook(std::function<LeaseTable::Clock::time_point()> now) : m_table(std::move(now)) {}
+
+Result<LeaseAnswer> MemoryLeaseBook::acquire(const std::string& key, const std::string& holder,
+                                             const std::string& request, std::chrono::seconds ttl) {
+  return m_table.acquire(key, holder, request, ttl);
+}
+
+Result<std::optional<Lease>> MemoryLeaseBook::renew(const std::string& key, const std::string& id,
+                                                    std::chrono::seconds ttl) {
+  return m_table.renew(key, id, ttl);
+}
+
+Result<bool> MemoryLeaseBook::release(const std::string& key, const std::string& id) {
+  return m_table.release(key, id);
+}
+
+Result<bool> MemoryLeaseBook::withdraw(const std::string& key, const std::string& id) {
+  return m_table.withdraw(key, id);
+}
+
+Status MemoryLeaseBook::release_key(const std::string& key) {
+  m_table.release_key(key);
+  return {};
+}
+
+Result<std::optional<Lease>> MemoryLeaseBook::live(const std::string& key) { return m_table.live(key); }
+
+LeaseCounts MemoryLeaseBook::counts() { return m_table.counts(); }
+
 }  // namespace opcache::server

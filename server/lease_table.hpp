@@ -1,7 +1,8 @@
 // Build leases of `opcache serve` (docs/protocol.md "Build leases"): which
 // client is building which key right now, so that the machines of a team
-// compile each kernel once. Leases live in this process's memory only (per
-// replica, see docs/operations.md); nothing here knows HTTP.
+// compile each kernel once. Leases live in this process's memory only: the
+// book of a server over local storage, or over a bucket that refuses
+// conditional writes (docs/operations.md "Replicas"); nothing here knows HTTP.
 #pragma once
 
 #include <chrono>
@@ -12,32 +13,9 @@
 #include <string>
 
 #include "base/mutex.hpp"
+#include "server/lease_book.hpp"
 
 namespace opcache::server {
-
-/// A lease that is held: by whom, since when, until when.
-struct Lease {
-  std::string id;      ///< random, unguessable; names the lease in renew and release
-  std::string holder;  ///< who builds ("host:pid" as the client said, or its token's name)
-  std::string request;  ///< the asker's random request id ("" when it sent none): a retry with it gets this lease back
-  std::chrono::steady_clock::time_point granted;
-  std::chrono::steady_clock::time_point expires;
-};
-
-/// What asking for a lease gave.
-struct LeaseAnswer {
-  bool granted = false;  ///< true: `lease` is the caller's; false: `lease` is the current holder's
-  Lease lease;
-};
-
-/// Counts since start-up, for /metrics and /v1/status.
-struct LeaseCounts {
-  std::uint64_t granted = 0;   ///< leases handed out (takeovers of expired ones included)
-  std::uint64_t refused = 0;   ///< asks answered with the current holder (409)
-  std::uint64_t expired = 0;   ///< leases that ran out without renewal, release or upload
-  std::uint64_t released = 0;  ///< leases ended by DELETE or by the upload of their entry
-  std::uint64_t active = 0;    ///< leases held now
-};
 
 /// The leases of one server, by cache key. Thread-safe (one mutex); expiry
 /// is judged lazily, on each call, against `now`.
@@ -90,6 +68,27 @@ class LeaseTable {
   base::Mutex m_mutex;
   std::map<std::string, Lease> m_leases GUARDED_BY(m_mutex);
   LeaseCounts m_counts GUARDED_BY(m_mutex);
+};
+
+/// The LeaseBook of one process: a LeaseTable behind the interface.
+class MemoryLeaseBook final : public LeaseBook {
+ public:
+  /// A book reading time from `now` (tests pass their own clock).
+  explicit MemoryLeaseBook(std::function<LeaseTable::Clock::time_point()> now = LeaseTable::Clock::now);
+
+  std::string kind() const override { return "memory"; }
+  Result<LeaseAnswer> acquire(const std::string& key, const std::string& holder, const std::string& request,
+                              std::chrono::seconds ttl) override;
+  Result<std::optional<Lease>> renew(const std::string& key, const std::string& id, std::chrono::seconds ttl) override;
+  Result<bool> release(const std::string& key, const std::string& id) override;
+  Result<bool> withdraw(const std::string& key, const std::string& id) override;
+  Status release_key(const std::string& key) override;
+  Result<std::optional<Lease>> live(const std::string& key) override;
+  bool is_local() const override { return true; }
+  LeaseCounts counts() override;
+
+ private:
+  LeaseTable m_table;
 };
 
 }  // namespace opcache::server

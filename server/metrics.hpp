@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "base/mutex.hpp"
-#include "server/lease_table.hpp"
+#include "server/lease_book.hpp"
 #include "server/routes.hpp"
 #include "server/usage_series.hpp"
 
