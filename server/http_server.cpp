@@ -5,6 +5,7 @@
 
 #include <boost/beast/core.hpp>
 
+#include "server/bucket_leases.hpp"
 #include "server/http_session.hpp"
 #include "server/server_state.hpp"
 
@@ -106,6 +107,11 @@ Result<std::vector<std::string>> HttpServer::start() {
   state.log.emplace(std::move(*log));
   if (auto failed = state.usage_history.load()) {
     state.log->event(*failed);
+  }
+  std::string lease_note;
+  state.api.use_leases(open_lease_book(*state.storage, &lease_note));
+  if (!lease_note.empty()) {
+    state.log->event(lease_note);
   }
   if (auto trusted = state.api.load_trusted_keys(); !trusted) {
     return trusted.error();
