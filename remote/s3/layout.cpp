@@ -48,6 +48,10 @@ std::string s3_exec_manifest_name(const std::string& command_key) {
   return "v1/manifests/" + command_key + ".json";
 }
 
+std::string s3_usage_name(const std::string& replica) {
+  return k_s3_usage_root + s3_component_encode(replica) + ".json";
+}
+
 std::string s3_index_name(const S3IndexFields& fields, const std::string& key) {
   return std::string(k_s3_index_root) + s3_component_encode(fields.device_mode) + "/" +
          s3_component_encode(fields.phase) + "/" + s3_component_encode(fields.toolchain) + "/" +

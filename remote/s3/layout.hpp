@@ -6,6 +6,7 @@
 //   <prefix>/v1/signatures/<key>                                     the entry's signatures (text form), if any
 //   <prefix>/v1/revocations/<key>.json                               a revoked key's tombstone (store/revocation.hpp)
 //   <prefix>/v1/manifests/<command key>.json                         an exec manifest (store/exec_manifest.hpp)
+//   <prefix>/v1/stats/replicas/<replica>.json                        a server replica's usage counters (server/team_usage)
 // Path components are percent-encoded (only A-Z a-z 0-9 - . _ stay).
 #pragma once
 
@@ -42,6 +43,14 @@ std::string s3_tombstone_name(const std::string& key);
 /// "v1/manifests/<command key>.json": the exec manifest of a command key
 /// (the JSON of store/exec_manifest.hpp), replaced whole by each merge.
 std::string s3_exec_manifest_name(const std::string& command_key);
+
+/// "v1/stats/replicas/" — every replica's usage counters start with it.
+inline constexpr const char* k_s3_usage_root = "v1/stats/replicas/";
+
+/// "v1/stats/replicas/<replica>.json" (the name percent-encoded as a path
+/// component): the usage counters one `opcache serve` replica over a shared
+/// bucket writes every stats interval (docs/formats.md "Replica usage").
+std::string s3_usage_name(const std::string& replica);
 
 /// "v1/index/" — every marker starts with it.
 inline constexpr const char* k_s3_index_root = "v1/index/";
