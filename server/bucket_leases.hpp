@@ -7,13 +7,27 @@
 // server keeps its leases in memory (one replica) and says so.
 #pragma once
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "server/lease_book.hpp"
 #include "server/storage.hpp"
 
+namespace opcache::remote {
+class S3Client;
+}
+
 namespace opcache::server {
+
+/// The lease book kept in `client`'s location, one object per key
+/// (`v1/leases/<key>.json`, docs/formats.md "Lease objects"), judging
+/// expiry by `now` (a wall clock: every replica reads the same times). The
+/// caller checked that the store honours conditional writes; `client` must
+/// outlive the book. Thread-safe.
+std::unique_ptr<LeaseBook> make_bucket_lease_book(remote::S3Client& client,
+                                                  std::function<std::chrono::system_clock::time_point()> now);
 
 /// The lease book of a server over `storage`: the bucket's when the storage
 /// has a shared bucket that honours conditional writes, else one in memory.
