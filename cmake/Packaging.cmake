@@ -111,6 +111,10 @@ else()
 endif()
 configure_file(${OPCACHE_PACKAGING_DIR}/copyright.in ${PROJECT_BINARY_DIR}/packaging/copyright @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/packaging/copyright DESTINATION ${CMAKE_INSTALL_DOCDIR})
+# Replicas over one bucket (docs/operations.md "Replicas"): examples to copy,
+# never read in place.
+install(DIRECTORY ${OPCACHE_PACKAGING_DIR}/replicas ${OPCACHE_PACKAGING_DIR}/kubernetes
+  DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
 # ---------------------------------------------------------------------------
 # Component `debian`: Debian's places, for the package only (see the top).

@@ -44,6 +44,8 @@ test_packages=(
   # setuptools, venv), the .deb (dpkg-dev and file: dpkg-shlibdeps for CPack) and its
   # systemd unit checked with systemd-analyze (systemd)
   python3-build python3-setuptools python3-wheel python3-venv python3-pip dpkg-dev file systemd
+  # the replica deployment's manifest read by tests/packaging/test_replica_packaging.py
+  python3-yaml
   # the kill and durability tests (tests/e2e/test_kill.cpp, tests/remote/test_remote_hit_sync.cpp)
   # hold or count system calls with strace
   strace
