@@ -50,10 +50,16 @@ std::optional<KernelAnswer> lookup_answer(const UsageEvent& event) {
   if (event.status == 304 || (event.status == 200 && event.method != "GET")) {
     return KernelAnswer::found;
   }
-  if (event.status == 200) {
-    return KernelAnswer::sent;
+  if (event.status == 200 || event.status == 307) {
+    return KernelAnswer::sent;  // 307: a GET sent to the bucket for the bundle (--redirect-downloads)
   }
   return std::nullopt;  // refused, revoked, failed: no answer about the kernel
+}
+
+// The one frame in which a GET redirected to the bucket (307) says what it
+// gave: the bundle's size and facts. Null for any other answer.
+const FetchedKernel* redirected_kernel(const UsageEvent& event) {
+  return event.status == 307 && event.fetched.size() == 1 ? &event.fetched.front() : nullptr;
 }
 
 json optional_text(const std::string& text) { return text.empty() ? json(nullptr) : json(text); }
@@ -161,8 +167,12 @@ void UsageStats::record(const UsageEvent& event) {
   const bool stored = event.status == 200 || event.status == 201;
   if (rule == UsageRule::lookup) {
     if (const auto answer = lookup_answer(event)) {
-      const auto sent = *answer == KernelAnswer::sent ? static_cast<std::int64_t>(event.bytes_out) : 0;
-      count_kernel(event, event.key, *answer, event.facts, sent, now, counts, token);
+      const FetchedKernel* redirected = redirected_kernel(event);
+      const auto sent = *answer != KernelAnswer::sent ? 0
+                        : redirected != nullptr     ? redirected->bytes
+                                                    : static_cast<std::int64_t>(event.bytes_out);
+      count_kernel(event, event.key, *answer, redirected != nullptr ? redirected->facts.get() : event.facts, sent, now,
+                   counts, token);
     }
   } else if (rule == UsageRule::batch) {
     for (const FetchedKernel& kernel : event.fetched) {
