@@ -1,7 +1,8 @@
 // The libcurl functions opcache uses, forwarded to libcurl loaded on demand
 // (see curl_library.hpp). Each definition keeps libcurl's own declaration
-// from <curl/curl.h>; the typecheck macros are off here so the names can be
-// defined.
+// from <curl/curl.h> (the two variadic ones its symbol and calling
+// convention: see below); the typecheck macros are off here so the names can
+// be defined.
 #define CURL_DISABLE_TYPECHECK 1
 #include "remote/curl_library.hpp"
 
@@ -11,6 +12,7 @@
 #include <cstdarg>
 #include <mutex>
 #include <string>
+#include <type_traits>
 
 #include "base/shared_object.hpp"
 
@@ -87,6 +89,25 @@ using opcache::remote::loaded;
 
 // libcurl's option and info arguments are one value whose type follows from
 // the option's number range (<curl/curl.h>: CURLOPTTYPE_*, CURLINFO_*).
+//
+// The two variadic functions are defined under C++ names of their own, bound
+// to libcurl's symbols by asm labels, with the option as the integer it is
+// passed as: va_start after a parameter of an unscoped enum type (libcurl's
+// CURLoption, CURLINFO) is undefined behaviour in C++, since an enum is not
+// the type an argument without a parameter is promoted to (clang: -Wvarargs).
+// The enums' underlying types are int-sized, so a caller that passes a
+// CURLoption passes exactly that integer.
+using CurlOptionValue = std::underlying_type_t<CURLoption>;
+using CurlInfoValue = std::underlying_type_t<CURLINFO>;
+static_assert(sizeof(CurlOptionValue) == sizeof(int) && sizeof(CurlInfoValue) == sizeof(int),
+              "CURLoption and CURLINFO are passed as int-sized integers, which no promotion changes");
+
+extern "C" {
+OPCACHE_CURL_FORWARD CURLcode opcache_curl_easy_setopt(CURL* handle, CurlOptionValue option, ...)
+    __asm__("curl_easy_setopt");
+OPCACHE_CURL_FORWARD CURLcode opcache_curl_easy_getinfo(CURL* handle, CurlInfoValue info, ...)
+    __asm__("curl_easy_getinfo");
+}
 
 extern "C" {
 
@@ -108,18 +129,19 @@ OPCACHE_CURL_FORWARD CURLcode curl_easy_perform(CURL* handle) {
   return loaded() ? g_curl.easy_perform(handle) : CURLE_FAILED_INIT;
 }
 
-OPCACHE_CURL_FORWARD CURLcode curl_easy_setopt(CURL* handle, CURLoption option, ...) {
+OPCACHE_CURL_FORWARD CURLcode opcache_curl_easy_setopt(CURL* handle, CurlOptionValue value, ...) {
   if (!loaded()) return CURLE_FAILED_INIT;
   va_list arguments;
-  va_start(arguments, option);
+  va_start(arguments, value);
+  const auto option = static_cast<CURLoption>(value);
   CURLcode code;
-  if (option < CURLOPTTYPE_OBJECTPOINT) {
+  if (value < CURLOPTTYPE_OBJECTPOINT) {
     code = g_curl.easy_setopt(handle, option, va_arg(arguments, long));
-  } else if (option < CURLOPTTYPE_FUNCTIONPOINT) {
+  } else if (value < CURLOPTTYPE_FUNCTIONPOINT) {
     code = g_curl.easy_setopt(handle, option, va_arg(arguments, void*));
-  } else if (option < CURLOPTTYPE_OFF_T) {
+  } else if (value < CURLOPTTYPE_OFF_T) {
     code = g_curl.easy_setopt(handle, option, va_arg(arguments, void (*)()));
-  } else if (option < CURLOPTTYPE_BLOB) {
+  } else if (value < CURLOPTTYPE_BLOB) {
     code = g_curl.easy_setopt(handle, option, va_arg(arguments, curl_off_t));
   } else {
     code = g_curl.easy_setopt(handle, option, va_arg(arguments, void*));
@@ -128,12 +150,12 @@ OPCACHE_CURL_FORWARD CURLcode curl_easy_setopt(CURL* handle, CURLoption option, 
   return code;
 }
 
-OPCACHE_CURL_FORWARD CURLcode curl_easy_getinfo(CURL* handle, CURLINFO info, ...) {
+OPCACHE_CURL_FORWARD CURLcode opcache_curl_easy_getinfo(CURL* handle, CurlInfoValue info, ...) {
   if (!loaded()) return CURLE_FAILED_INIT;
   va_list arguments;
   va_start(arguments, info);
   // Every CURLINFO_* argument is a pointer to where the value goes.
-  CURLcode code = g_curl.easy_getinfo(handle, info, va_arg(arguments, void*));
+  CURLcode code = g_curl.easy_getinfo(handle, static_cast<CURLINFO>(info), va_arg(arguments, void*));
   va_end(arguments);
   return code;
 }
