@@ -76,6 +76,9 @@ beast::error_code feed(Parser& parser, std::string_view& input) {
   beast::error_code ec;
   while (!ec && !(parser.is_header_done() && (!parser.eager() || parser.is_done()))) {
     if (input.empty()) {
+      if (!parser.got_some()) {
+        return http::error::partial_message;  // no bytes at all: put_eof asserts it had some
+      }
       parser.put_eof(ec);
       return ec ? ec : http::error::partial_message;
     }
