@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "remote/batch_stream_sink.hpp"
+#include "remote/bucket_download.hpp"
 #include "remote/bundle_stream.hpp"
 #include "remote/request_engine.hpp"
 #include "remote/remote_store.hpp"
@@ -33,6 +34,7 @@ constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
 constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
 constexpr long k_batch_timeout_factor = 10;  // a batch request's timeout, in the remote's timeouts
+const std::string k_redirect_query = "?" + std::string(k_redirect_parameter) + "=1";
 
 // One request and its response body, attempted as often as the retry policy
 // says. Only a 200 body goes to the download descriptor: an error body (a
@@ -264,7 +266,8 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   explicit HttpRemote(RemoteOptions options, RetryTiming timing)
       : RemoteStore(options.read_only),
         m_options(std::move(options)),
-        m_engine(engine_options(m_options), std::move(timing)) {
+        m_engine(engine_options(m_options), timing),
+        m_bucket_engine(bucket_engine_options(m_options), std::move(timing)) {
     m_base = m_options.url;
     while (!m_base.empty() && m_base.back() == '/') {
       m_base.pop_back();
@@ -275,10 +278,28 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
 
   Result<Fetched> fetch(const std::string& key, int fd, store::Signatures* signatures,
                         const LookupHint& hint) override {
-    HttpTransfer request("GET", m_base + "/v1/entries/" + key, m_options.token);
+    return fetch_entry(key, fd, signatures, hint, true);
+  }
+
+  // GET /v1/entries/{key}; with `redirect`, asks to be sent to the bucket
+  // (API v1 revision 9) and, when the bucket fails, asks the server again
+  // without it, silently: the bucket is the server's business.
+  Result<Fetched> fetch_entry(const std::string& key, int fd, store::Signatures* signatures, const LookupHint& hint,
+                              bool redirect) {
+    HttpTransfer request("GET", m_base + "/v1/entries/" + key + (redirect ? k_redirect_query : ""), m_options.token);
     request.add_lookup_hint(hint);
     request.set_download(fd);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
+    if (response.status == 307 && redirect) {
+      auto followed = follow_bucket_redirect(m_bucket_engine, request.response_headers(), fd, k_max_bundle_bytes);
+      if (!followed && followed.error().code() == ErrorCode::io) {
+        return followed.error();  // our own disk: the server would not do better
+      }
+      if (!followed) {
+        return fetch_entry(key, fd, signatures, hint, false);
+      }
+      response.status = 200;  // the 307 carries the headers of a 200
+    }
     if (response.status == 404) {
       return Fetched::miss;
     }
@@ -536,7 +557,10 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
 
   BuildLeases* do_leases() override { return this; }
 
-  void cancel_transfers() noexcept override { m_engine.cancel(); }
+  void cancel_transfers() noexcept override {
+    m_engine.cancel();
+    m_bucket_engine.cancel();
+  }
 
   ServerStatistics* statistics() override { return this; }
   EntryExplainer* explainer() override { return this; }
@@ -724,6 +748,12 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return response->status == 200 && reader.complete();
   }
 
+  static EngineOptions bucket_engine_options(const RemoteOptions& options) {
+    EngineOptions engine = engine_options(options);
+    engine.retry = RetryPolicy{0, false};
+    return engine;
+  }
+
   static EngineOptions engine_options(const RemoteOptions& options) {
     EngineOptions engine;
     engine.connect_timeout_ms = options.connect_timeout_ms;
@@ -751,6 +781,9 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   RemoteOptions m_options;
   std::string m_base;
   RequestEngine m_engine;
+  // Downloads from the bucket, without retries: a failed one falls back to
+  // the server at once, which is the retry.
+  RequestEngine m_bucket_engine;
   std::atomic<bool> m_no_batches{false};  // the server has no POST /v1/entries/fetch
 };
 
