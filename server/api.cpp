@@ -4,6 +4,7 @@
 
 #include "base/value_parse.hpp"
 #include "opcache/version.hpp"
+#include "remote/bucket_download.hpp"
 #include "remote/signature_header.hpp"
 #include "store/bundle_reader.hpp"
 #include "base/byte_stream.hpp"
@@ -270,37 +271,63 @@ RoutedTarget route_target(std::string_view method, std::string_view target) {
 Api::Api(Storage& storage, Metrics& metrics, const ServerConfig& config)
     : m_storage(storage), m_metrics(metrics), m_config(config), m_leases(std::make_unique<MemoryLeaseBook>()) {}
 
-ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_view if_none_match) {
+ApiResponse entry_response(const std::string& digest, const store::Signatures& signatures,
+                           std::string_view if_none_match) {
+  ApiResponse response;
+  response.content_type = "application/vnd.opcache.bundle";
+  response.headers.push_back({"ETag", quoted_etag(digest)});
+  const bool unchanged = if_none_match == response.headers.back().second;
+  for (const auto& signature : signatures) {
+    response.headers.push_back({remote::k_signature_header, store::format_signature(signature)});
+  }
+  response.status = unchanged ? 304 : 200;
+  return response;
+}
+
+DownloadRedirect download_redirect(const std::map<std::string, std::string>& parameters) {
+  auto asked = parameters.find(std::string(remote::k_redirect_parameter));
+  if (asked == parameters.end()) {
+    return DownloadRedirect::no;
+  }
+  auto value = base::parse_bool(asked->second);
+  return value && *value ? DownloadRedirect::allowed : DownloadRedirect::no;
+}
+
+ApiResponse Api::get_entry(const std::string& key, bool head_only, std::string_view if_none_match,
+                           DownloadRedirect redirect) {
+  if (redirect == DownloadRedirect::allowed && !head_only && m_config.redirect_downloads &&
+      m_storage.locates_bundles()) {
+    if (auto redirected = redirect_entry(key, if_none_match)) {
+      return std::move(*redirected);
+    }
+  }
   auto found = m_storage.open(key);
   if (!found) {
     return storage_failure(found.error());
   }
   if (!*found) {
-    // Revoking deletes the entry, so only a miss can be a revoked key: a
-    // hit pays nothing for revocation.
-    auto tombstone = m_storage.revocation(key);
-    if (!tombstone) {
-      return storage_failure(tombstone.error());
-    }
-    if (*tombstone) {
-      return revoked_response(**tombstone, "key");
-    }
-    return error_response(404, "not_found", "no entry for key " + key);
+    return absent_entry(key);
   }
-  ApiResponse response;
-  response.content_type = "application/vnd.opcache.bundle";
-  response.headers.push_back({"ETag", quoted_etag((*found)->digest)});
-  const bool unchanged = if_none_match == response.headers.back().second;
-  for (const auto& signature : (*found)->signatures) {
-    response.headers.push_back({remote::k_signature_header, store::format_signature(signature)});
-  }
-  if (unchanged) {
-    response.status = 304;
+  ApiResponse response = entry_response((*found)->digest, (*found)->signatures, if_none_match);
+  if (response.status == 304) {
     return response;
   }
   response.head_only = head_only;
   response.bundle = std::move(**found);
   return response;
+}
+
+ApiResponse Api::absent_entry(const std::string& key) {
+  // Revoking deletes the entry, so only a miss can be a revoked key: a hit
+  // pays nothing for revocation.
+  auto tombstone = m_storage.revocation(key);
+  if (!tombstone) {
+    return storage_failure(tombstone.error());
+  }
+  if (*tombstone) {
+    return revoked_response(**tombstone, "key");
+  }
+  return error_response(404, "not_found", "no entry for key " + key);
 }
 
 ApiResponse Api::put_entry(const std::string& key, base::AtomicFile upload, const store::Signatures& signatures) {

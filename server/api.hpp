@@ -150,12 +150,36 @@ Result<store::Signatures> parse_signature_headers(const std::vector<std::string>
 /// and the X-Opcache-Revoked header; `what` starts the message ("key").
 ApiResponse revoked_response(const store::Tombstone& tombstone, const std::string& what);
 
+/// An answer about a present entry with the headers a 200 to its GET
+/// carries: Content-Type of a bundle, ETag "<digest>" and one
+/// X-Opcache-Signature per signature; status 304 when `if_none_match` is that
+/// ETag, else 200 (the caller adds the bundle, or turns it into a 307).
+ApiResponse entry_response(const std::string& digest, const store::Signatures& signatures,
+                           std::string_view if_none_match);
+
+/// Whether the client of a GET of an entry said it follows a 307 to the
+/// bucket: `?redirect=1` (remote::k_redirect_parameter, API v1 revision 9,
+/// docs/protocol.md "GET /v1/entries/{key}"). A server never redirects a
+/// client that did not say so.
+enum class DownloadRedirect { no, allowed };
+
+/// DownloadRedirect::allowed when the query `parameters` have redirect= a
+/// true boolean (base::parse_bool: 1, true, on, yes), else no. Pure.
+DownloadRedirect download_redirect(const std::map<std::string, std::string>& parameters);
+
 /// The handlers. Thread-safe (the storage and metrics are).
 class Api {
  public:
   Api(Storage& storage, Metrics& metrics, const ServerConfig& config);
 
-  ApiResponse get_entry(const std::string& key, bool head_only, std::string_view if_none_match);
+  /// GET or HEAD /v1/entries/{key}: 200 with the bundle (headers only for
+  /// `head_only`), 304 when `if_none_match` is its ETag, 404 when absent,
+  /// 410 when revoked. With config.redirect_downloads, a storage that
+  /// locates bundles (s3://) and a GET whose client allows it (`redirect`),
+  /// a present entry is 307 to a presigned URL of its object instead, with
+  /// the ETag and signature headers of a 200 (api_redirect.cpp).
+  ApiResponse get_entry(const std::string& key, bool head_only, std::string_view if_none_match,
+                        DownloadRedirect redirect = DownloadRedirect::no);
   /// Verifies `upload` (a complete body) against `key`, checks `signatures`
   /// (each must verify for the key and bundle digest: else 403
   /// bad_signature; with config.require_signature one must be by a trusted
@@ -257,6 +281,14 @@ class Api {
 
  private:
   std::shared_ptr<const store::TrustedKeys> trusted_keys() const;
+  // GET /v1/entries/{key} answered by a redirect to the bucket
+  // (api_redirect.cpp): 307, or 304 for a matching `if_none_match`, or the
+  // answer about an absent key; std::nullopt when the bundle cannot be
+  // handed out by URL (get_entry then serves it).
+  std::optional<ApiResponse> redirect_entry(const std::string& key, std::string_view if_none_match);
+  // The answer about a key the storage does not hold: 410 when it is
+  // revoked, else 404.
+  ApiResponse absent_entry(const std::string& key);
   // The 403 refusing a revocation whose signatures do not verify, or that is
   // unsigned (or signed by no trusted key, or signed too long before or after
   // `now_s`) on a server with trusted keys; std::nullopt when it may go on.

@@ -19,7 +19,8 @@ ApiResponse handle_fetch(Api& api, const ApiRequest& request) {
 }
 
 ApiResponse handle_read_entry(Api& api, const ApiRequest& request) {
-  return api.get_entry(request.route.key, request.method == "HEAD", request.if_none_match);
+  return api.get_entry(request.route.key, request.method == "HEAD", request.if_none_match,
+                       download_redirect(request.parameters));
 }
 
 // Consumes the request's upload: runs once.

@@ -3,7 +3,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <deque>
+#include <unordered_map>
+
+#include "base/mutex.hpp"
 #include "remote/s3/bucket.hpp"
+#include "remote/s3/presign.hpp"
 #include "base/byte_stream.hpp"
 #include "base/canonical_json.hpp"
 #include "base/sha256.hpp"
@@ -41,6 +46,49 @@ std::shared_ptr<const EntryFacts> facts_of(int fd, const fs::path& path) {
       EntryFacts{manifest->op_type(), scenario ? *scenario : std::string(), manifest->build_ms});
 }
 
+// The statistics' facts of a manifest.
+std::shared_ptr<const EntryFacts> facts_of(const store::Manifest& manifest) {
+  auto scenario = base::canonical_json(manifest.scenario);
+  return std::make_shared<const EntryFacts>(
+      EntryFacts{manifest.op_type(), scenario ? *scenario : std::string(), manifest.build_ms});
+}
+
+// The facts of the entries this replica has read or stored, for the
+// statistics of downloads redirected to the bucket, which read no bundle
+// (and of those no replica has read: none, and the statistics take the
+// client's lookup hints). Objects never change, so facts never go stale.
+// Bounded: the oldest are forgotten first. Thread-safe.
+class FactsMemo {
+ public:
+  static constexpr std::size_t k_capacity = 20'000;
+
+  void remember(const std::string& key, std::shared_ptr<const EntryFacts> facts) EXCLUDES(m_mutex) {
+    if (!facts) {
+      return;
+    }
+    base::MutexLock lock(m_mutex);
+    if (!m_facts.emplace(key, std::move(facts)).second) {
+      return;
+    }
+    m_order.push_back(key);
+    if (m_order.size() > k_capacity) {
+      m_facts.erase(m_order.front());
+      m_order.pop_front();
+    }
+  }
+
+  std::shared_ptr<const EntryFacts> find(const std::string& key) const EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    auto found = m_facts.find(key);
+    return found == m_facts.end() ? nullptr : found->second;
+  }
+
+ private:
+  mutable base::Mutex m_mutex;
+  std::unordered_map<std::string, std::shared_ptr<const EntryFacts>> m_facts GUARDED_BY(m_mutex);
+  std::deque<std::string> m_order GUARDED_BY(m_mutex);  // keys of m_facts, oldest first
+};
+
 class S3Storage final : public Storage {
  public:
   S3Storage(remote::S3Client client, fs::path temp_dir, std::int64_t max_bundle_bytes)
@@ -74,11 +122,39 @@ class S3Storage final : public Storage {
     bundle.size = info.st_size;
     OPCACHE_TRY_ASSIGN(bundle.digest, digest_of(fd.get(), temp.temp_path()));
     bundle.facts = facts_of(fd.get(), temp.temp_path());
+    m_facts.remember(key, bundle.facts);
     // Read after the bundle, so signatures added meanwhile are included;
     // the client verifies each against the bytes it gets anyway.
     OPCACHE_TRY_ASSIGN(bundle.signatures, m_bucket.get_signatures(key, m_temp_dir));
     bundle.fd = std::move(fd);
     return std::optional<StoredBundle>(std::move(bundle));
+  }
+
+  bool locates_bundles() const override { return true; }
+
+  // A HEAD of the bundle object (its size and the digest in its metadata)
+  // and a read of its signatures: the bundle itself never passes here.
+  Result<std::optional<LocatedBundle>> locate(const std::string& key, std::chrono::seconds expiry) override {
+    OPCACHE_TRY_ASSIGN(auto object, m_bucket.head_bundle(key));
+    if (!object) {
+      return std::optional<LocatedBundle>();
+    }
+    LocatedBundle located;
+    located.size = object->size;
+    auto digest = object->metadata.find(remote::k_s3_meta_digest);
+    if (digest == object->metadata.end() || !base::is_sha256_hex(digest->second)) {
+      return std::optional<LocatedBundle>(std::move(located));  // no URL: the caller serves it
+    }
+    located.digest = digest->second;
+    // Read after the HEAD, so signatures added meanwhile are included; the
+    // client verifies each against the bytes it gets anyway.
+    OPCACHE_TRY_ASSIGN(located.signatures, m_bucket.get_signatures(key, m_temp_dir));
+    const auto& client = m_bucket.client();
+    OPCACHE_TRY_ASSIGN(located.url, remote::presign_s3_get(client.location(), client.credentials(),
+                                                          client.object_url(remote::s3_bundle_name(key)), expiry,
+                                                          std::chrono::system_clock::now()));
+    located.facts = m_facts.find(key);
+    return std::optional<LocatedBundle>(std::move(located));
   }
 
   Result<base::AtomicFile> create_upload() override { return base::AtomicFile::create(m_temp_dir); }
@@ -95,6 +171,7 @@ class S3Storage final : public Storage {
     OPCACHE_TRY(upload.finish_writing());
     OPCACHE_TRY(m_bucket.put_entry(manifest.key, upload.temp_path(), remote::index_fields_of(manifest), digest,
                                    signatures));
+    m_facts.remember(manifest.key, facts_of(manifest));
     return UploadOutcome{true, digest, bytes};
   }
 
@@ -183,6 +260,7 @@ class S3Storage final : public Storage {
   remote::S3Bucket m_bucket;
   fs::path m_temp_dir;
   std::int64_t m_max_bundle_bytes;
+  FactsMemo m_facts;
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // an S3-compatible bucket. Handlers (api.cpp) only talk to this interface.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -53,6 +54,20 @@ struct StoredBundle {
   std::string digest;        ///< SHA-256 of the bundle (the ETag)
   store::Signatures signatures;  ///< as stored with the entry (each verified when it was stored); may be empty
   std::shared_ptr<const EntryFacts> facts;  ///< null when the storage could not tell
+};
+
+/// Where a client may download a stored bundle itself, and what a 200 would
+/// have said of it (GET /v1/entries/{key} answered 307 under `serve
+/// --redirect-downloads`, docs/protocol.md).
+struct LocatedBundle {
+  /// A presigned GET of the bundle object, valid for the expiry asked; a
+  /// bearer secret until then (never logged). Empty when this bundle cannot
+  /// be handed out by URL (its object lacks the digest): serve it instead.
+  std::string url;
+  std::int64_t size = 0;
+  std::string digest;            ///< SHA-256 of the bundle (the ETag)
+  store::Signatures signatures;  ///< as stored with the entry (each verified when it was stored); may be empty
+  std::shared_ptr<const EntryFacts> facts;  ///< null when not known without reading the bundle
 };
 
 /// The outcome of storing an upload.
@@ -109,6 +124,18 @@ class Storage {
   virtual bool reads_are_local() const = 0;
   /// The bundle of `key`, or std::nullopt.
   virtual Result<std::optional<StoredBundle>> open(const std::string& key) = 0;
+  /// Whether locate() can hand out bundles by URL: a storage whose objects
+  /// clients can reach themselves (S3); false for a local store.
+  virtual bool locates_bundles() const { return false; }
+  /// The bundle of `key` as a presigned URL valid for `expiry` from now, with
+  /// its size, digest and signatures, found without reading the bundle (a
+  /// HEAD of its object and a read of its signatures); std::nullopt when the
+  /// key is absent. Only when locates_bundles(): else an `internal` error.
+  virtual Result<std::optional<LocatedBundle>> locate(const std::string& key, std::chrono::seconds expiry) {
+    (void)key;
+    (void)expiry;
+    return Error::internal("this storage cannot hand out bundles by URL");
+  }
   /// A fresh temp file for an upload; discarded unless handed to store_verified.
   virtual Result<base::AtomicFile> create_upload() = 0;
   /// Makes a bundle visible under its key with `signatures`. The caller
