@@ -10,7 +10,9 @@
 
 #include <filesystem>
 #include <memory>
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -134,6 +136,18 @@ TEST_CASE("server::serve --redirect-downloads answers a GET that asks with 307 t
   CHECK(server.request("GET", server.entry_url(kernel.key) + "?redirect=1", {"If-None-Match: " + etag}).status == 304);
   const std::string absent = opcache::base::sha256_hex("absent");
   CHECK(server.request("GET", server.entry_url(absent) + "?redirect=1").status == 404);
+  // A ?wait= that ends with the entry ends with the redirect.
+  const TestKernel later = opcache::test::make_cheap_kernel(temp / "k", 2);
+  long uploaded = 0;  // doctest's assertions belong to the test's own thread
+  std::thread uploader([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    uploaded = server.request("PUT", server.entry_url(later.key), {}, later.bundle, opcache::test::k_write_token).status;
+  });
+  auto waited = server.request("GET", server.entry_url(later.key) + "?wait=30&redirect=1");
+  uploader.join();
+  CHECK(uploaded == 201);
+  CHECK(waited.status == 307);
+  CHECK(waited.header("etag") == redirect_downloads_test::etag_of(later.bundle));
   auto revoked = server.request("POST", server.process->base_url() + "/v1/revocations", {"Content-Type: application/json"},
                                 nlohmann::json{{"keys", {kernel.key}}, {"reason", "bad kernel"}}.dump(),
                                 opcache::test::k_admin_token);
