@@ -1,6 +1,7 @@
 // The statistics endpoints (GET /v1/stats/*) and the dashboard (GET /ui/) of
-// the API: parameters checked here, figures from server/usage_stats and the
-// storage's gauges (docs/protocol.md "Statistics").
+// the API: parameters checked here, figures from server/usage_stats (the
+// whole team's over a shared bucket) and the storage's gauges
+// (docs/protocol.md "Statistics").
 #include "server/api.hpp"
 #include "server/dashboard.hpp"
 #include "server/nearest_variant.hpp"
@@ -72,9 +73,12 @@ nlohmann::json Api::summary(StatsWindow window, const StorageGauges& gauges) {
                      {"bytes", optional_number(gauges.bytes)},
                      {"limit_bytes", optional_number(gauges.limit_bytes)},
                      {"evictions", optional_number(gauges.evictions)}};
-  // Local storage belongs to one server; S3 may be shared by replicas,
-  // each counting only the traffic it answered.
-  body["replica"] = {{"shared_storage", !local}, {"history_persisted", local}};
+  // Local storage belongs to one server, which keeps its history in a file.
+  // A bucket is shared by replicas, which keep theirs in it and answer with
+  // the whole team's figures (server/team_usage; before revision 9 each
+  // counted only its own, and said history_persisted false).
+  const bool team = m_storage.shared_bucket() != nullptr;
+  body["replica"] = {{"shared_storage", !local}, {"history_persisted", local || team}};
   return body;
 }
 

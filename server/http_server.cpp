@@ -5,6 +5,7 @@
 
 #include <boost/beast/core.hpp>
 
+#include "remote/s3/bucket.hpp"
 #include "server/bucket_leases.hpp"
 #include "server/http_session.hpp"
 #include "server/server_state.hpp"
@@ -105,9 +106,6 @@ Result<std::vector<std::string>> HttpServer::start() {
     return log.error();
   }
   state.log.emplace(std::move(*log));
-  if (auto failed = state.usage_history.load()) {
-    state.log->event(*failed);
-  }
   std::string lease_note;
   state.api.use_leases(open_lease_book(*state.storage, &lease_note));
   if (!lease_note.empty()) {
@@ -154,6 +152,23 @@ Result<std::vector<std::string>> HttpServer::start() {
     state.acceptors.push_back(acceptor);
     std::make_shared<Listener>(m_state, acceptor)->accept();
   }
+  // Named now that the first port is known; loaded before run() answers a request.
+  state.replica = state.config.replica.empty() ? default_replica_name(state.acceptors.front()->local_endpoint().port())
+                                               : state.config.replica;
+  state.metrics.set_replica(state.replica, [&usage = state.api.usage()] { return usage.replica_totals(); });
+  if (auto* bucket = state.storage->shared_bucket()) {
+    state.usage_history.share_through(bucket->client(), state.replica, state.config.stats_interval_s,
+                                      [&storage = *state.storage] { return storage.create_upload(); });
+  }
+  if (auto note = state.usage_history.load()) {
+    state.log->event(*note);
+  }
+  state.log->event("replica " + state.replica +
+                   (state.usage_history.shared()
+                        ? ": usage statistics shared through the bucket every " +
+                              std::to_string(state.usage_history.interval_s()) + " s"
+                        : ""));
+  state.refresh_team_usage();
   state.wait_for_signal();
   state.save_usage_periodically();
   state.flush_log_periodically();

@@ -1,7 +1,9 @@
-// Prometheus metrics of `opcache serve` (text exposition format 0.0.4).
+// Prometheus metrics of `opcache serve` (text exposition format 0.0.4), per
+// replica: every series carries the replica's name as its `replica` label.
 #pragma once
 
 #include <array>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -45,9 +47,18 @@ class Metrics {
   /// Counts the entries a batch fetch answered: found, and not found.
   void record_lookups(std::int64_t hits, std::int64_t misses);
 
+  /// Names this replica (the server's start, before it serves): every series
+  /// then carries replica="<name>" (escaped as Prometheus label values are),
+  /// and opcache_kernel_lookups reports `own_kernels()` — this replica's own
+  /// figures, UsageStats::replica_totals — rather than render's `kernels`,
+  /// which over a shared bucket are the team's. Without it (tests that build
+  /// an Api alone) there is no replica label. Not thread-safe against render.
+  void set_replica(std::string name, std::function<UsageCounts()> own_kernels);
+
   /// The exposition text, including `gauges`, `coordination`, the usage
   /// statistics' all-time `kernels` (hits and misses counted once per kernel
-  /// and client, as /v1/status and /v1/stats report them) and process uptime.
+  /// and client, as /v1/status and /v1/stats report them; see set_replica)
+  /// and process uptime.
   std::string render(const StorageGauges& gauges, const CoordinationGauges& coordination, const UsageCounts& kernels,
                      double uptime_seconds) const;
 
@@ -58,6 +69,11 @@ class Metrics {
     double sum = 0;
   };
 
+  // `name{labels,replica="…"}`, or `name` without any label.
+  std::string series(const char* name, const std::string& labels = {}) const;
+
+  std::string m_replica_label;  // replica="<escaped name>", or "" before set_replica
+  std::function<UsageCounts()> m_own_kernels;
   mutable base::Mutex m_mutex;
   std::map<std::tuple<std::string, std::string, int>, std::uint64_t> m_requests GUARDED_BY(m_mutex);
   std::map<std::string, Histogram> m_latency GUARDED_BY(m_mutex);

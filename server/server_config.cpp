@@ -4,6 +4,7 @@
 #include "base/ini.hpp"
 #include "base/try.hpp"
 #include "base/value_parse.hpp"
+#include "server/team_usage.hpp"
 
 namespace opcache::server {
 
@@ -271,6 +272,9 @@ Status validate_server_config(const ServerConfig& config) {
   }
   if (config.require_signature && config.trusted_keys_file.empty()) {
     return Error::usage("--require-signature needs --trusted-keys FILE (the keys whose signatures are accepted)");
+  }
+  if (auto problem = config.replica.empty() ? std::nullopt : replica_name_problem(config.replica)) {
+    return Error::usage("--replica (replica, OPCACHE_SERVE_REPLICA) " + *problem);
   }
   return {};
 }

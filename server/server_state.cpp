@@ -124,17 +124,35 @@ void HttpServer::State::save_usage_periodically() {
   if (!usage_history.persisted()) {
     return;
   }
-  usage_timer.expires_after(std::chrono::seconds(UsageHistory::k_save_interval_s));
+  usage_timer.expires_after(std::chrono::seconds(usage_history.interval_s()));
   usage_timer.async_wait([self = shared_from_this()](boost::system::error_code ec) {
     if (ec || self->stopping) {
       return;
     }
-    net::post(self->workers, [self] {
-      if (auto failed = self->usage_history.save()) {
-        self->log->event(*failed);
-      }
-    });
+    if (!self->usage_busy.exchange(true)) {
+      net::post(self->workers, [self] {
+        if (auto failed = self->usage_history.save()) {
+          self->log->event(*failed);
+        }
+        for (const auto& line : self->usage_history.refresh_team()) {
+          self->log->event(line);
+        }
+        self->usage_busy = false;
+      });
+    }
     self->save_usage_periodically();
+  });
+}
+
+void HttpServer::State::refresh_team_usage() {
+  if (!usage_history.shared() || usage_busy.exchange(true)) {
+    return;
+  }
+  net::post(workers, [self = shared_from_this()] {
+    for (const auto& line : self->usage_history.refresh_team()) {
+      self->log->event(line);
+    }
+    self->usage_busy = false;
   });
 }
 

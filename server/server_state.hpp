@@ -69,6 +69,7 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   Metrics metrics;
   Api api;
   UsageHistory usage_history;
+  std::string replica;  // this replica's name (--replica, else host:first port), set by start()
   std::optional<AccessLog> log;
 
   // Replaced by reload() (SIGHUP) while sessions read them: a session takes
@@ -85,11 +86,12 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   net::thread_pool workers;
   net::signal_set signals;
   net::steady_timer shutdown_timer;
-  net::steady_timer usage_timer;  // saves the usage history every UsageHistory::k_save_interval_s
+  net::steady_timer usage_timer;  // saves the usage history every usage_history.interval_s()
   net::steady_timer log_flush_timer;  // writes the access log's waiting lines (flush_log_periodically)
   std::vector<std::shared_ptr<tcp::acceptor>> acceptors;
 
   std::atomic<bool> stopping{false};
+  std::atomic<bool> usage_busy{false};  // a save (and team refresh) is running on the worker pool
   std::atomic<int> inflight{0};
 
   base::Mutex sessions_mutex;
@@ -148,8 +150,14 @@ struct HttpServer::State : std::enable_shared_from_this<HttpServer::State> {
   void wait_for_signal();
 
   /// Saves the usage history on the worker pool every
-  /// UsageHistory::k_save_interval_s until the stop begins.
+  /// usage_history.interval_s() until the stop begins, and over a shared
+  /// bucket reads the other replicas' figures after each save (a tick whose
+  /// predecessor still runs is skipped).
   void save_usage_periodically();
+
+  /// Over a shared bucket, reads the other replicas' usage figures on the
+  /// worker pool now (unless a save or read is running); logs what it says.
+  void refresh_team_usage();
 
   /// Writes the access log's waiting lines every access_log_flush_ms (none
   /// when it is 0) until the stop begins; the "stopped" event writes the rest.

@@ -8,7 +8,17 @@ UsageHistory::UsageHistory(UsageStats& stats, std::optional<std::filesystem::pat
   }
 }
 
+void UsageHistory::share_through(remote::S3Client& client, std::string replica, int interval_s,
+                                 TeamUsage::TempFile temp_file) {
+  m_file.reset();
+  m_team = std::make_unique<TeamUsage>(client, std::move(replica), m_stats, std::move(temp_file));
+  m_interval_s = interval_s;
+}
+
 std::optional<std::string> UsageHistory::load() {
+  if (m_team) {
+    return m_team->load();
+  }
   if (!m_file) {
     return std::nullopt;
   }
@@ -25,11 +35,16 @@ std::optional<std::string> UsageHistory::load() {
 }
 
 std::optional<std::string> UsageHistory::save() const {
+  if (m_team) {
+    return m_team->save();
+  }
   if (!m_file) {
     return std::nullopt;
   }
   auto saved = m_stats.save(*m_file);
   return saved ? std::nullopt : std::optional<std::string>("usage statistics not saved: " + saved.error().message());
 }
+
+std::vector<std::string> UsageHistory::refresh_team() { return m_team ? m_team->refresh() : std::vector<std::string>{}; }
 
 }  // namespace opcache::server

@@ -118,6 +118,29 @@ void UsageSeries::name_hit(std::int64_t at_ms, const std::string& op_type, const
   add_named(bucket.scenarios, scenario, 1);
 }
 
+void UsageSeries::add_series(const UsageSeries& other) {
+  for (const UsageBucket& theirs : other.m_slots) {
+    if (theirs.start_ms < 0) {
+      continue;
+    }
+    UsageBucket& slot = m_slots[static_cast<std::size_t>(theirs.start_ms / m_resolution_ms) % m_slots.size()];
+    if (slot.start_ms > theirs.start_ms) {
+      continue;
+    }
+    if (slot.start_ms < theirs.start_ms) {
+      slot = theirs;
+      continue;
+    }
+    slot.counts += theirs.counts;
+    for (const auto& [name, hits] : theirs.op_types) {
+      add_named(slot.op_types, name, hits);
+    }
+    for (const auto& [name, hits] : theirs.scenarios) {
+      add_named(slot.scenarios, name, hits);
+    }
+  }
+}
+
 void UsageSeries::take_back_miss(std::int64_t at_ms) {
   const std::int64_t start = at_ms / m_resolution_ms * m_resolution_ms;
   UsageBucket& bucket = m_slots[static_cast<std::size_t>(at_ms / m_resolution_ms) % m_slots.size()];

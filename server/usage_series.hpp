@@ -75,6 +75,13 @@ class UsageSeries {
   /// (server/kernel_lookups).
   void take_back_miss(std::int64_t at_ms);
 
+  /// Adds the buckets of `other` (of the same resolution and size): a
+  /// bucket this ring holds with the same start is summed (hits by name
+  /// too, at most k_named_per_bucket names); where this ring holds an older
+  /// bucket in the slot, other's replaces it; a newer one stays. Sums the
+  /// series of several replicas (server/usage_tables).
+  void add_series(const UsageSeries& other);
+
   /// The sums over the buckets starting in [from_ms, to_ms).
   UsageCounts sum(std::int64_t from_ms, std::int64_t to_ms) const;
   /// The sums over each step of `step_ms` from `from_ms` up to `to_ms`,

@@ -15,15 +15,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr const char* k_file_format = "opcache-serve-stats";
-constexpr int k_file_version = 1;
 constexpr std::size_t k_top_named = 10;
 constexpr std::int64_t k_max_points = 1440;
-// The two rings: a day of minutes and 30 days of hours.
-constexpr std::int64_t k_minute_ms = 60'000;
-constexpr std::size_t k_minutes_kept = 1440;
-constexpr std::int64_t k_hour_ms = 3'600'000;
-constexpr std::size_t k_hours_kept = 720;
 
 constexpr WindowSpec k_windows[] = {
     {"hour", 3600, 60, 60},
@@ -81,36 +74,6 @@ json top_named(const HitsByName& hits, const char* field, bool parse_json) {
   return top;
 }
 
-json token_json(const std::string& name, const TokenActivity& activity) {
-  return {{"name", name},
-          {"requests", activity.counts.requests},
-          {"lookups", activity.counts.lookups},
-          {"hits", activity.counts.hits},
-          {"misses", activity.counts.misses},
-          {"uploads", activity.counts.uploads},
-          {"bytes_in", activity.bytes_in},
-          {"bytes_out", activity.bytes_out},
-          {"last_seen_ms", activity.last_seen_ms}};
-}
-
-Result<TokenActivity> token_from_json(const json& item) {
-  TokenActivity activity;
-  auto counts = counts_from_json(item);
-  if (!counts) {
-    return counts.error();
-  }
-  activity.counts = *counts;
-  for (auto [name, field] : {std::pair{"bytes_in", &activity.bytes_in}, std::pair{"bytes_out", &activity.bytes_out},
-                             std::pair{"last_seen_ms", &activity.last_seen_ms}}) {
-    auto it = item.find(name);
-    if (it == item.end() || !it->is_number_integer() || it->get<std::int64_t>() < 0) {
-      return Error::corrupt(std::string("token activity: \"") + name + "\" is not a non-negative integer");
-    }
-    *field = it->get<std::int64_t>();
-  }
-  return activity;
-}
-
 }  // namespace
 
 const WindowSpec& window_spec(StatsWindow window) noexcept { return k_windows[static_cast<int>(window)]; }
@@ -144,12 +107,9 @@ std::string scenario_from_header(std::string_view value) {
   return canonical ? *canonical : std::string();
 }
 
-UsageStats::UsageStats(Clock clock)
-    : m_clock(clock ? std::move(clock) : Clock(system_ms)),
-      m_since_ms(m_clock()),
-      m_minutes(k_minute_ms, k_minutes_kept),
-      m_hours(k_hour_ms, k_hours_kept),
-      m_misses(k_missed_keys) {}
+UsageStats::UsageStats(Clock clock) : m_clock(clock ? std::move(clock) : Clock(system_ms)) {
+  m_own.since_ms = m_clock();
+}
 
 std::int64_t UsageStats::now_ms() const { return m_clock(); }
 
@@ -184,12 +144,13 @@ void UsageStats::record(const UsageEvent& event) {
     if (rule == UsageRule::upload) {
       counts.uploads = 1;
       counts.bytes_uploaded = static_cast<std::int64_t>(event.bytes_in);
-      m_misses.forget(std::string(event.key));
+      m_own.misses.forget(std::string(event.key));
+      m_own.remember_upload(std::string(event.key), now);  // other replicas drop their misses of it
     }
   }
-  m_total += counts;
-  m_minutes.add(now, counts);
-  m_hours.add(now, counts);
+  m_own.total += counts;
+  m_own.minutes.add(now, counts);
+  m_own.hours.add(now, counts);
   token.counts += counts;
   token.bytes_in += static_cast<std::int64_t>(event.bytes_in);
   token.bytes_out += static_cast<std::int64_t>(event.bytes_out);
@@ -197,12 +158,12 @@ void UsageStats::record(const UsageEvent& event) {
 }
 
 TokenActivity& UsageStats::token_of(std::string_view name, TokenActivity& scratch) {
-  auto token = m_tokens.find(name);
-  if (token == m_tokens.end()) {
-    if (m_tokens.size() >= k_token_names) {
+  auto token = m_own.tokens.find(name);
+  if (token == m_own.tokens.end()) {
+    if (m_own.tokens.size() >= k_token_names) {
       return scratch;
     }
-    token = m_tokens.emplace(std::string(name), TokenActivity{}).first;
+    token = m_own.tokens.emplace(std::string(name), TokenActivity{}).first;
   }
   return token->second;
 }
@@ -217,10 +178,10 @@ void UsageStats::count_kernel(const UsageEvent& event, std::string_view key, Ker
     counts.compile_ms_saved += std::max<std::int64_t>(facts->build_ms, 0);
   }
   if (effect.unmiss_at_ms) {
-    m_total.misses -= 1;
-    m_total.lookups -= 1;
-    m_minutes.take_back_miss(*effect.unmiss_at_ms);
-    m_hours.take_back_miss(*effect.unmiss_at_ms);
+    m_own.total.misses -= 1;
+    m_own.total.lookups -= 1;
+    m_own.minutes.take_back_miss(*effect.unmiss_at_ms);
+    m_own.hours.take_back_miss(*effect.unmiss_at_ms);
     token.counts.misses -= token.counts.misses > 0 ? 1 : 0;
     token.counts.lookups -= token.counts.lookups > 0 ? 1 : 0;
   }
@@ -237,39 +198,66 @@ void UsageStats::count_kernel(const UsageEvent& event, std::string_view key, Ker
   kernel.lookups = 1;
   if (effect.hit) {
     kernel.hits = 1;
-    m_misses.forget(std::string(key));
-    m_minutes.name_hit(now, op_type, scenario);  // the hit itself is added with the request's counts
-    m_hours.name_hit(now, op_type, scenario);
+    m_own.misses.forget(std::string(key));
+    m_own.minutes.name_hit(now, op_type, scenario);  // the hit itself is added with the request's counts
+    m_own.hours.name_hit(now, op_type, scenario);
   } else {
     kernel.misses = 1;
-    m_misses.record(std::string(key), op_type, scenario, client, now);
+    m_own.misses.record(std::string(key), op_type, scenario, client, now);
   }
   counts += kernel;
 }
 
 UsageCounts UsageStats::totals() const {
   base::MutexLock lock(m_mutex);
-  return m_total;
+  UsageCounts total = m_own.total;
+  if (m_team) {
+    total += m_team->others.total;
+  }
+  return total;
+}
+
+UsageCounts UsageStats::replica_totals() const {
+  base::MutexLock lock(m_mutex);
+  return m_own.total;
+}
+
+void UsageStats::set_team(std::shared_ptr<const TeamFigures> team) {
+  base::MutexLock lock(m_mutex);
+  m_team = std::move(team);
 }
 
 json UsageStats::summary(StatsWindow window) const {
   const WindowSpec& spec = window_spec(window);
   const std::int64_t resolution = spec.resolution_seconds * 1000;
-  base::MutexLock lock(m_mutex);
-  const UsageSeries& series = window == StatsWindow::days30 ? m_hours : m_minutes;
   const std::int64_t to = (now_ms() / resolution + 1) * resolution;
   const std::int64_t from = to - spec.seconds * 1000;
-  json body = counts_to_json(series.sum(from, to));
+  base::MutexLock lock(m_mutex);
+  UsageCounts counts;
+  UsageCounts all_time_counts;
+  std::int64_t since = 0;
+  HitsByName op_types;
+  HitsByName scenarios;
+  for (const UsageTables* tables : {&m_own, m_team ? &m_team->others : nullptr}) {
+    if (tables == nullptr) {
+      continue;
+    }
+    const UsageSeries& series = window == StatsWindow::days30 ? tables->hours : tables->minutes;
+    counts += series.sum(from, to);
+    series.add_named_hits(from, to, op_types, scenarios);
+    all_time_counts += tables->total;
+    if (tables->since_ms > 0) {
+      since = since > 0 ? std::min(since, tables->since_ms) : tables->since_ms;
+    }
+  }
+  json body = counts_to_json(counts);
   body["window"] = spec.name;
   body["window_seconds"] = spec.seconds;
   body["from_ms"] = from;
   body["to_ms"] = to;
-  json all_time = counts_to_json(m_total);
-  all_time["since_ms"] = m_since_ms;
+  json all_time = counts_to_json(all_time_counts);
+  all_time["since_ms"] = since;
   body["all_time"] = all_time;
-  HitsByName op_types;
-  HitsByName scenarios;
-  series.add_named_hits(from, to, op_types, scenarios);
   body["top_op_types"] = top_named(op_types, "op_type", false);
   body["top_scenarios"] = top_named(scenarios, "scenario", true);
   return body;
@@ -284,15 +272,28 @@ Result<json> UsageStats::timeseries(StatsWindow window, std::int64_t step_second
                         ", giving at most " + std::to_string(k_max_points) + " points");
   }
   const std::int64_t step_ms = step * 1000;
-  base::MutexLock lock(m_mutex);
-  const UsageSeries& series = window == StatsWindow::days30 ? m_hours : m_minutes;
   // The last step ends with the current bucket of the series.
-  const std::int64_t resolution = series.resolution_ms();
+  const std::int64_t resolution = spec.resolution_seconds * 1000;
   const std::int64_t to = (now_ms() / resolution + 1) * resolution;
   const std::int64_t from = to - (spec.seconds * 1000 / step_ms) * step_ms;
+  std::vector<UsageCounts> steps;
+  {
+    base::MutexLock lock(m_mutex);
+    for (const UsageTables* tables : {&m_own, m_team ? &m_team->others : nullptr}) {
+      if (tables == nullptr) {
+        continue;
+      }
+      const UsageSeries& series = window == StatsWindow::days30 ? tables->hours : tables->minutes;
+      auto theirs = series.steps(from, to, step_ms);
+      steps.resize(theirs.size());
+      for (std::size_t i = 0; i < theirs.size(); ++i) {
+        steps[i] += theirs[i];  // one minute bucket of every replica, summed
+      }
+    }
+  }
   json points = json::array();
   std::int64_t start = from;
-  for (const UsageCounts& counts : series.steps(from, to, step_ms)) {
+  for (const UsageCounts& counts : steps) {
     json point = counts_to_json(counts);
     point.erase("bytes_uploaded");
     point["t_ms"] = start;
@@ -303,89 +304,62 @@ Result<json> UsageStats::timeseries(StatsWindow window, std::int64_t step_second
 }
 
 json UsageStats::misses(std::size_t limit) const {
-  base::MutexLock lock(m_mutex);
-  return {
-      {"tracked_keys", m_misses.size()}, {"capacity", m_misses.capacity()}, {"groups", m_misses.groups_json(limit)}};
+  json own;
+  std::shared_ptr<const TeamFigures> team;
+  UploadTimes uploaded;
+  {
+    base::MutexLock lock(m_mutex);
+    if (!m_team) {
+      return {{"tracked_keys", m_own.misses.size()},
+              {"capacity", m_own.misses.capacity()},
+              {"groups", m_own.misses.groups_json(limit)}};
+    }
+    own = m_own.misses.to_json();
+    team = m_team;
+    uploaded = team->uploaded;
+    add_upload_times(uploaded, m_own);
+  }
+  // The team's table: each replica's misses of a key added up, without the
+  // keys some replica has seen uploaded since (they are stored now).
+  const json theirs = team->others.misses.to_json();
+  MissTable merged(k_missed_keys);
+  // merge_missed's records are well-formed: from_json cannot refuse them.
+  (void)merged.from_json(merge_missed({&own, &theirs}, uploaded, k_missed_keys));
+  return {{"tracked_keys", merged.size()}, {"capacity", merged.capacity()}, {"groups", merged.groups_json(limit)}};
 }
 
 json UsageStats::tokens() const {
-  std::vector<std::pair<std::string, TokenActivity>> order;
+  TokenActivities merged;
   {
     base::MutexLock lock(m_mutex);
-    order.assign(m_tokens.begin(), m_tokens.end());
+    merged = m_own.tokens;
+    if (m_team) {
+      add_token_activities(merged, m_team->others.tokens);
+    }
   }
+  std::vector<std::pair<std::string, TokenActivity>> order(merged.begin(), merged.end());
   std::stable_sort(order.begin(), order.end(),
                    [](const auto& a, const auto& b) { return a.second.last_seen_ms > b.second.last_seen_ms; });
   json tokens = json::array();
   for (const auto& [name, activity] : order) {
-    tokens.push_back(token_json(name, activity));
+    tokens.push_back(token_activity_json(name, activity));
   }
   return {{"tokens", tokens}};
 }
 
-json UsageStats::to_json() const {
-  json tokens = json::object();
-  for (const auto& [name, activity] : m_tokens) {
-    tokens[name] = token_json(name, activity);
-  }
-  return {{"format", k_file_format},     {"version", k_file_version},  {"saved_ms", now_ms()},
-          {"since_ms", m_since_ms},      {"total", counts_to_json(m_total)},
-          {"minutes", m_minutes.to_json()}, {"hours", m_hours.to_json()}, {"tokens", tokens},
-          {"misses", m_misses.to_json()}};
+json UsageStats::document() const {
+  const std::int64_t now = now_ms();
+  base::MutexLock lock(m_mutex);
+  return usage_document(m_own, now);
 }
 
-Status UsageStats::from_json(const json& value) {
-  if (!value.is_object() || value.value("format", "") != k_file_format) {
-    return Error::corrupt(std::string("not an \"") + k_file_format + "\" file");
-  }
-  if (value.value("version", 0) != k_file_version) {
-    return Error::corrupt("format version " + value.value("version", json(nullptr)).dump() + ", this server reads " +
-                          std::to_string(k_file_version));
-  }
-  UsageSeries minutes(k_minute_ms, k_minutes_kept);
-  UsageSeries hours(k_hour_ms, k_hours_kept);
-  MissTable misses(k_missed_keys);
-  std::map<std::string, TokenActivity, std::less<>> tokens;
-  auto total = counts_from_json(value.value("total", json::object()));
-  if (!total) {
-    return total.error();
-  }
-  for (auto [series, field] : {std::pair{&minutes, "minutes"}, std::pair{&hours, "hours"}}) {
-    if (auto loaded = series->from_json(value.value(field, json::array())); !loaded) {
-      return loaded;
-    }
-  }
-  if (auto loaded = misses.from_json(value.value("misses", json::object())); !loaded) {
-    return loaded;
-  }
-  const json token_items = value.value("tokens", json::object());
-  if (!token_items.is_object()) {
-    return Error::corrupt("\"tokens\" is not an object");
-  }
-  for (const auto& [name, item] : token_items.items()) {
-    auto activity = token_from_json(item);
-    if (!activity) {
-      return activity.error();
-    }
-    tokens.emplace(name, *activity);
-  }
+void UsageStats::absorb(const UsageTables& tables) {
   base::MutexLock lock(m_mutex);
-  m_since_ms = value.value("since_ms", m_since_ms);
-  m_total = *total;
-  m_minutes = std::move(minutes);
-  m_hours = std::move(hours);
-  m_misses = std::move(misses);
-  m_tokens = std::move(tokens);
-  return {};
+  add_tables(m_own, tables);
 }
 
 Status UsageStats::save(const std::filesystem::path& file) const {
-  json value;
-  {
-    base::MutexLock lock(m_mutex);
-    value = to_json();
-  }
-  return base::write_file_atomic(file, value.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  return base::write_file_atomic(file, document().dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 Status UsageStats::load(const std::filesystem::path& file) {
@@ -401,9 +375,15 @@ Status UsageStats::load(const std::filesystem::path& file) {
   if (!value) {
     return value.error();
   }
-  if (auto loaded = from_json(*value); !loaded) {
-    return Error::corrupt(file.string() + ": " + loaded.error().message());
+  auto tables = parse_usage_document(*value);
+  if (!tables) {
+    return Error::corrupt(file.string() + ": " + tables.error().message());
   }
+  base::MutexLock lock(m_mutex);
+  if (tables->since_ms == 0) {
+    tables->since_ms = m_own.since_ms;  // a file without one: the history begins now
+  }
+  m_own = std::move(*tables);
   return {};
 }
 

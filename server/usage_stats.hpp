@@ -1,9 +1,12 @@
 // What the team cache is used for, as the dashboard (/ui/) and the
 // /v1/stats/* endpoints show it: traffic over time (server/usage_series),
 // the keys that were missed (server/miss_table) and activity per token.
-// Counts this process's traffic (one replica); persisted to a file when the
-// storage is local, so a restart keeps the history. Fixed memory and file
-// size (docs/operations.md "Usage statistics").
+// Counts this process's traffic (one replica) into its tables
+// (server/usage_tables); persisted to a file when the storage is local, so a
+// restart keeps the history, or to the shared bucket by each replica over
+// one (server/usage_history, server/team_usage), whose answers then add the
+// other replicas' last figures (set_team). Fixed memory and file size
+// (docs/operations.md "Usage statistics").
 #pragma once
 
 #include <cstdint>
@@ -25,6 +28,7 @@
 #include "server/routes.hpp"
 #include "server/storage.hpp"
 #include "server/usage_series.hpp"
+#include "server/usage_tables.hpp"
 
 namespace opcache::server {
 
@@ -81,24 +85,21 @@ std::string op_type_from_header(std::string_view value);
 /// `value` (at most 2048 bytes), or "" when it is not one.
 std::string scenario_from_header(std::string_view value);
 
-/// Activity of one token name.
-struct TokenActivity {
-  UsageCounts counts;
-  std::int64_t bytes_in = 0;
-  std::int64_t bytes_out = 0;
-  std::int64_t last_seen_ms = 0;
-};
-
 /// The statistics. Thread-safe: one mutex, held for a record (no I/O) or
 /// while an answer is copied out.
+///
+/// Every answer (totals, summary, timeseries, misses, tokens) is the team's:
+/// this process's own figures plus those of set_team, when a replica over a
+/// shared bucket has given the other replicas' (docs/protocol.md
+/// "Statistics"); replica_totals() is this process's alone.
 class UsageStats {
  public:
   /// Unix time in milliseconds.
   using Clock = std::function<std::int64_t()>;
 
   /// Keys kept in the misses table; token names kept.
-  static constexpr std::size_t k_missed_keys = 5000;
-  static constexpr std::size_t k_token_names = 1000;
+  static constexpr std::size_t k_missed_keys = k_usage_missed_keys;
+  static constexpr std::size_t k_token_names = k_usage_token_names;
 
   /// Starts empty, with the history beginning now (`clock`: the system
   /// clock unless a test gives its own).
@@ -109,9 +110,16 @@ class UsageStats {
   /// (server/kernel_lookups).
   void record(const UsageEvent& event);
 
-  /// The counters since the history began: what /v1/status and /metrics
-  /// report as hits and misses.
+  /// The counters since the history began, the team's: what /v1/status
+  /// reports as hits and misses.
   UsageCounts totals() const;
+  /// This process's own counters since its history began: what /metrics
+  /// reports (per replica, as Prometheus expects).
+  UsageCounts replica_totals() const;
+
+  /// Adds `team` (the other replicas' figures; null for none) to every
+  /// answer from now on, replacing the previous team figures. Thread-safe.
+  void set_team(std::shared_ptr<const TeamFigures> team);
 
   /// The traffic part of GET /v1/stats/summary for `window`: window, from_ms,
   /// to_ms, the counters, all_time, top_op_types and top_scenarios.
@@ -125,7 +133,15 @@ class UsageStats {
   /// GET /v1/stats/tokens: every token name seen, most recently seen first.
   nlohmann::json tokens() const;
 
-  /// Writes the whole history to `file` atomically (JSON, format version 1).
+  /// This process's history as a document (server/usage_tables: format
+  /// "opcache-serve-stats", version 1), saved_ms now. Never the team's.
+  nlohmann::json document() const;
+  /// Adds the history of `tables` to this process's own (add_tables): a
+  /// replica restarted under its name takes back what it had written,
+  /// keeping what it counted since it started.
+  void absorb(const UsageTables& tables);
+
+  /// Writes this process's whole history to `file` atomically (document()).
   Status save(const std::filesystem::path& file) const;
   /// Replaces the history with that of `file`. Absent: nothing changes, no
   /// error. Unreadable, malformed or of another format version: a `corrupt`
@@ -134,8 +150,6 @@ class UsageStats {
 
  private:
   std::int64_t now_ms() const;
-  nlohmann::json to_json() const REQUIRES(m_mutex);
-  Status from_json(const nlohmann::json& value) EXCLUDES(m_mutex);
   /// Counts `answer` about `key` to the event's client into `counts` (and the
   /// series' named hits, the misses table, a miss taken back).
   void count_kernel(const UsageEvent& event, std::string_view key, KernelAnswer answer, const EntryFacts* facts,
@@ -146,13 +160,9 @@ class UsageStats {
 
   Clock m_clock;
   mutable base::Mutex m_mutex;
-  std::int64_t m_since_ms GUARDED_BY(m_mutex);
-  UsageCounts m_total GUARDED_BY(m_mutex);
-  UsageSeries m_minutes GUARDED_BY(m_mutex);
-  UsageSeries m_hours GUARDED_BY(m_mutex);
-  MissTable m_misses GUARDED_BY(m_mutex);
+  UsageTables m_own GUARDED_BY(m_mutex);
   KernelLookups m_episodes GUARDED_BY(m_mutex);
-  std::map<std::string, TokenActivity, std::less<>> m_tokens GUARDED_BY(m_mutex);
+  std::shared_ptr<const TeamFigures> m_team GUARDED_BY(m_mutex);
 };
 
 /// The file the history is kept in, inside Storage::state_dir().

@@ -25,6 +25,7 @@
 #include "tests/support/fault_server.hpp"
 #include "tests/support/gate.hpp"
 #include "tests/support/files.hpp"
+#include "tests/support/metrics_text.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
 #include "tests/support/server.hpp"
@@ -472,7 +473,7 @@ std::string metrics_of(const PushPullServer& server) {
   auto answer = http_request("GET", server.url() + "/metrics",
                              {std::string("Authorization: Bearer ") + k_write_token});
   REQUIRE(answer.status == 200);
-  return answer.body;
+  return without_replica_label(answer.body);
 }
 
 // The kernels the batch tests pull: 40 small ones.

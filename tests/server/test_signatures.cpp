@@ -20,6 +20,7 @@
 #include "server/api.hpp"
 #include "store/signature.hpp"
 #include "tests/support/kernels.hpp"
+#include "tests/support/metrics_text.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/remote_fixtures.hpp"
@@ -81,7 +82,9 @@ struct SigningServer {
     return opcache::test::http_request(method, url, headers, body);
   }
 
-  std::string metrics() { return request("GET", process->base_url() + "/metrics").body; }
+  std::string metrics() {
+    return opcache::test::without_replica_label(request("GET", process->base_url() + "/metrics").body);
+  }
 
   // Trusts `key` too (appended to the trusted-keys file), after SIGHUP.
   void trust_also(const Ed25519PrivateKey& key) {
