@@ -44,11 +44,13 @@ void ensure_curl_global_init() {
 // ServerProcess
 
 ServerProcess::ServerProcess(const fs::path& storage, const std::vector<std::string>& extra_args,
-                             std::chrono::milliseconds ready_timeout)
+                             std::chrono::milliseconds ready_timeout, const std::vector<std::string>& global_args)
     : m_dir(make_unique_dir("opcache-serve")), m_log_path(m_dir / "server.log") {
   const fs::path port_file = m_dir / "port";
-  std::vector<std::string> args = {cli_path(), "serve",   "--listen", "127.0.0.1:0", "--port-file",
-                                   port_file.string(), "--storage", storage.string()};
+  std::vector<std::string> args = {cli_path()};
+  args.insert(args.end(), global_args.begin(), global_args.end());
+  args.insert(args.end(), {"serve", "--listen", "127.0.0.1:0", "--port-file", port_file.string(), "--storage",
+                           storage.string()});
   args.insert(args.end(), extra_args.begin(), extra_args.end());
   m_tls = std::find(extra_args.begin(), extra_args.end(), "--tls-cert") != extra_args.end();
 

@@ -25,8 +25,10 @@ class ServerProcess {
  public:
   /// Starts the server and waits (up to `ready_timeout`) for its port file.
   /// Throws std::runtime_error, with the log, when it does not come up.
+  /// `global_args` go before `serve` (`--config FILE`).
   ServerProcess(const std::filesystem::path& storage, const std::vector<std::string>& extra_args,
-                std::chrono::milliseconds ready_timeout = std::chrono::seconds(10));
+                std::chrono::milliseconds ready_timeout = std::chrono::seconds(10),
+                const std::vector<std::string>& global_args = {});
   ~ServerProcess();
   ServerProcess(const ServerProcess&) = delete;
   ServerProcess& operator=(const ServerProcess&) = delete;
