@@ -14,11 +14,8 @@
 #include <nlohmann/json.hpp>
 
 #include "base/base64.hpp"
-#include "base/environment.hpp"
 #include "remote/s3/client.hpp"
-#include "remote/s3/credentials.hpp"
 #include "remote/s3/layout.hpp"
-#include "remote/s3/url.hpp"
 #include "server/metrics.hpp"
 #include "server/server_config.hpp"
 #include "server/team_usage.hpp"
@@ -26,6 +23,7 @@
 #include "server/usage_stats.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/moto.hpp"
+#include "tests/support/moto_bucket.hpp"
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -106,18 +104,6 @@ const json* group_of(const json& misses, const std::string& key) {
     }
   }
   return nullptr;
-}
-
-opcache::remote::S3Client moto_bucket(const std::string& bucket, const std::string& prefix) {
-  opcache::test::use_moto_test_credentials();
-  auto location =
-      opcache::remote::parse_s3_url("s3://" + bucket + "/" + prefix + "?endpoint=" + MotoServer::shared().endpoint());
-  REQUIRE(location.ok());
-  auto credentials = opcache::remote::load_s3_credentials(opcache::base::process_environment());
-  REQUIRE(credentials.ok());
-  opcache::remote::S3Client client(*location, *credentials);
-  REQUIRE(client.create_bucket_if_missing().ok());
-  return client;
 }
 
 // A replica over the bucket: its statistics and its share in the bucket.
@@ -294,7 +280,7 @@ TEST_CASE("server::Metrics labels every series with the replica, escaped, and co
 TEST_CASE("server::TeamUsage over a bucket: saved, read back, the own object skipped and a stale one ignored") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
   TempDir temp;
-  auto client = moto_bucket("opcache-team-usage", "merge");
+  auto client = opcache::test::moto_bucket_client("opcache-team-usage", "merge");
   BucketReplica a(client, "node-a:1", temp);
   BucketReplica b(client, "node-b:1", temp);
   BucketReplica gone(client, "node-gone:1", temp);
@@ -340,7 +326,7 @@ TEST_CASE("server::TeamUsage over a bucket: saved, read back, the own object ski
 TEST_CASE("server::TeamUsage keeps a bad object aside, starts empty, and leaves another replica's bad object out") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
   TempDir temp;
-  auto client = moto_bucket("opcache-team-usage", "bad");
+  auto client = opcache::test::moto_bucket_client("opcache-team-usage", "bad");
   const std::string own = opcache::remote::s3_usage_name("node-a:1");
   REQUIRE(client.put_text(own, "{\"format\": \"opcache-serve-stats\", \"version\": 99}",
                           opcache::remote::S3WriteCondition::always()).ok());
