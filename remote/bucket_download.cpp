@@ -9,6 +9,8 @@
 #include "base/file_io.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
+#include "remote/curl_handle.hpp"
+#include "remote/request_engine.hpp"
 
 namespace opcache::remote {
 
@@ -21,7 +23,8 @@ constexpr std::size_t k_max_bucket_error_body = 4096;  // of an S3 error documen
 // header of ours), a 200 body hashed as it is written to the descriptor.
 class BucketGet final : public Transfer {
  public:
-  BucketGet(std::string url, int fd, std::int64_t max_bytes) : m_url(std::move(url)), m_fd(fd), m_max_bytes(max_bytes) {}
+  BucketGet(std::string url, int fd, std::int64_t max_bytes)
+      : m_url(std::move(url)), m_fd(fd), m_max_bytes(max_bytes) {}
 
   Status configure(CURL* handle) override {
     m_handle = handle;
@@ -51,7 +54,8 @@ class BucketGet final : public Transfer {
     long status = 0;
     curl_easy_getinfo(m_handle, CURLINFO_RESPONSE_CODE, &status);
     if (status != 200) {
-      m_error_body.append(data, std::min(bytes, k_max_bucket_error_body - std::min(k_max_bucket_error_body, m_error_body.size())));
+      m_error_body.append(
+          data, std::min(bytes, k_max_bucket_error_body - std::min(k_max_bucket_error_body, m_error_body.size())));
       return bytes;
     }
     m_written += static_cast<std::int64_t>(bytes);
@@ -89,8 +93,8 @@ Status check_download(RequestEngine& engine, BucketGet& download, const std::str
                              download.error_body().substr(0, 200));
   }
   if (const std::string received = download.digest(); received != digest) {
-    return Error::corrupt("GET " + redact_url(download.url()) + " gave a bundle of SHA-256 " + received +
-                          ", not the " + digest + " the server announced");
+    return Error::corrupt("GET " + redact_url(download.url()) + " gave a bundle of SHA-256 " + received + ", not the " +
+                          digest + " the server announced");
   }
   return {};
 }

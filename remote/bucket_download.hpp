@@ -12,16 +12,17 @@
 #include <string_view>
 
 #include "opcache/result.hpp"
-#include "remote/curl_handle.hpp"
-#include "remote/request_engine.hpp"
 
 namespace opcache::remote {
 
-/// The query parameter of GET /v1/entries/{key} by which a client says it
-/// follows a 307 to the bucket ("?redirect=1"); a server never redirects a
-/// client that did not send it, so curl scripts and older clients keep
-/// getting 200 with the bytes.
-inline constexpr std::string_view k_redirect_parameter = "redirect";
+class RequestEngine;    // remote/request_engine.hpp
+class ResponseHeaders;  // remote/curl_handle.hpp
+
+/// The request header of GET /v1/entries/{key} by which a client says it
+/// follows a 307 to the bucket ("X-Opcache-Redirect: 1"); a server never
+/// redirects a client that did not send it, so curl scripts and older clients
+/// keep getting 200 with the bytes.
+inline constexpr std::string_view k_redirect_header = "X-Opcache-Redirect";
 
 /// The digest an ETag names: the 64 lowercase hex digits between its
 /// quotes; "" when `etag` is not such an ETag (a weak one, another form). Pure.

@@ -34,7 +34,6 @@ constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
 constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
 constexpr long k_batch_timeout_factor = 10;  // a batch request's timeout, in the remote's timeouts
-const std::string k_redirect_query = "?" + std::string(k_redirect_parameter) + "=1";
 
 // One request and its response body, attempted as often as the retry policy
 // says. Only a 200 body goes to the download descriptor: an error body (a
@@ -286,8 +285,11 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   // without it, silently: the bucket is the server's business.
   Result<Fetched> fetch_entry(const std::string& key, int fd, store::Signatures* signatures, const LookupHint& hint,
                               bool redirect) {
-    HttpTransfer request("GET", m_base + "/v1/entries/" + key + (redirect ? k_redirect_query : ""), m_options.token);
+    HttpTransfer request("GET", m_base + "/v1/entries/" + key, m_options.token);
     request.add_lookup_hint(hint);
+    if (redirect) {
+      request.add_header(std::string(k_redirect_header) + ": 1");
+    }
     request.set_download(fd);
     OPCACHE_TRY_ASSIGN(auto response, perform(request));
     if (response.status == 307 && redirect) {

@@ -4,7 +4,6 @@
 
 #include "base/value_parse.hpp"
 #include "opcache/version.hpp"
-#include "remote/bucket_download.hpp"
 #include "remote/signature_header.hpp"
 #include "store/bundle_reader.hpp"
 #include "base/byte_stream.hpp"
@@ -284,12 +283,8 @@ ApiResponse entry_response(const std::string& digest, const store::Signatures& s
   return response;
 }
 
-DownloadRedirect download_redirect(const std::map<std::string, std::string>& parameters) {
-  auto asked = parameters.find(std::string(remote::k_redirect_parameter));
-  if (asked == parameters.end()) {
-    return DownloadRedirect::no;
-  }
-  auto value = base::parse_bool(asked->second);
+DownloadRedirect download_redirect(std::string_view header_value) {
+  auto value = base::parse_bool(header_value);
   return value && *value ? DownloadRedirect::allowed : DownloadRedirect::no;
 }
 

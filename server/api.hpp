@@ -158,14 +158,15 @@ ApiResponse entry_response(const std::string& digest, const store::Signatures& s
                            std::string_view if_none_match);
 
 /// Whether the client of a GET of an entry said it follows a 307 to the
-/// bucket: `?redirect=1` (remote::k_redirect_parameter, API v1 revision 9,
-/// docs/protocol.md "GET /v1/entries/{key}"). A server never redirects a
-/// client that did not say so.
+/// bucket: the request header `X-Opcache-Redirect: 1` (remote::k_redirect_header,
+/// API v1 revision 9, docs/protocol.md "GET /v1/entries/{key}"). A server
+/// never redirects a client that did not say so.
 enum class DownloadRedirect { no, allowed };
 
-/// DownloadRedirect::allowed when the query `parameters` have redirect= a
-/// true boolean (base::parse_bool: 1, true, on, yes), else no. Pure.
-DownloadRedirect download_redirect(const std::map<std::string, std::string>& parameters);
+/// DownloadRedirect::allowed when `header_value` (of X-Opcache-Redirect) is a
+/// true boolean (base::parse_bool: 1, true, on, yes), else no (absent,
+/// false, malformed). Pure.
+DownloadRedirect download_redirect(std::string_view header_value);
 
 /// The handlers. Thread-safe (the storage and metrics are).
 class Api {

@@ -17,6 +17,7 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include "remote/bucket_download.hpp"
 #include "server/entry_wait.hpp"
 #include "server/http_response.hpp"
 #include "server/request_dispatch.hpp"
@@ -41,6 +42,7 @@ struct RequestState {
   std::string if_none_match;
   std::string op_type_header;                      // X-Opcache-Op-Type (server/usage_stats)
   std::string scenario_header;                     // X-Opcache-Scenario
+  DownloadRedirect redirect = DownloadRedirect::no;  // X-Opcache-Redirect: the client follows a 307 to the bucket
   std::shared_ptr<const EntryFacts> served_facts;  // of the entry answered, for the statistics
   std::shared_ptr<const std::vector<FetchedKernel>> fetched;  // a batch fetch's frames, for the statistics
   bool may_read = false;                           // for /ui/: whether the request could read the statistics
@@ -196,6 +198,7 @@ class Session : public SessionBase {
     m_request.if_none_match = std::string(request[http::field::if_none_match]);
     m_request.op_type_header = std::string(request[k_op_type_header]);
     m_request.scenario_header = std::string(request[k_scenario_header]);
+    m_request.redirect = download_redirect(request[remote::k_redirect_header]);
     const bool has_body = m_header->chunked() || m_header->content_length().value_or(0) > 0;
     // Until a body reader has consumed it, a body may be on its way.
     m_request.body_pending = has_body;
@@ -411,7 +414,8 @@ class Session : public SessionBase {
   void dispatch(std::shared_ptr<base::AtomicFile> upload = nullptr, bool holding_inflight = false) {
     ApiRequest request{m_request.route,         m_request.method,          m_request.query,
                        m_request.if_none_match, std::move(m_request.body), m_request.identity.name,
-                       m_request.may_read,      std::move(upload),         std::move(m_request.signatures)};
+                       m_request.may_read,      std::move(upload),         std::move(m_request.signatures),
+                       m_request.redirect};
     auto call = plan_call(m_state->api, m_state->config, m_state->storage->reads_are_local(), std::move(request));
     if (call.wait.count() > 0) {
       wait_for_entry(m_state, derived().stream().get_executor(), std::move(call), m_request.route.key,

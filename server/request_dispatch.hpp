@@ -29,6 +29,7 @@ struct ApiRequest {
   bool may_read = false;                          ///< whether read scope would be granted (for the dashboard's page)
   std::shared_ptr<base::AtomicFile> upload;       ///< BodyKind::upload: the body, complete; the handler consumes it
   store::Signatures signatures;                   ///< an upload's X-Opcache-Signature headers (upload_signatures)
+  DownloadRedirect redirect = DownloadRedirect::no;  ///< whether a GET of an entry may be 307 to the bucket (download_redirect)
 };
 
 /// The handler call of one request.

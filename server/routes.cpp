@@ -19,8 +19,7 @@ ApiResponse handle_fetch(Api& api, const ApiRequest& request) {
 }
 
 ApiResponse handle_read_entry(Api& api, const ApiRequest& request) {
-  return api.get_entry(request.route.key, request.method == "HEAD", request.if_none_match,
-                       download_redirect(request.parameters));
+  return api.get_entry(request.route.key, request.method == "HEAD", request.if_none_match, request.redirect);
 }
 
 // Consumes the request's upload: runs once.

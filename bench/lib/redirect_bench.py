@@ -96,9 +96,10 @@ def proxied_gets(server: Connection, keys, downloads, sizes):
 def redirected_gets(server: Connection, bucket: Connection, keys, downloads, sizes):
     for i in range(downloads):
         key = keys[i % len(keys)]
-        status, headers, _ = server.request("GET", f"/v1/entries/{key}?redirect=1")
+        status, headers, _ = server.request("GET", f"/v1/entries/{key}", headers={"X-Opcache-Redirect": "1"})
         if status != 307:
-            raise BenchError(f"GET /v1/entries/{key}?redirect=1: HTTP {status}, not 307 (is --redirect-downloads on?)")
+            raise BenchError(f"GET /v1/entries/{key} (X-Opcache-Redirect: 1): HTTP {status}, not 307 "
+                             "(is --redirect-downloads on?)")
         location = urllib.parse.urlsplit(headers["Location"])
         status, _, body = bucket.request("GET", f"{location.path}?{location.query}")
         if status != 200 or len(body) != sizes[key] or f'"{hashlib.sha256(body).hexdigest()}"' != headers["ETag"]:

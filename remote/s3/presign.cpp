@@ -35,7 +35,8 @@ Result<PresignTarget> split_object_url(std::string_view url) {
     return Error::usage("cannot presign \"" + std::string(url.substr(0, url.find('?'))) + "\": " + why);
   };
   const std::size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos || (url.substr(0, scheme_end) != "http" && url.substr(0, scheme_end) != "https")) {
+  if (scheme_end == std::string_view::npos ||
+      (url.substr(0, scheme_end) != "http" && url.substr(0, scheme_end) != "https")) {
     return fail("not an http(s) URL");
   }
   const std::size_t host_start = scheme_end + 3;
@@ -90,9 +91,8 @@ Result<std::string> presign_s3_get(const S3Location& location, const S3Credentia
     query.emplace_back("X-Amz-Security-Token", credentials.session_token);
   }
   const std::string canonical_query = sigv4_canonical_query(query);
-  const std::string canonical_request =
-      "GET\n" + target->path + "\n" + canonical_query + "\nhost:" + target->host + "\n\nhost\n" +
-      std::string(k_unsigned_payload);
+  const std::string canonical_request = "GET\n" + target->path + "\n" + canonical_query + "\nhost:" + target->host +
+                                        "\n\nhost\n" + std::string(k_unsigned_payload);
   const std::string string_to_sign =
       "AWS4-HMAC-SHA256\n" + date_time + "\n" + scope + "\n" + base::sha256_hex(canonical_request);
 
@@ -101,8 +101,8 @@ Result<std::string> presign_s3_get(const S3Location& location, const S3Credentia
   key = hmac_sha256(key, "s3");
   key = hmac_sha256(key, "aws4_request");
   const std::string signature = hmac_sha256(key, string_to_sign);
-  return target->origin + target->path + "?" + canonical_query + "&X-Amz-Signature=" +
-         base::to_hex(reinterpret_cast<const std::uint8_t*>(signature.data()), signature.size());
+  return target->origin + target->path + "?" + canonical_query +
+         "&X-Amz-Signature=" + base::to_hex(reinterpret_cast<const std::uint8_t*>(signature.data()), signature.size());
 }
 
 }  // namespace opcache::remote

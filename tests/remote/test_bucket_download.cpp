@@ -30,20 +30,23 @@ namespace bucket_download_test {
 
 constexpr const char* k_token = "bucket-download-test-token";
 
-std::string etag_of(const std::string& bundle) { return "\"" + opcache::base::sha256_hex(bundle) + "\""; }
+std::string etag_of(const std::string& bundle) {
+  return "\"" + opcache::base::sha256_hex(bundle) + "\"";
+}
 
-// A fake opcache server for `kernel`: GET ?redirect=1 of its entry is 307 to
-// `location` with its ETag; a GET without it is 200 with the bundle; the
-// revocation list is empty; anything else is 404.
+// A fake opcache server for `kernel`: a GET of its entry with
+// X-Opcache-Redirect: 1 is 307 to `location` with its ETag; a GET without it
+// is 200 with the bundle; the revocation list is empty; anything else is 404.
 FaultServer redirecting_server(const TestKernel& kernel, const std::string& location) {
   return FaultServer([kernel, location](const FaultRequest& request) {
     const std::string entry = "/v1/entries/" + kernel.key;
-    if (request.method == "GET" && request.target == entry + "?redirect=1") {
+    if (request.method == "GET" && request.target == entry && request.header("x-opcache-redirect") == "1") {
       return FaultReply::status(307, "{}", "Location: " + location + "\r\nETag: " + etag_of(kernel.bundle) + "\r\n");
     }
     if (request.method == "GET" && request.target == entry) {
-      return FaultReply::status(200, kernel.bundle,
-                                "ETag: " + etag_of(kernel.bundle) + "\r\nContent-Type: application/vnd.opcache.bundle\r\n");
+      return FaultReply::status(
+          200, kernel.bundle,
+          "ETag: " + etag_of(kernel.bundle) + "\r\nContent-Type: application/vnd.opcache.bundle\r\n");
     }
     if (request.target.rfind("/v1/revocations", 0) == 0) {
       return FaultReply::ok(R"({"now":0,"revocations":[],"truncated":false})");
@@ -52,15 +55,16 @@ FaultServer redirecting_server(const TestKernel& kernel, const std::string& loca
   });
 }
 
-// The targets of the requests `server` had for the entry of `key`.
-std::vector<std::string> entry_targets(const FaultServer& server, const std::string& key) {
-  std::vector<std::string> targets;
+// The GETs `server` had of the entry of `key`, in order: "redirect" for one
+// that asked to be sent to the bucket, "plain" for one that did not.
+std::vector<std::string> entry_gets(const FaultServer& server, const std::string& key) {
+  std::vector<std::string> gets;
   for (const auto& request : server.requests()) {
-    if (request.target.find("/v1/entries/" + key) == 0) {
-      targets.push_back(request.target);
+    if (request.method == "GET" && request.target == "/v1/entries/" + key) {
+      gets.emplace_back(request.header("x-opcache-redirect").empty() ? "plain" : "redirect");
     }
   }
-  return targets;
+  return gets;
 }
 
 // Gets `kernel` through a store whose one remote is `server`; CHECKs that
@@ -88,8 +92,7 @@ TEST_CASE("remote::http follows a 307 to the bucket with no token nor opcache he
 
   bucket_download_test::get_through(temp.path(), server, kernel);
 
-  CHECK(bucket_download_test::entry_targets(server, kernel.key) ==
-        std::vector<std::string>{"/v1/entries/" + kernel.key + "?redirect=1"});
+  CHECK(bucket_download_test::entry_gets(server, kernel.key) == std::vector<std::string>{"redirect"});
   const auto asked = server.requests();
   REQUIRE_FALSE(asked.empty());
   CHECK(asked.back().header("authorization") == std::string("Bearer ") + bucket_download_test::k_token);
@@ -104,7 +107,8 @@ TEST_CASE("remote::http follows a 307 to the bucket with no token nor opcache he
   }
 }
 
-TEST_CASE("remote::http falls back to the server's own GET when the bucket refuses, drops, is down or sends other bytes") {
+TEST_CASE(
+    "remote::http falls back to the server's own GET when the bucket refuses, drops, is down or sends other bytes") {
   struct Failure {
     const char* name;
     std::function<FaultReply(const FaultRequest&)> bucket;
@@ -112,7 +116,8 @@ TEST_CASE("remote::http falls back to the server's own GET when the bucket refus
   const std::vector<Failure> failures = {
       {"403 (an expired URL)",
        [](const FaultRequest&) {
-         return FaultReply::status(403, "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>");
+         return FaultReply::status(403,
+                                   "<Error><Code>AccessDenied</Code><Message>Request has expired</Message></Error>");
        }},
       {"404", [](const FaultRequest&) { return FaultReply::status(404, "<Error><Code>NoSuchKey</Code></Error>"); }},
       {"a dropped connection", [](const FaultRequest&) { return FaultReply::drop(); }},
@@ -126,8 +131,7 @@ TEST_CASE("remote::http falls back to the server's own GET when the bucket refus
     FaultServer server = bucket_download_test::redirecting_server(kernel, bucket.url() + "/b/" + kernel.key);
     bucket_download_test::get_through(temp.path(), server, kernel);
     CHECK(bucket.requests().size() == 1);
-    CHECK(bucket_download_test::entry_targets(server, kernel.key) ==
-          std::vector<std::string>{"/v1/entries/" + kernel.key + "?redirect=1", "/v1/entries/" + kernel.key});
+    CHECK(bucket_download_test::entry_gets(server, kernel.key) == std::vector<std::string>{"redirect", "plain"});
   }
 
   // A bucket nobody listens on: the connection is refused.
@@ -136,7 +140,7 @@ TEST_CASE("remote::http falls back to the server's own GET when the bucket refus
   FaultServer server = bucket_download_test::redirecting_server(
       kernel, "http://127.0.0.1:" + std::to_string(opcache::test::refused_port()) + "/b/" + kernel.key);
   bucket_download_test::get_through(temp.path(), server, kernel);
-  CHECK(bucket_download_test::entry_targets(server, kernel.key).size() == 2);
+  CHECK(bucket_download_test::entry_gets(server, kernel.key) == std::vector<std::string>{"redirect", "plain"});
 }
 
 TEST_CASE("remote::etag_digest reads the digest of a strong ETag only") {

@@ -8,9 +8,9 @@
 // bucket fails; the statistics count the kernel sent.
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <memory>
-#include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
@@ -48,9 +48,10 @@ struct RedirectingServer {
   std::unique_ptr<ServerProcess> process;
 
   explicit RedirectingServer(const std::string& bucket, std::vector<std::string> extra = {}) {
-    opcache::test::write_text(dir / "tokens", opcache::test::token_line(opcache::test::k_read_token, "reader", "read") +
-                                                   opcache::test::token_line(opcache::test::k_write_token, "writer", "write") +
-                                                   opcache::test::token_line(opcache::test::k_admin_token, "admin", "admin"));
+    opcache::test::write_text(dir / "tokens",
+                              opcache::test::token_line(opcache::test::k_read_token, "reader", "read") +
+                                  opcache::test::token_line(opcache::test::k_write_token, "writer", "write") +
+                                  opcache::test::token_line(opcache::test::k_admin_token, "admin", "admin"));
     opcache::test::write_text(dir / "reader.token", std::string(opcache::test::k_read_token) + "\n");
     std::string storage = (dir / "storage").string();
     if (!bucket.empty()) {
@@ -88,14 +89,23 @@ struct RedirectingServer {
     return found;
   }
 
-  nlohmann::json status() const { return nlohmann::json::parse(request("GET", process->base_url() + "/v1/status").body); }
+  nlohmann::json status() const {
+    return nlohmann::json::parse(request("GET", process->base_url() + "/v1/status").body);
+  }
 };
 
-std::string etag_of(const std::string& bundle) { return "\"" + opcache::base::sha256_hex(bundle) + "\""; }
+std::string etag_of(const std::string& bundle) {
+  return "\"" + opcache::base::sha256_hex(bundle) + "\"";
+}
+
+// The header by which a client says it follows a 307 to the bucket.
+const std::string k_follows = "X-Opcache-Redirect: 1";
 
 }  // namespace redirect_downloads_test
 
-TEST_CASE("server::serve --redirect-downloads answers a GET that asks with 307 to the bucket, and every other request as before") {
+TEST_CASE(
+    "server::serve --redirect-downloads answers a GET that asks with 307 to the bucket, and every other request as "
+    "before") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
   opcache::test::use_moto_test_credentials();
   redirect_downloads_test::RedirectingServer server("opcache-redirect-protocol");
@@ -104,7 +114,7 @@ TEST_CASE("server::serve --redirect-downloads answers a GET that asks with 307 t
   server.put(kernel);
   const std::string etag = redirect_downloads_test::etag_of(kernel.bundle);
 
-  auto redirected = server.request("GET", server.entry_url(kernel.key) + "?redirect=1");
+  auto redirected = server.request("GET", server.entry_url(kernel.key), {redirect_downloads_test::k_follows});
   REQUIRE_MESSAGE(redirected.status == 307, redirected.body);
   const std::string location = redirected.header("location");
   CHECK(location.rfind(server.proxy->url() + "/opcache-redirect-protocol/team/v1/bundles/" + kernel.key + "?", 0) == 0);
@@ -128,31 +138,36 @@ TEST_CASE("server::serve --redirect-downloads answers a GET that asks with 307 t
   CHECK(plain.status == 200);
   CHECK(plain.body == kernel.bundle);
   CHECK(plain.header("etag") == etag);
-  CHECK(server.request("GET", server.entry_url(kernel.key) + "?redirect=0").status == 200);
+  CHECK(server.request("GET", server.entry_url(kernel.key), {"X-Opcache-Redirect: 0"}).status == 200);
+  CHECK(server.request("GET", server.entry_url(kernel.key) + "?redirect=1").status == 200);
   // HEAD, If-None-Match, absent and revoked keys: as without redirects.
-  auto head = server.request("HEAD", server.entry_url(kernel.key) + "?redirect=1");
+  auto head = server.request("HEAD", server.entry_url(kernel.key), {redirect_downloads_test::k_follows});
   CHECK(head.status == 200);
   CHECK(head.header("etag") == etag);
-  CHECK(server.request("GET", server.entry_url(kernel.key) + "?redirect=1", {"If-None-Match: " + etag}).status == 304);
+  CHECK(
+      server
+          .request("GET", server.entry_url(kernel.key), {redirect_downloads_test::k_follows, "If-None-Match: " + etag})
+          .status == 304);
   const std::string absent = opcache::base::sha256_hex("absent");
-  CHECK(server.request("GET", server.entry_url(absent) + "?redirect=1").status == 404);
+  CHECK(server.request("GET", server.entry_url(absent), {redirect_downloads_test::k_follows}).status == 404);
   // A ?wait= that ends with the entry ends with the redirect.
   const TestKernel later = opcache::test::make_cheap_kernel(temp / "k", 2);
   long uploaded = 0;  // doctest's assertions belong to the test's own thread
   std::thread uploader([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
-    uploaded = server.request("PUT", server.entry_url(later.key), {}, later.bundle, opcache::test::k_write_token).status;
+    uploaded =
+        server.request("PUT", server.entry_url(later.key), {}, later.bundle, opcache::test::k_write_token).status;
   });
-  auto waited = server.request("GET", server.entry_url(later.key) + "?wait=30&redirect=1");
+  auto waited = server.request("GET", server.entry_url(later.key) + "?wait=30", {redirect_downloads_test::k_follows});
   uploader.join();
   CHECK(uploaded == 201);
   CHECK(waited.status == 307);
   CHECK(waited.header("etag") == redirect_downloads_test::etag_of(later.bundle));
-  auto revoked = server.request("POST", server.process->base_url() + "/v1/revocations", {"Content-Type: application/json"},
-                                nlohmann::json{{"keys", {kernel.key}}, {"reason", "bad kernel"}}.dump(),
-                                opcache::test::k_admin_token);
+  auto revoked = server.request(
+      "POST", server.process->base_url() + "/v1/revocations", {"Content-Type: application/json"},
+      nlohmann::json{{"keys", {kernel.key}}, {"reason", "bad kernel"}}.dump(), opcache::test::k_admin_token);
   REQUIRE_MESSAGE(revoked.status == 200, revoked.body);
-  CHECK(server.request("GET", server.entry_url(kernel.key) + "?redirect=1").status == 410);
+  CHECK(server.request("GET", server.entry_url(kernel.key), {redirect_downloads_test::k_follows}).status == 410);
   CHECK(server.presigned_gets(kernel.key).size() == 1);  // only the test's own download went to the bucket
 }
 
@@ -166,8 +181,8 @@ TEST_CASE("server::serve --redirect-downloads: the opcache client gets the bundl
   server.proxy->clear_requests();
 
   opcache::test::WarningLog warnings;
-  opcache::Store store =
-      opcache::test::open_remote_store(temp / "cache", {server.process->base_url()}, &warnings, server.dir / "reader.token");
+  opcache::Store store = opcache::test::open_remote_store(temp / "cache", {server.process->base_url()}, &warnings,
+                                                          server.dir / "reader.token");
   auto got = store.get(kernel.key, temp / "out");
   REQUIRE_MESSAGE(got.ok(), got.error().message());
   REQUIRE(got->has_value());
@@ -200,8 +215,8 @@ TEST_CASE("server::serve --redirect-downloads: a redirect the bucket refuses or 
   const TestKernel second = opcache::test::make_cheap_kernel(temp / "k", 2);
   server.put(first);
   server.put(second);
-  opcache::Store store =
-      opcache::test::open_remote_store(temp / "cache", {server.process->base_url()}, nullptr, server.dir / "reader.token");
+  opcache::Store store = opcache::test::open_remote_store(temp / "cache", {server.process->base_url()}, nullptr,
+                                                          server.dir / "reader.token");
 
   // Presigned GETs are refused as an expired URL is (403), then dropped; the
   // server's own requests (signed in their Authorization header) go through.
@@ -235,7 +250,7 @@ TEST_CASE("server::serve --redirect-downloads over local storage serves the byte
   TempDir temp;
   const TestKernel kernel = opcache::test::make_cheap_kernel(temp / "k", 4);
   server.put(kernel);
-  auto got = server.request("GET", server.entry_url(kernel.key) + "?redirect=1");
+  auto got = server.request("GET", server.entry_url(kernel.key), {redirect_downloads_test::k_follows});
   CHECK(got.status == 200);
   CHECK(got.body == kernel.bundle);
   CHECK(got.header("location").empty());

@@ -3,10 +3,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstdint>
-#include <limits>
 #include <atomic>
 #include <cctype>
+#include <cstdint>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -77,7 +77,7 @@ struct ProxyCore {
   std::atomic<bool> stopping{false};
   std::atomic<std::size_t> next_backend{0};
 
-  std::mutex mutex;  // everything below
+  std::mutex mutex;                        // everything below
   std::vector<std::string> strip_headers;  // lowercased
   std::vector<ProxyRule> rules;
   std::vector<ProxiedRequest> requests;
@@ -142,9 +142,9 @@ struct ProxyCore {
 
   // What one request is to do, decided under the lock as it is recorded.
   struct Plan {
-    std::uint64_t serial = 0;             // of the request in `requests`
-    std::optional<ProxyRule> answer;      // the rule answering it
-    std::vector<std::string> strip;       // headers to remove
+    std::uint64_t serial = 0;         // of the request in `requests`
+    std::optional<ProxyRule> answer;  // the rule answering it
+    std::vector<std::string> strip;   // headers to remove
   };
 
   Plan record(ProxiedRequest request) {
@@ -181,7 +181,8 @@ struct ProxyCore {
   };
 
   struct Connection {
-    Connection(ProxyCore& owner, tcp::socket& accepted) : proxy(owner), client(accepted), upstream(owner.backends.size()) {}
+    Connection(ProxyCore& owner, tcp::socket& accepted)
+        : proxy(owner), client(accepted), upstream(owner.backends.size()) {}
 
     ProxyCore& proxy;
     tcp::socket& client;
@@ -272,7 +273,7 @@ struct ProxyCore {
     // needed; once more when a kept connection turns out closed before
     // answering). nullopt when the backend cannot be reached.
     std::optional<http::response<http::string_body>> exchange(std::size_t index,
-                                                             http::request<http::string_body>& request) {
+                                                              http::request<http::string_body>& request) {
       Upstream& up = upstream[index];
       for (int round = 0; round < 2; ++round) {
         const bool reused = up.socket.has_value();
@@ -399,11 +400,17 @@ HttpProxy::HttpProxy(ProxyOptions options) : m_impl(std::make_unique<Impl>()) {
 
 HttpProxy::HttpProxy(const std::string& backend_url) : HttpProxy(ProxyOptions{{backend_url}, {}, {}}) {}
 
-HttpProxy::~HttpProxy() { m_impl->stop(); }
+HttpProxy::~HttpProxy() {
+  m_impl->stop();
+}
 
-std::string HttpProxy::url() const { return "http://127.0.0.1:" + std::to_string(m_impl->port); }
+std::string HttpProxy::url() const {
+  return "http://127.0.0.1:" + std::to_string(m_impl->port);
+}
 
-int HttpProxy::port() const noexcept { return m_impl->port; }
+int HttpProxy::port() const noexcept {
+  return m_impl->port;
+}
 
 std::vector<ProxiedRequest> HttpProxy::requests() const {
   std::lock_guard lock(m_impl->mutex);

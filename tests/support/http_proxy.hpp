@@ -27,7 +27,7 @@ struct ProxiedRequest {
   static constexpr std::size_t k_no_backend = static_cast<std::size_t>(-1);
 
   std::string method;
-  std::string target;  ///< as sent: path and query string, still percent-encoded
+  std::string target;                                        ///< as sent: path and query string, still percent-encoded
   std::vector<std::pair<std::string, std::string>> headers;  ///< in order, names lowercased
   /// The index (in ProxyOptions::backends) of the backend that answered, or
   /// k_no_backend.

@@ -38,7 +38,8 @@ std::string query_value(const std::string& url, const std::string& name) {
     return {};
   }
   const auto start = at + name.size() + 1;
-  return url.substr(start, url.find('&', start) == std::string::npos ? std::string::npos : url.find('&', start) - start);
+  return url.substr(start,
+                    url.find('&', start) == std::string::npos ? std::string::npos : url.find('&', start) - start);
 }
 
 }  // namespace presign_test
@@ -65,7 +66,8 @@ TEST_CASE("remote::presign_s3_get signs a session token and refuses bad URLs and
   const S3Location location{"http://127.0.0.1:9000", "bucket", "p", "eu-west-1", true};
   S3Credentials credentials = presign_test::aws_example_credentials();
   const std::string object = "http://127.0.0.1:9000/bucket/p/v1/bundles/abc";
-  auto plain = presign_s3_get(location, credentials, object, std::chrono::seconds(300), presign_test::aws_example_moment());
+  auto plain =
+      presign_s3_get(location, credentials, object, std::chrono::seconds(300), presign_test::aws_example_moment());
   credentials.session_token = "FQoGZXIvYXdzE+token/with=signs";
   auto with_token =
       presign_s3_get(location, credentials, object, std::chrono::seconds(300), presign_test::aws_example_moment());
@@ -141,9 +143,9 @@ TEST_CASE("remote::presign_s3_get: moto answers a GET of the presigned URL, with
   opcache::remote::S3Client client(*location, credentials);
   REQUIRE(client.create_bucket_if_missing().ok());
   const std::string body = "bundle bytes \x01\x02 of some kernel";
-  REQUIRE(client.put_text("v1/bundles/abc", body, opcache::remote::S3WriteCondition::always(),
-                          "application/octet-stream")
-              .ok());
+  REQUIRE(
+      client.put_text("v1/bundles/abc", body, opcache::remote::S3WriteCondition::always(), "application/octet-stream")
+          .ok());
   auto url = presign_s3_get(*location, credentials, client.object_url("v1/bundles/abc"), std::chrono::seconds(300),
                             std::chrono::system_clock::now());
   REQUIRE(url.ok());
