@@ -111,7 +111,8 @@ void print_summary(const Context& context, const std::string& server, const json
                         (since ? ", since " + utc_time(*since) : ""));
   }
   const json& replica = summary.contains("replica") ? summary["replica"] : json::object();
-  if (replica.value("shared_storage", false)) {
+  if (replica.value("shared_storage", false) && !replica.value("history_persisted", false)) {
+    // A server of revision 8 or older over S3: its figures were its own.
     row("replica", "these figures are this replica's own traffic (other replicas share the storage)");
   }
 }

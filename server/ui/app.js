@@ -221,7 +221,8 @@
     setFigure('limit_bytes', storage.limit_bytes, storage.limit_bytes === null ? 'unknown' : fmtBytes(storage.limit_bytes),
               storage.limit_bytes === null ? null : `${fmtInt(storage.limit_bytes)} bytes`);
     setFigure('evictions', storage.evictions, storage.evictions === null ? 'unknown' : fmtInt(storage.evictions));
-    $('replica-note').hidden = !(summary.replica && summary.replica.shared_storage === true);
+    $('replica-note').hidden = !(summary.replica && summary.replica.shared_storage === true &&
+                                  summary.replica.history_persisted !== true);
     renderTop($('top-op-types'), summary.top_op_types, (item) => item.op_type ?? '(unknown)', null);
     renderTop($('top-scenarios'), summary.top_scenarios, (item) => fmtScenario(item.scenario),
               (item) => JSON.stringify(item.scenario));

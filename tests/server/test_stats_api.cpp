@@ -277,7 +277,7 @@ TEST_CASE("server::the usage history survives a graceful restart over local stor
   CHECK(server.request("GET", "/v1/entries/" + kernel.key).status == 200);  // the entries themselves are untouched
 }
 
-TEST_CASE("server::over s3:// storage the statistics say they are this replica's own, and keep no file") {
+TEST_CASE("server::over s3:// storage the statistics are the team's, kept in the bucket") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
   use_moto_test_credentials();
   TempDir temp;
@@ -286,7 +286,7 @@ TEST_CASE("server::over s3:// storage the statistics say they are this replica's
   server.upload(kernel);
   REQUIRE(server.request("GET", "/v1/entries/" + kernel.key).body == kernel.bundle);
   const json summary = server.get("/v1/stats/summary", "stats-summary-response.schema.json");
-  CHECK(summary["replica"] == json{{"shared_storage", true}, {"history_persisted", false}});
+  CHECK(summary["replica"] == json{{"shared_storage", true}, {"history_persisted", true}});
   CHECK(summary["storage"]["kind"] == "s3");
   CHECK(summary["storage"]["entries"].is_null());
   CHECK(summary["compile_ms_saved"] == 900);  // read from the bundle's manifest
