@@ -193,6 +193,20 @@ def figure_rows(r):
         else:
             rows.append(_row(f"index lookup p99 and gc of 10 % at {n} entries", "—",
                              f"not available ({s['reason']})", None, "< 200 µs; < 60 s", None))
+    s = r.get("replicas")
+    if s:
+        setups = s["setups"]
+        for redirect in ("", "_redirect"):
+            one, three = setups.get("1_replica" + redirect), setups.get("3_replicas" + redirect)
+            if not one or not three:
+                continue
+            rows.append(_row(f"replicas over one bucket{' (--redirect-downloads)' if redirect else ''}: warm start of "
+                             f"{s['machines']} machines x {s['kernels']} kernels; peer: 1 replica, opcache: 3 "
+                             f"(replica CPU per kernel {_fmt(one['server_cpu_us_per_kernel'], ' µs')} vs "
+                             f"{_fmt(three['server_cpu_us_per_kernel'], ' µs')})",
+                             f"{_fmt(one['warm_start_s'], ' s')} ({one['kernels_per_s']:.0f}/s)",
+                             f"{_fmt(three['warm_start_s'], ' s')} ({three['kernels_per_s']:.0f}/s)",
+                             f"{one['warm_start_s'] / three['warm_start_s']:.2f}×", "—", None))
     s = r.get("team")
     if s:
         alone, without, with_team = s["alone"], s["without_team"], s["with_team"]
