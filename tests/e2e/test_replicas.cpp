@@ -5,7 +5,9 @@
 // through another replica, a replica killed in the middle of a run, a wait
 // on one replica answered by an upload through another (the delay
 // measured), a revocation through one replica refused by the others at
-// once, and the replica settings file of packaging/ starting replicas.
+// once, three replicas behind a round-robin proxy, a store without
+// conditional writes found out at start, and the replica settings file of
+// packaging/ starting replicas.
 // Skipped with the reason when moto_server is not installed.
 #include <doctest/doctest.h>
 
@@ -13,6 +15,7 @@
 
 #include <chrono>
 #include <future>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "tests/support/children.hpp"
 #include "tests/support/files.hpp"
 #include "tests/support/flight_team.hpp"
+#include "tests/support/http_proxy.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/server.hpp"
@@ -248,4 +252,62 @@ TEST_CASE("e2e::replicas: packaging/replicas/serve-replica.ini starts replicas t
   auto held = http_request("POST", team.servers[1]->base_url() + "/v1/leases/" + key,
                            {std::string("Authorization: Bearer ") + k_write_token});
   CHECK(held.status == 409);
+}
+
+TEST_CASE("e2e::replicas: behind a round-robin proxy, each request to the next replica, each kernel is built once") {
+  if (!ready_for_moto()) {
+    return;
+  }
+  FlightTeam team(8);
+  start_replicas(team, replica_storage("round-robin"), 3);
+  ProxyOptions options;
+  for (const auto& server : team.servers) {
+    options.backends.push_back(server->base_url());
+  }
+  HttpProxy balancer(options);
+  team.front_url = balancer.url();
+  const auto wall_ms = run_flight(team, 4, 2, 0.3, [&](int machine) { return team.remote_args(machine); });
+  MESSAGE("8 processes x 8 kernels (0.3 s builds) through a round-robin proxy over 3 replicas: " << wall_ms << " ms");
+  for (const auto& [kernel, count] : team.builds()) {
+    CHECK_MESSAGE(count == 1, "kernel " << kernel << " was built " << count << " times");
+  }
+  for (const auto& [kernel, contents] : flight_outputs(team)) {
+    CHECK(contents.size() == 1);
+  }
+  // Every replica answered lease and entry requests: the leases are the bucket's, not one replica's.
+  std::set<std::size_t> lease_backends;
+  for (const auto& request : balancer.requests()) {
+    if (request.target.rfind("/v1/leases/", 0) == 0) {
+      lease_backends.insert(request.backend);
+    }
+  }
+  CHECK(lease_backends.size() == 3);
+}
+
+TEST_CASE("e2e::replicas: a store that ignores or refuses conditional writes is found out at start, and leases stay in memory") {
+  if (!ready_for_moto()) {
+    return;
+  }
+  struct Bent {
+    const char* what;
+    ProxyOptions options;
+  };
+  ProxyOptions stripping{{MotoServer::shared().endpoint()}, {"If-None-Match", "If-Match"}, {}};
+  ProxyOptions refusing{{MotoServer::shared().endpoint()}, {}, {ProxyRule{"PUT", "", "if-none-match", 501}}};
+  for (const auto& bent : {Bent{"a proxy stripping If-None-Match and If-Match", stripping},
+                           Bent{"a store answering 501 to conditional writes", refusing}}) {
+    CAPTURE(bent.what);
+    HttpProxy bucket(bent.options);
+    FlightTeam team(1);
+    team.start_server("s3://opcache-replicas/bent?endpoint=" + bucket.url());
+    CHECK(team.status(team.server())["leases"]["kind"] == "memory");
+    const auto log = team.server().log_text();
+    CHECK(log.find("build leases: in this replica's memory, because the bucket does not honour conditional writes") !=
+          std::string::npos);
+    // It still serves: a lease is granted (by this replica alone).
+    const auto key = kernel_key(team, 0);
+    CHECK(http_request("POST", team.server().base_url() + "/v1/leases/" + key,
+                       {std::string("Authorization: Bearer ") + k_write_token})
+              .status == 201);
+  }
 }
