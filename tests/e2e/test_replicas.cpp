@@ -147,7 +147,10 @@ TEST_CASE("e2e::replicas: a replica killed in the middle of a run leaves every p
     return;
   }
   FlightTeam team(10);
-  start_replicas(team, replica_storage("killed"), 3);
+  // The machine on the killed replica can no longer renew or release the
+  // leases it took: the others wait for those to expire (a balancer would
+  // send its renewals to a live replica; here each machine has its own).
+  start_replicas(team, replica_storage("killed"), 3, {"--lease-ttl", "4"});
   const auto wall_ms = run_flight(
       team, 3, 2, 0.3, [&](int machine) { return team.remote_args(machine, "|timeout=2000|connect-timeout=500"); },
       [&] {
