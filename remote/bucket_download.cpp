@@ -101,6 +101,11 @@ Status check_download(RequestEngine& engine, BucketGet& download, const std::str
 
 }  // namespace
 
+EngineOptions bucket_engine_options(EngineOptions server) {
+  server.retry = RetryPolicy{0, false};
+  return server;
+}
+
 std::string etag_digest(std::string_view etag) {
   if (etag.size() != 66 || etag.front() != '"' || etag.back() != '"') {
     return {};

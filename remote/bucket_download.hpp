@@ -16,6 +16,7 @@
 namespace opcache::remote {
 
 class RequestEngine;    // remote/request_engine.hpp
+struct EngineOptions;   // remote/request_engine.hpp
 class ResponseHeaders;  // remote/curl_handle.hpp
 
 /// The request header of GET /v1/entries/{key} by which a client says it
@@ -23,6 +24,11 @@ class ResponseHeaders;  // remote/curl_handle.hpp
 /// redirects a client that did not send it, so curl scripts and older clients
 /// keep getting 200 with the bytes.
 inline constexpr std::string_view k_redirect_header = "X-Opcache-Redirect";
+
+/// The options of the engine that downloads from the bucket: the server's
+/// (`server`: timeouts, CA file) without retries, since a failed download
+/// falls back to the server at once, which is the retry. Pure.
+EngineOptions bucket_engine_options(EngineOptions server);
 
 /// The digest an ETag names: the 64 lowercase hex digits between its
 /// quotes; "" when `etag` is not such an ETag (a weak one, another form). Pure.

@@ -266,7 +266,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
       : RemoteStore(options.read_only),
         m_options(std::move(options)),
         m_engine(engine_options(m_options), timing),
-        m_bucket_engine(bucket_engine_options(m_options), std::move(timing)) {
+        m_bucket_engine(bucket_engine_options(engine_options(m_options)), std::move(timing)) {
     m_base = m_options.url;
     while (!m_base.empty() && m_base.back() == '/') {
       m_base.pop_back();
@@ -750,12 +750,6 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return response->status == 200 && reader.complete();
   }
 
-  static EngineOptions bucket_engine_options(const RemoteOptions& options) {
-    EngineOptions engine = engine_options(options);
-    engine.retry = RetryPolicy{0, false};
-    return engine;
-  }
-
   static EngineOptions engine_options(const RemoteOptions& options) {
     EngineOptions engine;
     engine.connect_timeout_ms = options.connect_timeout_ms;
@@ -783,9 +777,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   RemoteOptions m_options;
   std::string m_base;
   RequestEngine m_engine;
-  // Downloads from the bucket, without retries: a failed one falls back to
-  // the server at once, which is the retry.
-  RequestEngine m_bucket_engine;
+  RequestEngine m_bucket_engine;  // downloads from the bucket (bucket_engine_options)
   std::atomic<bool> m_no_batches{false};  // the server has no POST /v1/entries/fetch
 };
 
