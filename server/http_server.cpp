@@ -111,6 +111,9 @@ Result<std::vector<std::string>> HttpServer::start() {
   if (!lease_note.empty()) {
     state.log->event(lease_note);
   }
+  if (state.config.redirect_downloads && !state.storage->locates_bundles()) {
+    state.log->event("--redirect-downloads has no effect: the storage is local, so its downloads are served");
+  }
   if (auto trusted = state.api.load_trusted_keys(); !trusted) {
     return trusted.error();
   }

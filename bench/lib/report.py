@@ -193,6 +193,15 @@ def figure_rows(r):
         else:
             rows.append(_row(f"index lookup p99 and gc of 10 % at {n} entries", "—",
                              f"not available ({s['reason']})", None, "< 200 µs; < 60 s", None))
+    s = r.get("redirect")
+    if s:
+        for size, row in s["sizes"].items():
+            served, redirected = row["proxied_get"]["server_cpu_us"], row["redirected_get"]["server_cpu_us"]
+            rows.append(_row(f"server CPU per download over s3://, {int(size) // 1024} KiB bundles; peer: served "
+                             f"(200), opcache: redirected to the bucket (307); a batch frame "
+                             f"{_fmt(row['batch_fetch']['server_cpu_us'], ' µs')}", _fmt(served, " µs"),
+                             _fmt(redirected, " µs"), f"{served / redirected:.2f}× less" if redirected else "—",
+                             "does not grow with size", None))
     s = r.get("replicas")
     if s:
         setups = s["setups"]

@@ -254,6 +254,8 @@ TEST_CASE("server::serve --redirect-downloads over local storage serves the byte
   CHECK(got.status == 200);
   CHECK(got.body == kernel.bundle);
   CHECK(got.header("location").empty());
+  CHECK(server.process->log_text().find("--redirect-downloads has no effect: the storage is local") !=
+        std::string::npos);
 }
 
 TEST_CASE("server::UsageStats counts a GET answered 307 as the kernel sent, with the bundle's bytes and build time") {
