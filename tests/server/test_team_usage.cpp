@@ -21,6 +21,7 @@
 #include "server/team_usage.hpp"
 #include "server/usage_history.hpp"
 #include "server/usage_stats.hpp"
+#include "tests/support/usage_event.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/moto_bucket.hpp"
@@ -45,33 +46,22 @@ struct Replica {
   std::int64_t now = k_t0;
   UsageStats stats{[this] { return now; }};
 
-  static UsageEvent event(RouteId route, std::string_view method, int status, std::string_view key,
-                          std::string_view token, std::string_view client) {
-    UsageEvent event;
-    event.route = route;
-    event.method = method;
-    event.status = status;
-    event.key = key;
-    event.token_name = token;
-    event.client = client;
-    return event;
-  }
   void hit(const std::string& key, const EntryFacts& facts, std::uint64_t bytes, const std::string& token,
            const std::string& client) {
-    UsageEvent e = event(RouteId::entry_read, "GET", 200, key, token, client);
+    UsageEvent e = opcache::test::usage_event(RouteId::entry_read, "GET", 200, key, token, client);
     e.facts = &facts;
     e.bytes_out = bytes;
     stats.record(e);
   }
   void miss(const std::string& key, const std::string& token, const std::string& client) {
     const std::string scenario = opcache::base::base64url_encode(k_team_scenario);
-    UsageEvent e = event(RouteId::entry_read, "GET", 404, key, token, client);
+    UsageEvent e = opcache::test::usage_event(RouteId::entry_read, "GET", 404, key, token, client);
     e.op_type_header = "Conv2D";
     e.scenario_header = scenario;
     stats.record(e);
   }
   void upload(const std::string& key, const std::string& token) {
-    UsageEvent e = event(RouteId::entry_put, "PUT", 201, key, token, "10.0.0.9");
+    UsageEvent e = opcache::test::usage_event(RouteId::entry_put, "PUT", 201, key, token, "10.0.0.9");
     e.bytes_in = 100;
     stats.record(e);
   }

@@ -17,6 +17,7 @@
 #include "server/miss_table.hpp"
 #include "server/usage_history.hpp"
 #include "server/usage_stats.hpp"
+#include "tests/support/usage_event.hpp"
 #include "tests/support/kernels.hpp"
 #include "tests/support/temp_dir.hpp"
 
@@ -40,23 +41,11 @@ struct Stats {
   std::int64_t now = k_start_ms;
   UsageStats stats{[this] { return now; }};
 
-  // An answered request of `route`, before the fields a caller adds.
-  static UsageEvent event_of(RouteId route, std::string_view method, int status, std::string_view key,
-                             std::string_view token, std::string_view client) {
-    UsageEvent event;
-    event.route = route;
-    event.method = method;
-    event.status = status;
-    event.token_name = token;
-    event.client = client;
-    event.key = key;
-    return event;
-  }
 
   void lookup(const std::string& method, int status, const std::string& key, const EntryFacts* facts = nullptr,
               std::uint64_t bytes_out = 0, const std::string& token = "reader", const std::string& op_header = "",
               const std::string& scenario_header = "", const std::string& client = "10.0.0.1") {
-    UsageEvent event = event_of(RouteId::entry_read, method, status, key, token, client);
+    UsageEvent event = opcache::test::usage_event(RouteId::entry_read, method, status, key, token, client);
     event.bytes_out = bytes_out;
     event.facts = facts;
     event.op_type_header = op_header;
@@ -68,15 +57,15 @@ struct Stats {
   }
   void request(RouteId route, const std::string& method, int status, const std::string& key,
                const std::string& token, const std::string& client) {
-    stats.record(event_of(route, method, status, key, token, client));
+    stats.record(opcache::test::usage_event(route, method, status, key, token, client));
   }
   void fetch(const std::vector<FetchedKernel>& frames, const std::string& client) {
-    UsageEvent event = event_of(RouteId::fetch, "POST", 200, "", "reader", client);
+    UsageEvent event = opcache::test::usage_event(RouteId::fetch, "POST", 200, "", "reader", client);
     event.fetched = frames;
     stats.record(event);
   }
   void upload(const std::string& key, std::uint64_t bytes, const std::string& token = "writer") {
-    UsageEvent event = event_of(RouteId::entry_put, "PUT", 201, key, token, "10.0.0.9");
+    UsageEvent event = opcache::test::usage_event(RouteId::entry_put, "PUT", 201, key, token, "10.0.0.9");
     event.bytes_in = bytes;
     stats.record(event);
   }
