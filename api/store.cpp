@@ -397,10 +397,17 @@ const char* to_string(SettingType type) noexcept {
 }
 
 const std::vector<SettingDescriptor>& setting_descriptors() {
+  // The remotes' help names the URL schemes of remote/'s scheme table, so a new kind of remote
+  // shows in --remote's help, the C ABI's schema and the Python keywords without a second list.
+  static std::string remotes_help;  // written once, while `descriptors` is initialised
   static const std::vector<SettingDescriptor> descriptors = [] {
     std::vector<SettingDescriptor> rows;
     for (const auto& spec : store::setting_specs()) {
       rows.push_back(spec.info);
+      if (spec.info.name == "remotes") {
+        remotes_help = std::string(spec.info.help) + "; a URL starts with " + remote::remote_scheme_names();
+        rows.back().help = remotes_help;
+      }
     }
     return rows;
   }();

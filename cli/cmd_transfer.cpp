@@ -265,7 +265,7 @@ void add_common(CLI::App& command, TransferArgs& args) {
   command.add_option("--scenario,-s", args.scenario, "Only entries of this scenario (and keys descriptors in --keys)");
   command.add_option("--op-type,-t", args.op_type, "Only entries of this op type");
   command.add_option("--parallel,-j", args.parallelism, "Concurrent transfers (default: the remote's parallelism, 8)")
-      ->check(CLI::Range(1, 256));
+      ->check(integer_in(1, 256));
   command.add_option("keys", args.keys, "Keys (default: every entry matching the filters)");
 }
 

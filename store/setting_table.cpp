@@ -260,10 +260,11 @@ const SettingSpec k_specs[] = {
        return Setting<std::string>{s.team_single_flight.value ? "true" : "false", s.team_single_flight.source};
      }},
     // Remotes are resolved by remote/remote_config (OPCACHE_REMOTE, [remote "NAME"] sections).
+    // The URL schemes are not listed here: opcache::setting_descriptors() (api/store.cpp) appends
+    // those of remote/'s scheme table, which store/ may not include.
     {{"remotes", "", SettingType::repeated, true, "--remote",
       "Remote cache, repeatable, in lookup order: URL[|read-only][|upload][|timeout=MS]... "
-      "(http(s)://host:port, s3://bucket/prefix?endpoint=URL, file:///dir; default: $OPCACHE_REMOTE, "
-      "else [remote] sections of the config file)",
+      "(default: $OPCACHE_REMOTE, else [remote] sections of the config file)",
       "OPCACHE_REMOTE", "", ""},
      &StoreConfig::remotes},
     {{"no_remote", "", SettingType::flag, true, "--no-remote", "Use no remote, whatever the environment and config say",
