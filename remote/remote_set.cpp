@@ -547,7 +547,8 @@ std::int64_t RemoteSet::check_revocations(std::int64_t interval_s, RevocationChe
 
 const Remote* RemoteSet::team_remote() const {
   for (const auto& remote : m_remotes) {
-    if (remote.options.upload && !remote.options.read_only && remote.store->leases() != nullptr) {
+    // leases() is null on a read-only remote (RemoteStore refuses its writes in one place).
+    if (remote.options.upload && remote.store->leases() != nullptr) {
       return &remote;
     }
   }
