@@ -160,8 +160,7 @@ Result<std::vector<std::string>> HttpServer::start() {
                                                : state.config.replica;
   state.metrics.set_replica(state.replica, [&usage = state.api.usage()] { return usage.replica_totals(); });
   if (auto* bucket = state.storage->shared_bucket()) {
-    state.usage_history.share_through(bucket->client(), state.replica, state.config.stats_interval_s,
-                                      [&storage = *state.storage] { return storage.create_upload(); });
+    state.usage_history.share_through(bucket->client(), state.replica, state.config.stats_interval_s);
   }
   if (auto note = state.usage_history.load()) {
     state.log->event(*note);

@@ -102,13 +102,11 @@ std::string default_replica_name(int port) {
   return name + suffix;
 }
 
-TeamUsage::TeamUsage(remote::S3Client& client, std::string replica, UsageStats& stats, TempFile temp_file,
-                     Clock clock)
+TeamUsage::TeamUsage(remote::S3Client& client, std::string replica, UsageStats& stats, Clock clock)
     : m_client(client),
       m_replica(std::move(replica)),
       m_name(remote::s3_usage_name(m_replica)),
       m_stats(stats),
-      m_temp_file(std::move(temp_file)),
       m_clock(clock ? std::move(clock) : Clock(team_usage_impl::wall_clock_ms)) {}
 
 std::optional<std::string> TeamUsage::load() {
@@ -157,17 +155,11 @@ std::optional<std::string> TeamUsage::save() {
 }
 
 Status TeamUsage::write_object(const std::string& name, const std::string& text) {
-  auto temp = m_temp_file();
-  if (!temp) {
-    return temp.error();
+  auto written = m_client.put_text(name, text, remote::S3WriteCondition::always());
+  if (!written) {
+    return written.error();
   }
-  if (auto written = temp->write(text.data(), text.size()); !written) {
-    return written;
-  }
-  if (auto finished = temp->finish_writing(base::Durability::deferred); !finished) {
-    return finished;
-  }
-  return m_client.put_from_file(name, temp->temp_path(), {}, "application/json");
+  return {};
 }
 
 Status TeamUsage::keep_aside(const std::string& body) { return write_object(m_name + ".bad", body); }

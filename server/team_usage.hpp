@@ -18,7 +18,6 @@
 #include <string_view>
 #include <vector>
 
-#include "base/file_io.hpp"
 #include "base/mutex.hpp"
 #include "opcache/result.hpp"
 #include "server/usage_stats.hpp"
@@ -49,9 +48,6 @@ class TeamUsage {
  public:
   /// Unix time in milliseconds.
   using Clock = std::function<std::int64_t()>;
-  /// A fresh temp file (Storage::create_upload): objects are written from one.
-  using TempFile = std::function<Result<base::AtomicFile>()>;
-
   /// Objects written longer ago than this are not merged: the 30 days the
   /// history keeps (a replica gone for good drops out of the team's figures
   /// then, all-time totals included).
@@ -64,7 +60,7 @@ class TeamUsage {
   /// `replica`'s share in `client`'s location (names relative to its
   /// prefix), of `stats`. `client` and `stats` must outlive this. Performs
   /// no I/O.
-  TeamUsage(remote::S3Client& client, std::string replica, UsageStats& stats, TempFile temp_file, Clock clock = {});
+  TeamUsage(remote::S3Client& client, std::string replica, UsageStats& stats, Clock clock = {});
 
   const std::string& replica() const noexcept { return m_replica; }
   /// "v1/stats/replicas/<replica, percent-encoded>.json".
@@ -120,7 +116,6 @@ class TeamUsage {
   const std::string m_replica;
   const std::string m_name;
   UsageStats& m_stats;
-  TempFile m_temp_file;
   Clock m_clock;
 
   base::Mutex m_mutex;

@@ -8,10 +8,9 @@ UsageHistory::UsageHistory(UsageStats& stats, std::optional<std::filesystem::pat
   }
 }
 
-void UsageHistory::share_through(remote::S3Client& client, std::string replica, int interval_s,
-                                 TeamUsage::TempFile temp_file) {
+void UsageHistory::share_through(remote::S3Client& client, std::string replica, int interval_s) {
   m_file.reset();
-  m_team = std::make_unique<TeamUsage>(client, std::move(replica), m_stats, std::move(temp_file));
+  m_team = std::make_unique<TeamUsage>(client, std::move(replica), m_stats);
   m_interval_s = interval_s;
 }
 

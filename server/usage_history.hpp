@@ -32,7 +32,7 @@ class UsageHistory {
   /// replica `replica`, written every `interval_s`; the other replicas'
   /// figures are added to `stats`' answers by refresh_team(). Call before
   /// load(), once. `client` must outlive this.
-  void share_through(remote::S3Client& client, std::string replica, int interval_s, TeamUsage::TempFile temp_file);
+  void share_through(remote::S3Client& client, std::string replica, int interval_s);
 
   /// Whether the history survives a restart (a file, or the bucket).
   bool persisted() const noexcept { return m_file.has_value() || m_team != nullptr; }

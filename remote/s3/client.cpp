@@ -32,7 +32,7 @@ constexpr std::int64_t k_max_single_put_bytes = std::int64_t{5} << 30;
 constexpr std::size_t k_max_error_body_bytes = 64 * 1024;
 constexpr std::size_t k_max_list_body_bytes = 32 * 1024 * 1024;
 constexpr int k_max_list_keys = 1000;
-constexpr std::size_t k_max_text_bytes = 1 << 20;
+constexpr std::size_t k_max_text_bytes = std::size_t{64} << 20;
 
 // One request and its response, possibly attempted several times: the
 // Transfer the request engine runs. Callbacks get it as typed state.
@@ -278,7 +278,7 @@ class S3Client::Impl {
                                               const S3WriteCondition& condition, const std::string& content_type) {
     OPCACHE_TRY(check_name(name));
     if (text.size() > k_max_text_bytes) {
-      return Error::usage("S3 PUT of " + name + ": a text object is at most 1 MiB");
+      return Error::usage("S3 PUT of " + name + ": a text object is at most 64 MiB");
     }
     const std::string payload_hash = base::sha256_hex(text);
     BodySource body = BodySource::from_memory(text);

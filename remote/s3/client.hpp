@@ -109,7 +109,7 @@ class S3Client {
                        const std::map<std::string, std::string>& metadata,
                        const std::string& content_type = "application/octet-stream");
 
-  /// Uploads `body` (at most 1 MiB) as the whole object when `condition`
+  /// Uploads `body` (at most 64 MiB, sent from memory) as the whole object when `condition`
   /// holds. Returns the new object's ETag, or std::nullopt when the store
   /// refused the condition (412 Precondition Failed, or 409 from a
   /// conditional write racing another). A store that does not implement

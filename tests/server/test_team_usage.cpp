@@ -26,13 +26,11 @@
 #include "tests/support/moto.hpp"
 #include "tests/support/moto_bucket.hpp"
 #include "tests/support/skip.hpp"
-#include "tests/support/temp_dir.hpp"
 
 namespace team_usage_test {
 
 using namespace opcache::server;
 using opcache::test::MotoServer;
-using opcache::test::TempDir;
 using opcache::test::uniform_key;
 using json = nlohmann::json;
 
@@ -100,11 +98,8 @@ const json* group_of(const json& misses, const std::string& key) {
 struct BucketReplica {
   Replica replica;
   std::unique_ptr<TeamUsage> team;
-  BucketReplica(opcache::remote::S3Client& client, const std::string& name, const TempDir& temp) {
-    const auto dir = temp.path();
-    team = std::make_unique<TeamUsage>(
-        client, name, replica.stats, [dir] { return opcache::base::AtomicFile::create(dir); },
-        [this] { return replica.now; });
+  BucketReplica(opcache::remote::S3Client& client, const std::string& name) {
+    team = std::make_unique<TeamUsage>(client, name, replica.stats, [this] { return replica.now; });
   }
 };
 
@@ -269,11 +264,10 @@ TEST_CASE("server::Metrics labels every series with the replica, escaped, and co
 
 TEST_CASE("server::TeamUsage over a bucket: saved, read back, the own object skipped and a stale one ignored") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  TempDir temp;
   auto client = opcache::test::moto_bucket_client("opcache-team-usage", "merge");
-  BucketReplica a(client, "node-a:1", temp);
-  BucketReplica b(client, "node-b:1", temp);
-  BucketReplica gone(client, "node-gone:1", temp);
+  BucketReplica a(client, "node-a:1");
+  BucketReplica b(client, "node-b:1");
+  BucketReplica gone(client, "node-gone:1");
   const EntryFacts facts{"MatMul", k_team_scenario, 10};
 
   CHECK_FALSE(a.team->load().has_value());  // nothing in the bucket yet
@@ -305,7 +299,7 @@ TEST_CASE("server::TeamUsage over a bucket: saved, read back, the own object ski
   CHECK(a.replica.stats.totals().hits == 2);
 
   // A restart of a under its name takes its figures back.
-  BucketReplica again(client, "node-a:1", temp);
+  BucketReplica again(client, "node-a:1");
   again.replica.now = a.replica.now;
   const auto read_back = again.team->load();
   REQUIRE(read_back.has_value());
@@ -315,14 +309,13 @@ TEST_CASE("server::TeamUsage over a bucket: saved, read back, the own object ski
 
 TEST_CASE("server::TeamUsage keeps a bad object aside, starts empty, and leaves another replica's bad object out") {
   OPCACHE_SKIP_IF(MotoServer::unavailable_reason().has_value(), *MotoServer::unavailable_reason());
-  TempDir temp;
   auto client = opcache::test::moto_bucket_client("opcache-team-usage", "bad");
   const std::string own = opcache::remote::s3_usage_name("node-a:1");
   REQUIRE(client.put_text(own, "{\"format\": \"opcache-serve-stats\", \"version\": 99}",
                           opcache::remote::S3WriteCondition::always()).ok());
   REQUIRE(client.put_text(opcache::remote::s3_usage_name("node-b:1"), "{garbage",
                           opcache::remote::S3WriteCondition::always()).ok());
-  BucketReplica a(client, "node-a:1", temp);
+  BucketReplica a(client, "node-a:1");
   const auto note = a.team->load();
   REQUIRE(note.has_value());
   CHECK(note->find("start empty") != std::string::npos);
@@ -343,7 +336,7 @@ TEST_CASE("server::TeamUsage keeps a bad object aside, starts empty, and leaves 
 
   // The next save replaces the bad object with a good one.
   REQUIRE_FALSE(a.team->save().has_value());
-  BucketReplica again(client, "node-a:1", temp);
+  BucketReplica again(client, "node-a:1");
   const auto read_back = again.team->load();
   REQUIRE(read_back.has_value());
   CHECK(read_back->find("read back") != std::string::npos);
