@@ -29,6 +29,13 @@ Result<std::string> digest_of(int fd, const fs::path& path) {
   return digest;
 }
 
+// The statistics' facts of a manifest.
+std::shared_ptr<const EntryFacts> facts_of(const store::Manifest& manifest) {
+  auto scenario = base::canonical_json(manifest.scenario);
+  return std::make_shared<const EntryFacts>(
+      EntryFacts{manifest.op_type(), scenario ? *scenario : std::string(), manifest.build_ms});
+}
+
 // The statistics' facts from the manifest of the bundle behind `fd`, or null
 // when it cannot be read (the client verifies the bundle anyway); the
 // descriptor is left at the start.
@@ -38,19 +45,7 @@ std::shared_ptr<const EntryFacts> facts_of(int fd, const fs::path& path) {
   store::BundleReader reader(source, store::BundleLimits{}, store::KeyCheck::trust_digest);
   auto manifest = reader.read_manifest();
   ::lseek(fd, 0, SEEK_SET);
-  if (!manifest) {
-    return nullptr;
-  }
-  auto scenario = base::canonical_json(manifest->scenario);
-  return std::make_shared<const EntryFacts>(
-      EntryFacts{manifest->op_type(), scenario ? *scenario : std::string(), manifest->build_ms});
-}
-
-// The statistics' facts of a manifest.
-std::shared_ptr<const EntryFacts> facts_of(const store::Manifest& manifest) {
-  auto scenario = base::canonical_json(manifest.scenario);
-  return std::make_shared<const EntryFacts>(
-      EntryFacts{manifest.op_type(), scenario ? *scenario : std::string(), manifest.build_ms});
+  return manifest ? facts_of(*manifest) : nullptr;
 }
 
 // The facts of the entries this replica has read or stored, for the
