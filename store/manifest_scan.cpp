@@ -3,139 +3,17 @@
 #include <cstdint>
 #include <string>
 
+#include "base/json_scanner.hpp"
 #include "base/sha256.hpp"
 
 namespace opcache::store {
 
 namespace {
 
-// A cursor over JSON text. Every method returns false on anything it does
-// not accept; the caller then gives up (and the strict parser decides).
-class Scanner {
- public:
-  explicit Scanner(std::string_view text) : m_text(text) {}
-
-  bool at_end() {
-    skip_space();
-    return m_pos == m_text.size();
-  }
-
-  bool consume(char c) {
-    skip_space();
-    if (m_pos < m_text.size() && m_text[m_pos] == c) {
-      ++m_pos;
-      return true;
-    }
-    return false;
-  }
-
-  bool peek(char c) {
-    skip_space();
-    return m_pos < m_text.size() && m_text[m_pos] == c;
-  }
-
-  // A string with no escapes (names and hex digests our writer never
-  // escapes); an escape makes the caller give up.
-  bool plain_string(std::string& out) {
-    if (!consume('"')) {
-      return false;
-    }
-    const std::size_t start = m_pos;
-    for (; m_pos < m_text.size(); ++m_pos) {
-      const auto byte = static_cast<unsigned char>(m_text[m_pos]);
-      if (byte == '"') {
-        out.assign(m_text.data() + start, m_pos - start);
-        ++m_pos;
-        return true;
-      }
-      if (byte == '\\' || byte < 0x20) {
-        return false;
-      }
-    }
-    return false;
-  }
-
-  // A non-negative integer without sign, fraction or exponent.
-  bool unsigned_integer(std::uint64_t& out) {
-    skip_space();
-    const std::size_t start = m_pos;
-    out = 0;
-    for (; m_pos < m_text.size() && m_text[m_pos] >= '0' && m_text[m_pos] <= '9'; ++m_pos) {
-      if (out > (UINT64_MAX - 9) / 10) {
-        return false;
-      }
-      out = out * 10 + static_cast<std::uint64_t>(m_text[m_pos] - '0');
-    }
-    const std::size_t digits = m_pos - start;
-    if (digits == 0 || (digits > 1 && m_text[start] == '0')) {
-      return false;
-    }
-    return m_pos == m_text.size() || (m_text[m_pos] != '.' && m_text[m_pos] != 'e' && m_text[m_pos] != 'E');
-  }
-
-  // Skips one value of any kind, checking only its bracket structure and its
-  // strings' ends; the strict parse at store time vouched for the rest.
-  bool skip_value() {
-    skip_space();
-    int depth = 0;
-    do {
-      if (m_pos >= m_text.size()) {
-        return false;
-      }
-      const char c = m_text[m_pos];
-      if (c == '"') {
-        if (!skip_string()) {
-          return false;
-        }
-        continue;
-      }
-      if (c == '{' || c == '[') {
-        ++depth;
-      } else if (c == '}' || c == ']') {
-        if (--depth < 0) {
-          return false;
-        }
-      } else if (depth == 0 && (c == ',' || c == ':')) {
-        return false;
-      }
-      ++m_pos;
-      if (depth == 0) {
-        // A scalar ends at the next delimiter.
-        while (m_pos < m_text.size() && m_text[m_pos] != ',' && m_text[m_pos] != '}' && m_text[m_pos] != ']' &&
-               c != '}' && c != ']') {
-          ++m_pos;
-        }
-      }
-    } while (depth > 0);
-    return true;
-  }
-
- private:
-  void skip_space() {
-    while (m_pos < m_text.size() &&
-           (m_text[m_pos] == ' ' || m_text[m_pos] == '\n' || m_text[m_pos] == '\r' || m_text[m_pos] == '\t')) {
-      ++m_pos;
-    }
-  }
-
-  bool skip_string() {
-    for (++m_pos; m_pos < m_text.size(); ++m_pos) {
-      if (m_text[m_pos] == '\\') {
-        ++m_pos;
-      } else if (m_text[m_pos] == '"') {
-        ++m_pos;
-        return true;
-      }
-    }
-    return false;
-  }
-
-  std::string_view m_text;
-  std::size_t m_pos = 0;
-};
+using base::JsonScanner;
 
 // One member object: exactly name, size, sha256 and role, once each.
-bool scan_member(Scanner& in, MemberEntry& member) {
+bool scan_member(JsonScanner& in, MemberEntry& member) {
   if (!in.consume('{')) {
     return false;
   }
@@ -164,7 +42,7 @@ bool scan_member(Scanner& in, MemberEntry& member) {
   return seen == 15 && in.consume('}');
 }
 
-bool scan_members(Scanner& in, std::vector<MemberEntry>& members) {
+bool scan_members(JsonScanner& in, std::vector<MemberEntry>& members) {
   if (!in.consume('[')) {
     return false;
   }
@@ -182,7 +60,7 @@ bool scan_members(Scanner& in, std::vector<MemberEntry>& members) {
 }
 
 // Reads the value of top-level `field` into `manifest`; `bit` marks it seen.
-bool scan_field(Scanner& in, const std::string& field, Manifest& manifest, unsigned& bit) {
+bool scan_field(JsonScanner& in, const std::string& field, Manifest& manifest, unsigned& bit) {
   std::string text;
   std::uint64_t number = 0;
   if (field == "key") {
@@ -221,7 +99,7 @@ bool scan_field(Scanner& in, const std::string& field, Manifest& manifest, unsig
 }  // namespace
 
 std::optional<Manifest> scan_manifest_for_hit(std::string_view text, const BundleLimits& limits) {
-  Scanner in(text);
+  JsonScanner in(text);
   Manifest manifest;
   if (!in.consume('{')) {
     return std::nullopt;
