@@ -279,18 +279,30 @@ class ExecRun {
         }
         continue;
       }
-      OPCACHE_TRY_ASSIGN(auto descriptor, store::exec_entry_descriptor(m_plan.descriptor.normalized, build.inputs));
-      OPCACHE_TRY_ASSIGN(auto key, store::derive_key(descriptor, m_plan.scenario));
-      if (key != build.entry) {
+      OPCACHE_TRY_ASSIGN(bool keys_as_recorded, entry_matches_inputs(build));
+      if (!keys_as_recorded) {
         continue;  // not what these inputs key as: a foreign or damaged manifest
       }
-      OPCACHE_TRY_ASSIGN(bool hit, get_entry(key));
+      OPCACHE_TRY_ASSIGN(bool hit, get_entry(build.entry));
       if (hit) {
         remember_seen(manifest.command_key, build, std::move(seen_now));
         return true;
       }
     }
     return false;
+  }
+
+  // Whether `build.entry` is the key of the command with `build.inputs`. A
+  // build with a `seen` was keyed by this machine (ManifestBuild::seen), so
+  // its entry is taken as it is; any other is derived again, which costs a
+  // hit about a sixth of its own work (the canonical JSON of every input).
+  Result<bool> entry_matches_inputs(const store::ManifestBuild& build) const {
+    if (!build.seen.empty()) {
+      return true;
+    }
+    OPCACHE_TRY_ASSIGN(auto descriptor, store::exec_entry_descriptor(m_plan.descriptor.normalized, build.inputs));
+    OPCACHE_TRY_ASSIGN(auto key, store::derive_key(descriptor, m_plan.scenario));
+    return key == build.entry;
   }
 
   // Records in the local manifest the identities of the files a hit had to
@@ -453,8 +465,8 @@ Result<ExecResult> exec_on_descriptor(Store& store, const ExecRequest& request) 
 }
 
 // The plan of a command-keyed exec: the command descriptor and its key.
-Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, const Store& store,
-                                            const std::function<Result<store::Descriptor>(std::string_view)>& normalize,
+Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, json user_descriptor, const Store& store,
+                                            const std::function<Result<store::Descriptor>(json)>& normalize,
                                             const std::filesystem::path& temp_directory) {
   OPCACHE_TRY_ASSIGN(auto input, api::capture_command_input(request.stdin_fd, temp_directory));
   const auto policy = store.exec_key_policy();
@@ -463,9 +475,9 @@ Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, const St
   const store::ExecKeyRequest key_request{request.command, request.out, request.inputs, policy, cann_root,
                                           input.digest};
   OPCACHE_TRY_ASSIGN(auto member, store::exec_key_member(key_request, digests, base::process_environment()));
-  OPCACHE_TRY_ASSIGN(auto text,
-                     store::descriptor_with_exec_member(request.descriptor_json, member, request.descriptor_origin));
-  OPCACHE_TRY_ASSIGN(auto descriptor, normalize(text));
+  OPCACHE_TRY_ASSIGN(auto with_member, store::descriptor_with_exec_member(std::move(user_descriptor), member,
+                                                                          request.descriptor_origin));
+  OPCACHE_TRY_ASSIGN(auto descriptor, normalize(std::move(with_member)));
   auto scenario = store::scenario_to_json(request.scenario);
   OPCACHE_TRY_ASSIGN(auto command_key, store::derive_key(descriptor.normalized, scenario));
   // --out made absolute once: keyed_path and unkeyed_path would otherwise ask for the working directory per input.
@@ -480,15 +492,16 @@ Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, const St
 Result<ExecResult> Store::exec(const ExecRequest& request) {
   OPCACHE_TRY(check_output_names(request));
   OPCACHE_TRY(base::ensure_directory(request.out));
-  OPCACHE_TRY_ASSIGN(auto raw, m_impl->descriptor(request.descriptor_json));
+  OPCACHE_TRY_ASSIGN(auto parsed, base::parse_json(request.descriptor_json, "descriptor"));
+  OPCACHE_TRY_ASSIGN(auto raw, m_impl->normalized_descriptor(parsed));
   if (auto reason = bypass_reason(raw.op_type)) {
     return run_uncached(request, request.stdin_fd, BuildSource::bypassed, "cache bypassed: " + *reason);
   }
   if (request.key_on == ExecKeyOn::descriptor) {
     return exec_on_descriptor(*this, request);
   }
-  auto normalize = [this](std::string_view text) { return m_impl->descriptor(text); };
-  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(request, *this, normalize, m_impl->local->layout().tmp()));
+  auto normalize = [this](json descriptor) { return m_impl->normalized_descriptor(std::move(descriptor)); };
+  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(request, std::move(parsed), *this, normalize, m_impl->local->layout().tmp()));
   if (plan->input.unkeyable) {
     return run_uncached(request, plan->input.fd, BuildSource::built, "not cached: " + *plan->input.unkeyable);
   }
@@ -521,8 +534,9 @@ Result<ExecResult> Store::exec(const ExecRequest& request) {
 Result<std::optional<std::string>> Store::exec_miss_reason(const ExecRequest& request) {
   ExecRequest quiet = request;
   quiet.stdin_fd = -1;  // explaining reads no standard input
-  auto normalize = [this](std::string_view text) { return m_impl->descriptor(text); };
-  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(quiet, *this, normalize, m_impl->local->layout().tmp()));
+  OPCACHE_TRY_ASSIGN(auto parsed, base::parse_json(quiet.descriptor_json, "descriptor"));
+  auto normalize = [this](json descriptor) { return m_impl->normalized_descriptor(std::move(descriptor)); };
+  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(quiet, std::move(parsed), *this, normalize, m_impl->local->layout().tmp()));
   auto manifest = store::read_exec_manifest(m_impl->local->layout(), plan->command_key);
   std::optional<store::ExecManifest> known = manifest ? *manifest : std::nullopt;
   if (m_impl->remotes && !m_impl->remotes->empty()) {
@@ -556,8 +570,9 @@ Result<std::string> Store::exec_descriptor(const ExecRequest& request) {
   }
   ExecRequest quiet = request;
   quiet.stdin_fd = -1;
-  auto normalize = [this](std::string_view text) { return m_impl->descriptor(text); };
-  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(quiet, *this, normalize, m_impl->local->layout().tmp()));
+  OPCACHE_TRY_ASSIGN(auto parsed, base::parse_json(quiet.descriptor_json, "descriptor"));
+  auto normalize = [this](json descriptor) { return m_impl->normalized_descriptor(std::move(descriptor)); };
+  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(quiet, std::move(parsed), *this, normalize, m_impl->local->layout().tmp()));
   return plan->descriptor.normalized.dump();
 }
 

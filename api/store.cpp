@@ -31,6 +31,10 @@ Result<bool> Store::Impl::fetch_from_remotes(const std::string& key, const remot
 
 Result<store::Descriptor> Store::Impl::descriptor(std::string_view json_text) const {
   OPCACHE_TRY_ASSIGN(auto raw, base::parse_json(json_text, "descriptor"));
+  return normalized_descriptor(std::move(raw));
+}
+
+Result<store::Descriptor> Store::Impl::normalized_descriptor(nlohmann::json raw) const {
   return store::normalize_descriptor(std::move(raw), volatile_fields, "descriptor");
 }
 

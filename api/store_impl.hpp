@@ -61,6 +61,10 @@ struct Store::Impl {
 
   /// Parses and normalizes a descriptor given as JSON text.
   Result<store::Descriptor> descriptor(std::string_view json_text) const;
+
+  /// Normalizes a descriptor already parsed (store::normalize_descriptor
+  /// with this store's volatile fields).
+  Result<store::Descriptor> normalized_descriptor(nlohmann::json raw) const;
 };
 
 }  // namespace opcache

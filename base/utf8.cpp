@@ -40,6 +40,10 @@ long decode_utf8(std::string_view text, std::size_t& i) noexcept {
 
 bool is_valid_utf8(std::string_view text) noexcept {
   for (std::size_t i = 0; i < text.size();) {
+    if (static_cast<unsigned char>(text[i]) < 0x80) {
+      ++i;  // ASCII, most of every path and name: no decoding
+      continue;
+    }
     if (decode_utf8(text, i) < 0) {
       return false;
     }

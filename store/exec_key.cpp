@@ -231,10 +231,8 @@ Result<json> exec_key_member(const ExecKeyRequest& request, const base::DigestCa
   return member;
 }
 
-Result<std::string> descriptor_with_exec_member(std::string_view descriptor_text, const json& member,
-                                                const std::string& origin) {
-  auto descriptor = json::parse(descriptor_text, nullptr, false);
-  if (descriptor.is_discarded() || !descriptor.is_object()) {
+Result<json> descriptor_with_exec_member(json descriptor, const json& member, const std::string& origin) {
+  if (!descriptor.is_object()) {
     return Error::usage(origin + ": the descriptor must be a JSON object");
   }
   if (descriptor.contains("exec")) {
@@ -242,7 +240,7 @@ Result<std::string> descriptor_with_exec_member(std::string_view descriptor_text
                                  "command compiles (docs/formats.md)");
   }
   descriptor["exec"] = member;
-  return descriptor.dump();
+  return descriptor;
 }
 
 namespace {
@@ -289,20 +287,23 @@ std::string keyed_path(const std::string& path, const PathFrame& frame) {
   return path;
 }
 
-std::optional<fs::path> unkeyed_path(const std::string& path, const PathFrame& frame) {
+std::optional<std::string> unkeyed_path(const std::string& path, const PathFrame& frame) {
+  if (!path.empty() && path.front() == '/') {
+    return path;  // the common case, kept off std::filesystem (a hit asks for every input)
+  }
   std::string_view rest;
   if (text_below(path, k_out_marker, rest)) {
-    return fs::path(fs::absolute(frame.out).lexically_normal().string() + std::string(rest)).lexically_normal();
+    return fs::path(fs::absolute(frame.out).lexically_normal().string() + std::string(rest)).lexically_normal().string();
   }
   for (const auto& [marker, directory] : {std::pair{k_cann_marker, &frame.cann_root}, std::pair{k_base_marker, &frame.base_dir}}) {
     if (text_below(path, marker, rest)) {
       if (directory->empty()) {
         return std::nullopt;
       }
-      return fs::path(directory->string() + std::string(rest)).lexically_normal();
+      return fs::path(directory->string() + std::string(rest)).lexically_normal().string();
     }
   }
-  return fs::path(path);
+  return path;
 }
 
 Result<json> exec_entry_descriptor(json command_descriptor, const std::vector<ObservedInput>& inputs) {

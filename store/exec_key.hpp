@@ -55,11 +55,11 @@ Result<nlohmann::json> exec_key_member(const ExecKeyRequest& request, const base
 Result<nlohmann::json> declared_input_digests(const std::vector<std::string>& inputs,
                                               const std::filesystem::path& base_dir, const base::DigestCache& cache);
 
-/// `descriptor_text` (a JSON object) with the member "exec" set to `member`,
-/// as JSON text. `usage` error when the text is not a JSON object or already
-/// has a member "exec" (reserved for opcache exec); `origin` names it.
-Result<std::string> descriptor_with_exec_member(std::string_view descriptor_text, const nlohmann::json& member,
-                                                const std::string& origin);
+/// `descriptor` (the parsed descriptor) with the member "exec" set to
+/// `member`. `usage` error when it is not a JSON object or already has a
+/// member "exec" (reserved for opcache exec); `origin` names it.
+Result<nlohmann::json> descriptor_with_exec_member(nlohmann::json descriptor, const nlohmann::json& member,
+                                                   const std::string& origin);
 
 /// The directories whose paths exec keys relative to them, each by a marker.
 struct PathFrame {
@@ -83,7 +83,7 @@ std::string keyed_path(const std::string& path, const PathFrame& frame);
 /// The inverse of keyed_path; std::nullopt for a "{base}" or "{cann}" path
 /// when this frame has no such directory (the manifest came from a machine
 /// with one).
-std::optional<std::filesystem::path> unkeyed_path(const std::string& path, const PathFrame& frame);
+std::optional<std::string> unkeyed_path(const std::string& path, const PathFrame& frame);
 
 /// The descriptor of the entry one traced build stored: `command_descriptor`
 /// (a descriptor whose member "exec" is exec_key_member's) with

@@ -8,6 +8,7 @@
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 #include "base/utf8.hpp"
+#include "store/exec_manifest_scan.hpp"
 
 namespace opcache::store {
 
@@ -39,7 +40,7 @@ bool is_input_path(const std::string& path) {
     if (rest == marker) {
       return true;
     }
-    if (rest.substr(0, marker.size() + 1) == std::string(marker) + "/") {
+    if (rest.starts_with(marker) && rest[marker.size()] == '/') {
       rest.remove_prefix(marker.size());
       break;
     }
@@ -74,23 +75,27 @@ json input_to_json(const ObservedInput& input) {
   return item;
 }
 
-// The third member of a listed directory's input: the names its digest leaves out.
-Result<std::vector<std::string>> ignored_names(const json& item, const std::string& state) {
-  std::vector<std::string> names;
-  if (item.size() < 3) {
-    return names;
+// One input's path, state and ignored names, as every manifest must have them.
+Status vet_input(const ObservedInput& input) {
+  if (!is_input_path(input.path)) {
+    return Error::corrupt("input path \"" + input.path.substr(0, 200) + "\" is not absolute and normal");
   }
-  if (state.rfind("dir:", 0) != 0 || !item[2].is_array() || item[2].size() > k_max_outputs) {
-    return Error::corrupt("only a listed directory has a list of ignored names");
+  if (!is_state(input.state)) {
+    return Error::corrupt("input " + input.path + " has state \"" + input.state.substr(0, 80) +
+                          "\" (expected sha256:<hex>, dir:<hex> or absent)");
   }
-  for (const auto& name : item[2]) {
-    if (!name.is_string() || !is_member_name(name.get_ref<const std::string&>()) ||
-        (!names.empty() && !(names.back() < name.get_ref<const std::string&>()))) {
-      return Error::corrupt("ignored names must be sorted file names, each once");
+  if (input.ignored.empty()) {
+    return {};
+  }
+  if (input.state.rfind("dir:", 0) != 0 || input.ignored.size() > k_max_outputs) {
+    return Error::corrupt("input " + input.path + ": only a listed directory has a list of ignored names");
+  }
+  for (std::size_t i = 0; i < input.ignored.size(); ++i) {
+    if (!is_member_name(input.ignored[i]) || (i > 0 && !(input.ignored[i - 1] < input.ignored[i]))) {
+      return Error::corrupt("input " + input.path + ": ignored names must be sorted file names, each once");
     }
-    names.push_back(name);
   }
-  return names;
+  return {};
 }
 
 // Whether a build's file input has the path `path`.
@@ -100,16 +105,16 @@ bool is_file_input(const ManifestBuild& build, const std::string& path) {
   return found != build.inputs.end() && found->path == path && found->state.starts_with("sha256:");
 }
 
-// The `seen` member of a local build, or nothing when it is not what this
-// machine writes (a hint: dropped, never refused).
-std::map<std::string, std::string> seen_from_json(const json& value, const ManifestBuild& build) {
+// The `seen` member of a local build as it is written, or nothing when it is
+// not an object of strings (a hint: dropped, never refused).
+std::map<std::string, std::string> seen_from_json(const json& value) {
   std::map<std::string, std::string> seen;
   const auto member = value.find("seen");
   if (member == value.end() || !member->is_object()) {
     return seen;
   }
   for (const auto& [path, identity] : member->items()) {
-    if (!identity.is_string() || !is_file_input(build, path)) {
+    if (!identity.is_string()) {
       return {};
     }
     seen.emplace(path, identity.get<std::string>());
@@ -129,6 +134,26 @@ json build_to_json(const ManifestBuild& build, bool local) {
   return value;
 }
 
+// One input as written: [path, state] or [path, state, ignored names].
+Result<ObservedInput> input_from_json(const json& item) {
+  if (!item.is_array() || item.size() < 2 || item.size() > 3 || !item[0].is_string() || !item[1].is_string()) {
+    return Error::corrupt("an input must be [path, state] or [path, state, ignored names]");
+  }
+  ObservedInput input{item[0], item[1], {}};
+  if (item.size() == 3) {
+    if (input.state.rfind("dir:", 0) != 0 || !item[2].is_array() || item[2].size() > k_max_outputs) {
+      return Error::corrupt("input " + input.path + ": only a listed directory has a list of ignored names");
+    }
+    for (const auto& name : item[2]) {
+      if (!name.is_string()) {
+        return Error::corrupt("input " + input.path + ": ignored names must be sorted file names, each once");
+      }
+      input.ignored.push_back(name);
+    }
+  }
+  return input;
+}
+
 Result<ManifestBuild> build_from_json(const json& value, const std::string& where, bool local) {
   auto refuse = [&where](const std::string& why) { return Error::corrupt(where + ": " + why); };
   if (!value.is_object()) {
@@ -136,7 +161,7 @@ Result<ManifestBuild> build_from_json(const json& value, const std::string& wher
   }
   ManifestBuild build;
   const auto entry = value.find("entry");
-  if (entry == value.end() || !entry->is_string() || !base::is_sha256_hex(entry->get_ref<const std::string&>())) {
+  if (entry == value.end() || !entry->is_string()) {
     return refuse("\"entry\" must be a key (64 lowercase hex digits)");
   }
   build.entry = *entry;
@@ -148,7 +173,7 @@ Result<ManifestBuild> build_from_json(const json& value, const std::string& wher
     return refuse("\"outputs\" must be an array of at most " + std::to_string(k_max_outputs) + " names");
   }
   for (const auto& name : *outputs) {
-    if (!name.is_string() || !is_member_name(name.get_ref<const std::string&>())) {
+    if (!name.is_string()) {
       return refuse("an output must be a file name without '/'");
     }
     build.outputs.push_back(name);
@@ -158,29 +183,18 @@ Result<ManifestBuild> build_from_json(const json& value, const std::string& wher
     return refuse("\"inputs\" must be an array of at most " + std::to_string(k_max_inputs) + " inputs");
   }
   for (const auto& item : *inputs) {
-    if (!item.is_array() || item.size() < 2 || item.size() > 3 || !item[0].is_string() || !item[1].is_string()) {
-      return refuse("an input must be [path, state] or [path, state, ignored names]");
+    auto input = input_from_json(item);
+    if (!input) {
+      return refuse(input.error().message());
     }
-    ObservedInput input{item[0], item[1], {}};
-    if (!is_input_path(input.path)) {
-      return refuse("input path \"" + input.path.substr(0, 200) + "\" is not absolute and normal");
-    }
-    if (!is_state(input.state)) {
-      return refuse("input " + input.path + " has state \"" + input.state.substr(0, 80) +
-                    "\" (expected sha256:<hex>, dir:<hex> or absent)");
-    }
-    auto ignored = ignored_names(item, input.state);
-    if (!ignored) {
-      return refuse("input " + input.path + ": " + ignored.error().message());
-    }
-    input.ignored = std::move(*ignored);
-    if (!build.inputs.empty() && !(build.inputs.back().path < input.path)) {
-      return refuse("inputs must be sorted by path, each path once (at " + input.path + ")");
-    }
-    build.inputs.push_back(std::move(input));
+    build.inputs.push_back(std::move(*input));
   }
   if (local) {
-    build.seen = seen_from_json(value, build);
+    build.seen = seen_from_json(value);
+  }
+  auto vetted = vet_manifest_build(build);
+  if (!vetted) {
+    return refuse(vetted.error().message());
   }
   return build;
 }
@@ -239,6 +253,36 @@ Result<ExecManifest> parse_manifest(std::string_view text, const std::string& or
 
 }  // namespace
 
+Status vet_manifest_build(ManifestBuild& build) {
+  if (!base::is_sha256_hex(build.entry)) {
+    return Error::corrupt("\"entry\" must be a key (64 lowercase hex digits)");
+  }
+  if (build.outputs.size() > k_max_outputs) {
+    return Error::corrupt("\"outputs\" must be an array of at most " + std::to_string(k_max_outputs) + " names");
+  }
+  if (!std::all_of(build.outputs.begin(), build.outputs.end(), is_member_name)) {
+    return Error::corrupt("an output must be a file name without '/'");
+  }
+  if (build.inputs.size() > k_max_inputs) {
+    return Error::corrupt("\"inputs\" must be an array of at most " + std::to_string(k_max_inputs) + " inputs");
+  }
+  const ObservedInput* previous = nullptr;
+  for (const auto& input : build.inputs) {
+    OPCACHE_TRY(vet_input(input));
+    if (previous != nullptr && !(previous->path < input.path)) {
+      return Error::corrupt("inputs must be sorted by path, each path once (at " + input.path + ")");
+    }
+    previous = &input;
+  }
+  const bool seen_names_inputs = std::all_of(build.seen.begin(), build.seen.end(), [&build](const auto& seen) {
+    return is_file_input(build, seen.first);
+  });
+  if (!seen_names_inputs) {
+    build.seen.clear();
+  }
+  return {};
+}
+
 std::string exec_manifest_to_json(const ExecManifest& manifest) { return manifest_to_json(manifest, false); }
 
 std::string exec_manifest_to_local_json(const ExecManifest& manifest) { return manifest_to_json(manifest, true); }
@@ -248,6 +292,9 @@ Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::strin
 }
 
 Result<ExecManifest> parse_local_exec_manifest(std::string_view text, const std::string& origin) {
+  if (auto scanned = scan_local_exec_manifest(text)) {
+    return std::move(*scanned);
+  }
   return parse_manifest(text, origin, true);
 }
 

@@ -5,10 +5,12 @@
 // traced build observed (path and digest; paths found absent; directories
 // listed) and the files it wrote under --out. A lookup takes the first build
 // whose every input still has its digest; that build's entry key is derived
-// from the command descriptor and those inputs (exec_entry_key), never taken
-// from the manifest, so a manifest from anywhere can point a lookup only at
-// the entry that belongs to the files as they are. docs/formats.md "Exec
-// manifests" is the byte-level contract.
+// from the command descriptor and those inputs (exec_entry_key), not taken
+// from a manifest that came from elsewhere, so a manifest from anywhere can
+// point a lookup only at the entry that belongs to the files as they are.
+// Only a build with a `seen` is taken at its word: `seen` is written by this
+// machine alone, for a build whose entry it derived itself (see ManifestBuild).
+// docs/formats.md "Exec manifests" is the byte-level contract.
 #pragma once
 
 #include <cstddef>
@@ -57,7 +59,10 @@ struct ManifestBuild {
   /// had not changed for DigestCache::kTooNewNs. A lookup that finds a file
   /// with that identity takes its digest as still true without reading it
   /// (ccache's manifest file stats). Kept in the local manifest file, never
-  /// sent to a remote nor read from one.
+  /// sent to a remote nor read from one. Written only for a build whose
+  /// `entry` this machine derived from `inputs` (it built it, or a hit
+  /// checked it), so a build with a `seen` has an entry that needs no
+  /// second derivation.
   std::map<std::string, std::string> seen;
 };
 
@@ -85,8 +90,17 @@ Result<ExecManifest> parse_exec_manifest(std::string_view text, const std::strin
 /// parse_exec_manifest of a manifest this machine wrote
 /// (exec_manifest_to_local_json), keeping each build's `seen`; a `seen`
 /// that is malformed or names a path that is not one of the build's file
-/// inputs is dropped, not refused.
+/// inputs is dropped, not refused. Text of the shape this machine writes is
+/// read by scan_local_exec_manifest, without a JSON tree; anything else by
+/// the strict parser.
 Result<ExecManifest> parse_local_exec_manifest(std::string_view text, const std::string& origin);
+
+/// Checks one build as parse_exec_manifest does (its entry, outputs and
+/// inputs; `corrupt` error saying what is wrong, without a location) and
+/// clears its `seen` when that names a path that is not one of its file
+/// inputs (a hint: dropped, never refused). For readers of other forms of
+/// the same manifest (exec_manifest_scan.hpp).
+Status vet_manifest_build(ManifestBuild& build);
 
 /// `manifest` with `build` first: a build with the same entry is replaced,
 /// and only the k_max_manifest_builds most recent are kept.

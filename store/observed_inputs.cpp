@@ -251,16 +251,16 @@ std::string for_display(const fs::path& path) {
 }
 
 // Whether the file at `path` still has the identity `seen` recorded.
-bool still_seen(const fs::path& path, const std::map<std::string, std::string>& seen, const std::string& keyed) {
+bool still_seen(const std::string& path, const std::map<std::string, std::string>& seen, const std::string& keyed) {
   const auto recorded = seen.find(keyed);
   if (recorded == seen.end()) {
     return false;
   }
-  const auto now = trace::file_identity(path.string());
+  const auto now = trace::file_identity(path);
   return now && identity_text(*now) == recorded->second;
 }
 
-std::optional<std::string> input_difference(const ObservedInput& input, const fs::path& path,
+std::optional<std::string> input_difference(const ObservedInput& input, const std::string& path,
                                             const base::DigestCache& cache) {
   if (input.state == "absent") {
     struct stat info {};
@@ -298,7 +298,7 @@ std::optional<std::string> first_changed_input(const ManifestBuild& build, const
       continue;
     }
     // Taken before the digest: a change while it is read makes it differ next time.
-    const auto before = file && seen_now ? trace::file_identity(path->string()) : std::nullopt;
+    const auto before = file && seen_now ? trace::file_identity(*path) : std::nullopt;
     if (auto difference = input_difference(input, *path, cache)) {
       return difference;
     }

@@ -273,6 +273,51 @@ TEST_CASE("e2e::exec observed: an unchanged tree hits without running the comman
   CHECK(failed.exit_code == 3);
 }
 
+// The local manifest file of the command whose last build stored `entry`.
+fs::path manifest_holding(const Tree& tree, const std::string& entry) {
+  for (const auto& file : fs::recursive_directory_iterator(tree.cache / "manifests")) {
+    if (file.is_regular_file() &&
+        nlohmann::json::parse(read_text(file.path()))["builds"][0].value("entry", "") == entry) {
+      return file.path();
+    }
+  }
+  FAIL("no manifest holds ", entry);
+  return {};
+}
+
+TEST_CASE("e2e::exec observed: a local build with `seen` is taken at its entry, one without is keyed again") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "a.c", "int a(void) { return 1; }\n");
+  write_text(tree.dir / "b.c", "int b(void) { return 2; }\n");
+  const std::vector<std::string> gcc_a{"gcc", "-c", "a.c", "-o", "out/k.o"};
+  const auto built_a = report_of(tree.exec("out", gcc_a));
+  const auto key_a = built_a.value("key", "");
+  const auto key_b = report_of(tree.exec("out", {"gcc", "-c", "b.c", "-o", "out/k.o"})).value("key", "");
+  const auto object_b = tree.file("out/k.o");
+  REQUIRE(key_a != key_b);
+
+  // This machine keyed the build (the compiler's files are in its `seen`), so
+  // a hit takes its entry as written: pointed at b's entry, it delivers b's object.
+  const auto path = manifest_holding(tree, key_a);
+  auto manifest = nlohmann::json::parse(read_text(path));
+  REQUIRE_FALSE(manifest["builds"][0]["seen"].empty());
+  manifest["builds"][0]["entry"] = key_b;
+  write_text(path, manifest.dump());
+  auto trusted = report_of(tree.exec("out", gcc_a));
+  CHECK(trusted.value("source", "") == "hit");
+  CHECK(trusted.value("key", "") == key_b);
+  CHECK(tree.file("out/k.o") == object_b);
+
+  // Without `seen` (a build from another machine) the entry is derived from
+  // the inputs again: b's entry is not what they key as, so it is a miss.
+  manifest["builds"][0].erase("seen");
+  write_text(path, manifest.dump());
+  auto keyed_again = report_of(tree.exec("out", gcc_a));
+  CHECK(keyed_again.value("source", "") == "built");
+  CHECK(keyed_again.value("key", "") == key_a);
+}
+
 TEST_CASE("e2e::exec observed: a neighbour's file written in a shared --out during the run is not taken") {
   TempDir temp;
   Tree tree(temp.path());
