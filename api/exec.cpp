@@ -490,18 +490,21 @@ Result<std::unique_ptr<ExecPlan>> plan_exec(const ExecRequest& request, json use
 }  // namespace
 
 Result<ExecResult> Store::exec(const ExecRequest& request) {
+  auto parsed = base::parse_json(request.descriptor_json, "descriptor");
+  auto raw = parsed ? m_impl->normalized_descriptor(*parsed) : Result<store::Descriptor>(parsed.error());
+  if (!raw) {
+    return raw.error().with_context(request.descriptor_origin);
+  }
   OPCACHE_TRY(check_output_names(request));
   OPCACHE_TRY(base::ensure_directory(request.out));
-  OPCACHE_TRY_ASSIGN(auto parsed, base::parse_json(request.descriptor_json, "descriptor"));
-  OPCACHE_TRY_ASSIGN(auto raw, m_impl->normalized_descriptor(parsed));
-  if (auto reason = bypass_reason(raw.op_type)) {
+  if (auto reason = bypass_reason(raw->op_type)) {
     return run_uncached(request, request.stdin_fd, BuildSource::bypassed, "cache bypassed: " + *reason);
   }
   if (request.key_on == ExecKeyOn::descriptor) {
     return exec_on_descriptor(*this, request);
   }
   auto normalize = [this](json descriptor) { return m_impl->normalized_descriptor(std::move(descriptor)); };
-  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(request, std::move(parsed), *this, normalize, m_impl->local->layout().tmp()));
+  OPCACHE_TRY_ASSIGN(auto plan, plan_exec(request, std::move(*parsed), *this, normalize, m_impl->local->layout().tmp()));
   if (plan->input.unkeyable) {
     return run_uncached(request, plan->input.fd, BuildSource::built, "not cached: " + *plan->input.unkeyable);
   }

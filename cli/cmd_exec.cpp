@@ -63,7 +63,7 @@ void print_result(const Context& context, const ExecArgs& args, const ExecResult
 }
 
 int run_exec(const Context& context, const ExecArgs& args) {
-  auto input = open_descriptor_input(context, args.scenario, args.desc);
+  auto input = open_descriptor_input(context, args.scenario, args.desc, DescriptorCheck::by_store);
   if (!input) {
     return context.fail(input.error());
   }
@@ -91,7 +91,7 @@ int run_exec(const Context& context, const ExecArgs& args) {
     if (result->miss_reason) {
       context.note("miss: " + *result->miss_reason + " since the last build of this command");
     } else {
-      const auto op_type = nlohmann::json::parse(input->canonical, nullptr, false).value("op_type", std::string());
+      const auto op_type = nlohmann::json::parse(input->text, nullptr, false).value("op_type", std::string());
       note_near_entries(context, input->store, op_type, result->build.key,
                         "--desc, --scenario, --out, --input and command");
     }

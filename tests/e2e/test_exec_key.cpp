@@ -247,6 +247,19 @@ TEST_CASE("e2e::exec key: a descriptor with its own \"exec\" member is refused b
   CHECK_FALSE(fs::exists(temp.path() / "out" / "scale.o"));
 }
 
+TEST_CASE("e2e::exec key: a malformed descriptor is refused naming its file, before --out is made or the command runs") {
+  TempDir temp;
+  Project project(temp);
+  write_text(temp.path() / "scale.c", "int scale(int x) { return x; }\n");
+  for (const char* text : {R"({"op_type":3})", R"({"op_type":"Scale",)"}) {
+    write_text(temp.path() / "desc.json", text);
+    auto result = project.exec("out", "scale.o", gcc_command("-O2", "out/scale.o"));
+    CHECK(result.exit_code == 2);
+    CHECK(result.err.find("desc.json: descriptor") != std::string::npos);
+    CHECK_FALSE(fs::exists(temp.path() / "out"));
+  }
+}
+
 TEST_CASE("e2e::exec key: nvcc -arch=sm_80 and sm_90 are two entries, each the cubin nvcc makes") {
   OPCACHE_SKIP_IF(::access(k_nvcc, X_OK) != 0, std::string(k_nvcc) + " is not installed");
   TempDir temp;
