@@ -67,6 +67,11 @@ def cached_store(ctx, name, parts, scenario):
     stamp = json.dumps([ctx.opcache_version, "filled-by-exec", scenario] + [[c.name, c.stems[0], len(stems)] for c, stems in parts])
     golden = ctx.corpus_root / "stores" / f"{name}-{hashlib.sha256(stamp.encode()).hexdigest()[:12]}"
     keys_path = golden.with_suffix(".keys.json")
+    if keys_path.exists() and not _still_hits(ctx, golden, parts[0][0], scenario):
+        # exec keys on every file the compile read: an upgraded compiler, a new ld.so.cache after
+        # an apt install... make every kept entry a miss. Fill it again rather than measure misses.
+        log(f"store {name}: the kept store no longer hits (the compiler or its files changed): filling it again")
+        keys_path.unlink()
     if not keys_path.exists():
         shutil.rmtree(golden, ignore_errors=True)
         log(f"store {name}: compiling {sum(len(s) for _, s in parts)} kernels through opcache exec once "
@@ -78,6 +83,19 @@ def cached_store(ctx, name, parts, scenario):
     store = ctx.work / "stores" / name
     shutil.copytree(golden, store)
     return store, json.loads(keys_path.read_text())
+
+
+def _still_hits(ctx, golden, corpus, scenario):
+    """Whether a warm `opcache exec` of the corpus's first kernel, on a throwaway copy of the kept
+    store, is a hit."""
+    with tempfile.TemporaryDirectory(prefix="opcache-golden-") as work:
+        store, out = Path(work) / "store", Path(work) / "out"
+        shutil.copytree(golden, store)
+        out.mkdir()
+        command = ctx.opcache.exec_cmd(store, corpus, corpus.stems[0], out, scenario)
+        command.insert(command.index("exec"), "--json")
+        document = json.loads(run(command, env=ctx.opcache.env, cwd=corpus.dir, what="opcache exec (kept store check)"))
+        return document.get("source") == "hit"
 
 
 def fresh_dir(path: Path):
