@@ -41,9 +41,12 @@ def http_ok(url):
 class Nginx:
     """nginx in the foreground with its own configuration under `prefix`, serving `root`
     (sendfile, keep-alive, one worker per CPU); with dav=True also PUT and DELETE, as
-    ccache's HTTP remote storage needs."""
+    ccache's HTTP remote storage needs. With access_log=True, request lines go to
+    <prefix>/logs/access.log buffered as a busy site runs it (`buffer=64k flush=1s`: a crash
+    loses at most a second of lines, the promise `opcache serve --access-log-flush 1000` makes);
+    else `access_log off`."""
 
-    def __init__(self, cleanup, prefix: Path, root: Path, dav=False):
+    def __init__(self, cleanup, prefix: Path, root: Path, dav=False, access_log=False):
         if dav and "--with-http_dav_module" not in subprocess.run(
                 ["nginx", "-V"], stderr=subprocess.PIPE, text=True).stderr:
             raise BenchError("this nginx lacks the WebDAV module ccache's HTTP storage needs (nginx-light has it)")
@@ -54,6 +57,8 @@ class Nginx:
         dav_lines = ("dav_methods PUT DELETE; create_full_put_path on; dav_access user:rw group:r all:r; "
                      "client_max_body_size 512m;") if dav else ""
         temp = " ".join(f"{k}_temp_path {prefix}/tmp/{k};" for k in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        self.access_log = prefix / "logs" / "access.log" if access_log else None
+        log_line = f"access_log {self.access_log} combined buffer=64k flush=1s;" if access_log else "access_log off;"
         conf = prefix / "nginx.conf"
         conf.write_text(f"""{user}
 worker_processes {os.cpu_count()};
@@ -61,7 +66,7 @@ pid {prefix}/nginx.pid;
 error_log {prefix}/logs/error.log warn;
 events {{ worker_connections 8192; }}
 http {{
-  access_log off;
+  {log_line}
   {temp}
   default_type application/octet-stream;
   sendfile on; tcp_nopush on; tcp_nodelay on;
@@ -89,15 +94,20 @@ http {{
 
 
 class OpcacheServe:
-    """`opcache serve` on a local store, anonymous reads, a free port (read from --port-file)."""
+    """`opcache serve` on a local store, anonymous reads, a free port (read from --port-file).
+    With access_log=True, request lines go to <logdir>/access.log with the server's default
+    batching (as a team runs it: written together every --access-log-flush, 1 s); else
+    `--access-log off`."""
 
-    def __init__(self, cleanup, opcache: Path, store: Path, logdir: Path, threads, extra=()):
+    def __init__(self, cleanup, opcache: Path, store: Path, logdir: Path, threads, extra=(), access_log=False):
         logdir.mkdir(parents=True, exist_ok=True)
         port_file = logdir / "port"
         port_file.unlink(missing_ok=True)
+        self.access_log = logdir / "access.log" if access_log else None
         self.process = cleanup.start([opcache, "serve", "--storage", store, "--listen", "127.0.0.1:0",
                                       "--port-file", port_file, "--threads", threads, "--anonymous-read",
-                                      "--access-log", "off", *extra], logdir / "server.log", env=clean_env())
+                                      "--access-log", self.access_log or "off", *extra], logdir / "server.log",
+                                     env=clean_env())
         wait_until(lambda: self.process.poll() is not None or (port_file.exists() and port_file.read_text().strip()),
                    20, "opcache serve to write its port file")
         if self.process.poll() is not None:

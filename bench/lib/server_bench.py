@@ -1,11 +1,13 @@
 """Scenarios against the team server (bench/run): `opcache pull` of N bundles vs
-`curl --parallel` fetching the same bytes from nginx; wrk GETs of small and
-large bundles at 64 and 512 connections, opcache serve vs nginx serving the same
-bytes; and a memory soak of opcache serve under wrk at 512 connections.
+`curl --parallel` fetching the same bytes from nginx; wrk GETs of small, large
+and 1 MB bundles at 64 and 512 connections, opcache serve vs nginx serving the
+same bytes, each pair with request logs off and on; and a memory soak of
+opcache serve under wrk at 512 connections.
 """
 import hashlib
 import json
 import os
+import random
 import shutil
 import subprocess
 import time
@@ -32,6 +34,28 @@ def export_www(opcache, store: Path, www: Path):
                 shutil.copyfile(obj, target)
         sizes[e["key"]] = e["bundle_bytes"]
     return sizes
+
+
+MEGABYTE_BUNDLES = 8
+
+
+def add_megabyte_bundles(opcache, store: Path, work: Path, count=MEGABYTE_BUNDLES, size=1 << 20):
+    """Puts `count` bundles of one incompressible `size`-byte member each into `store` (the same
+    bytes every run, so the keys are too); returns their keys. Kernels of the corpora are far
+    smaller: these stand for a large fused kernel, where the body's copy dominates the request."""
+    (work / "mb").mkdir(parents=True, exist_ok=True)
+    keys = []
+    for i in range(count):
+        desc = work / "mb" / f"mb_{i}.json"
+        desc.write_text(json.dumps({"attrs": {}, "full_name": f"Default/network/Fused-op{i}", "inputs": [],
+                                    "kernel_name": f"mb_{i:05d}__kernel0", "op_type": "Fused", "outputs": []}))
+        member = work / "mb" / f"mb_{i}.o"
+        member.write_bytes(random.Random(i).randbytes(size))
+        answer = json.loads(run(opcache.cmd(store, "--json", "put", "--desc", desc, "--scenario",
+                                            "device=single,phase=train,toolchain=bench,soc=x86_64", member),
+                                env=opcache.env))
+        keys.append(answer["key"])
+    return keys
 
 
 def same_bytes(serve_url, nginx_url, key, work: Path):
@@ -131,9 +155,9 @@ def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pu
     return results
 
 
-def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup):
+def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup, tag="log off"):
     """wrk GETs of each key set at each connection count, servers alternating first; per cell the
-    median pass by requests/s."""
+    median pass by requests/s. `tag` names the pair in the progress lines (request logs off or on)."""
     work = ctx.work / "wrk"
     work.mkdir(parents=True, exist_ok=True)
     threads = os.cpu_count()
@@ -153,7 +177,7 @@ def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup):
                 for server in order:
                     figures = wrk(servers[server], paths[name], c, seconds, threads)
                     runs[server].append(figures)
-                    log(f"wrk {name} c={c} {server}: {figures['requests_per_second']:.0f} req/s, "
+                    log(f"wrk {tag} {name} c={c} {server}: {figures['requests_per_second']:.0f} req/s, "
                         f"p50 {figures['latency_us']['p50']} µs, p99 {figures['latency_us']['p99']} µs, "
                         f"non-2xx {figures['non_2xx']}, socket errors {figures['socket_errors']}")
             pick = {s: sorted(v, key=lambda f: f["requests_per_second"])[(len(v) - 1) // 2] for s, v in runs.items()}
@@ -164,6 +188,16 @@ def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup):
                           "ratio_p50": ratio(o["latency_us"]["p50"], n["latency_us"]["p50"]),
                           "ratio_p99": ratio(o["latency_us"]["p99"], n["latency_us"]["p99"])})
     return {"seconds_per_run": seconds, "passes": passes, "wrk_threads": threads, "cells": cells}
+
+
+def log_pair_summary(tag, matrix):
+    """One progress line per cell: opcache serve's requests/s and p99 against nginx's."""
+    for c in matrix["cells"]:
+        o, n = c["opcache_serve"], c["nginx"]
+        x = lambda v: f"{v:.2f}x" if v is not None else "-"
+        log(f"server ({tag}) {c['bundles']} c={c['connections']}: {o['requests_per_second']:.0f} vs "
+            f"{n['requests_per_second']:.0f} req/s ({x(c['ratio_rps'])} nginx), p99 {o['latency_us']['p99']} vs "
+            f"{n['latency_us']['p99']} µs ({x(c['ratio_p99'])})")
 
 
 def soak(ctx, serve, paths_keys, seconds, connections=512, every=10):
