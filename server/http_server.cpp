@@ -29,13 +29,13 @@ class Listener : public std::enable_shared_from_this<Listener> {
 
   void accept() {
     m_acceptor->async_accept(m_state->context_for_connection(),
-                             [self = shared_from_this()](beast::error_code ec, tcp::socket socket) {
+                             [self = shared_from_this()](beast::error_code ec, ConnectionSocket socket) {
                                self->on_accept(ec, std::move(socket));
                              });
   }
 
  private:
-  void on_accept(beast::error_code ec, tcp::socket socket) {
+  void on_accept(beast::error_code ec, ConnectionSocket socket) {
     if (ec == net::error::operation_aborted || !m_acceptor->is_open()) {
       return;  // stopping
     }
@@ -58,7 +58,7 @@ class Listener : public std::enable_shared_from_this<Listener> {
   void accept_waiting() {
     for (int i = 0; i < k_accept_burst; ++i) {
       beast::error_code ec;
-      tcp::socket socket = m_acceptor->accept(m_state->context_for_connection(), ec);
+      ConnectionSocket socket = m_acceptor->accept(m_state->context_for_connection(), ec);
       if (ec) {
         return;  // would_block: none waiting; other errors: the next async_accept reports them
       }

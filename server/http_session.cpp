@@ -30,6 +30,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using Clock = std::chrono::steady_clock;
 using State = HttpServer::State;
+// A TCP stream with the connection's concrete executor (see ConnectionSocket).
+using TcpStream = beast::basic_stream<tcp, net::io_context::executor_type, beast::unlimited_rate_policy>;
 
 // What a connection knows of the request it is answering; one value per
 // request (Session::read_request starts each with a fresh one).
@@ -79,7 +81,7 @@ class Session : public SessionBase {
  protected:
   Derived& derived() { return static_cast<Derived&>(*this); }
   std::shared_ptr<Derived> self_pointer() { return std::static_pointer_cast<Derived>(shared_from_this()); }
-  beast::tcp_stream& lowest() { return beast::get_lowest_layer(derived().stream()); }
+  TcpStream& lowest() { return beast::get_lowest_layer(derived().stream()); }
 
   // Waits (up to --idle-timeout) for the first byte of the next request, then
   // reads its header. A request that has begun must arrive whole within
@@ -609,10 +611,10 @@ class PlainSession final : public Session<PlainSession> {
   /// Large bundles go out by sendfile(2).
   static constexpr bool k_sends_files = true;
 
-  PlainSession(std::shared_ptr<State> state, tcp::socket socket, std::string client, std::string address)
+  PlainSession(std::shared_ptr<State> state, ConnectionSocket socket, std::string client, std::string address)
       : Session(std::move(state), std::move(client), std::move(address)), m_stream(std::move(socket)) {}
 
-  beast::tcp_stream& stream() { return m_stream; }
+  TcpStream& stream() { return m_stream; }
   void start() { read_request(); }
   void shutdown() {
     if (body_pending()) {
@@ -625,7 +627,7 @@ class PlainSession final : public Session<PlainSession> {
   }
 
  private:
-  beast::tcp_stream m_stream;
+  TcpStream m_stream;
 };
 
 class TlsSession final : public Session<TlsSession> {
@@ -633,13 +635,13 @@ class TlsSession final : public Session<TlsSession> {
   /// TLS encrypts in user space: no sendfile.
   static constexpr bool k_sends_files = false;
 
-  TlsSession(std::shared_ptr<State> state, tcp::socket socket, std::shared_ptr<ssl::context> context,
+  TlsSession(std::shared_ptr<State> state, ConnectionSocket socket, std::shared_ptr<ssl::context> context,
              std::string client, std::string address)
       : Session(std::move(state), std::move(client), std::move(address)),
         m_context(std::move(context)),
         m_stream(std::move(socket), *m_context) {}
 
-  beast::ssl_stream<beast::tcp_stream>& stream() { return m_stream; }
+  beast::ssl_stream<TcpStream>& stream() { return m_stream; }
 
   void start() {
     beast::get_lowest_layer(m_stream).expires_after(std::chrono::seconds(m_state->config.request_timeout_s));
@@ -667,12 +669,12 @@ class TlsSession final : public Session<TlsSession> {
 
  private:
   std::shared_ptr<ssl::context> m_context;  // outlives m_stream (declared first)
-  beast::ssl_stream<beast::tcp_stream> m_stream;
+  beast::ssl_stream<TcpStream> m_stream;
 };
 
 }  // namespace
 
-void start_session(const std::shared_ptr<State>& state, tcp::socket socket) {
+void start_session(const std::shared_ptr<State>& state, ConnectionSocket socket) {
   beast::error_code ignored;
   // Responses are written in pieces; without TCP_NODELAY the last small
   // piece waits for the client's delayed ACK (~40 ms per response).

@@ -177,3 +177,34 @@ TEST_CASE("server::AccessLog prints a request's duration in milliseconds with th
     CHECK(lines[i].find(cases[i].second) != std::string::npos);
   }
 }
+
+TEST_CASE("server::AccessLog writes a line at its longest whole: every field at its widest, the batch around it intact") {
+  // The text line is formatted into room made for its longest form (20-digit
+  // byte counts, a long target and token): nothing may be cut or left over.
+  TempDir dir;
+  const auto path = dir / "longest.log";
+  const std::string target = "/v1/entries/" + std::string(4000, 'f') + "?wait=30";
+  const std::string token = std::string(200, 't');
+  {
+    AccessLog log = open_access_log(path, std::chrono::hours(1));
+    log.write(access_record_for("/v1/entries/before"));
+    auto record = access_record_for(target);
+    record.client = "[2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535";
+    record.method = "OPTIONS";
+    record.status = 599;
+    record.bytes_in = 18446744073709551615u;
+    record.bytes_out = 18446744073709551615u;
+    record.seconds = 1e9;
+    record.token_name = token;
+    log.write(record);
+    log.write(access_record_for("/v1/entries/after"));
+  }
+  const auto lines = access_log_lines(read_text(path));
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[0].find(" GET /v1/entries/before 200 in=0 out=7 0.000ms token=-") != std::string::npos);
+  CHECK(lines[1].substr(lines[1].find(' ')) == " [2001:db8:ffff:ffff:ffff:ffff:ffff:ffff]:65535 OPTIONS " + target +
+                                                   " 599 in=18446744073709551615 out=18446744073709551615 "
+                                                   "1000000000000.000ms token=" +
+                                                   token);
+  CHECK(lines[2].find(" GET /v1/entries/after 200 in=0 out=7 0.000ms token=-") != std::string::npos);
+}
