@@ -27,7 +27,9 @@ char* put_text(char* at, std::string_view text) {
 }
 
 // At most 20 characters.
-char* put_number(char* at, std::uint64_t value) { return std::to_chars(at, at + 20, value).ptr; }
+char* put_number(char* at, std::uint64_t value) {
+  return std::to_chars(at, at + 20, value).ptr;
+}
 
 // A duration in milliseconds with three decimals ("12.345"), as "%.3f" of
 // the milliseconds prints it, without printf's floating-point formatting. At
@@ -75,8 +77,7 @@ void write_all(int fd, std::string_view line) {
 void append_text_line(std::string& out, std::string_view time, const AccessRecord& record) {
   static constexpr std::string_view k_in = " in=", k_out = " out=", k_token = "ms token=";
   const std::size_t longest = time.size() + record.client.size() + record.method.size() + record.target.size() +
-                              record.token_name.size() + k_in.size() + k_out.size() + k_token.size() + 6 + 3 * 20 +
-                              24;
+                              record.token_name.size() + k_in.size() + k_out.size() + k_token.size() + 6 + 3 * 20 + 24;
   const std::size_t start = out.size();
   out.resize(start + longest);
   char* at = out.data() + start;
