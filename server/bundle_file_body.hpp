@@ -2,7 +2,10 @@
 // k_bundle_write_bytes. Beast's own file_body reads and sends 4 KiB at a
 // time: a 2 MiB bundle took 512 writes, and large bundles were served at
 // 0.74× nginx's rate (issue 22). Used by server/http_response.cpp for
-// bundles too large to send from memory.
+// bundles too large to send from memory. On plain HTTP the session sends
+// such a message's head and then its file by sendfile(2) instead
+// (server/http_session.cpp, send_file_rest); Beast writes this body over
+// TLS, which encrypts in user space.
 #pragma once
 
 #include <cstdint>
