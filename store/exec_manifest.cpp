@@ -28,7 +28,26 @@ bool is_state(const std::string& state) {
   return state == "absent" || digest_after("sha256:") || digest_after("dir:");
 }
 
-// An input path: absolute, or below one of the two markers; no "." or ".."
+// Whether `path` (starting with '/') has no empty, "." or ".." component:
+// one pass over its bytes (a hit checks every input of a local manifest).
+bool has_normal_components(std::string_view path) {
+  std::size_t length = 0;  // of the component so far
+  std::size_t dots = 0;    // how many of its bytes are '.'
+  for (std::size_t i = 1; i <= path.size(); ++i) {
+    if (i == path.size() || path[i] == '/') {
+      if (length == 0 || (dots == length && length <= 2)) {
+        return false;
+      }
+      length = dots = 0;
+    } else {
+      ++length;
+      dots += path[i] == '.' ? 1 : 0;
+    }
+  }
+  return true;
+}
+
+// An input path: absolute, or below one of the markers; no "." or ".."
 // component, no empty component, no NUL, valid UTF-8.
 bool is_input_path(const std::string& path) {
   if (path.empty() || path.size() > k_max_path_bytes || path.find('\0') != std::string::npos ||
@@ -45,21 +64,7 @@ bool is_input_path(const std::string& path) {
       break;
     }
   }
-  if (rest.front() != '/') {
-    return false;
-  }
-  if (rest == "/") {
-    return true;
-  }
-  for (std::size_t start = 1; start <= rest.size();) {
-    const std::size_t end = std::min(rest.find('/', start), rest.size());
-    const auto part = rest.substr(start, end - start);
-    if (part.empty() || part == "." || part == "..") {
-      return false;
-    }
-    start = end + 1;
-  }
-  return true;
+  return rest.front() == '/' && (rest == "/" || has_normal_components(rest));
 }
 
 bool is_member_name(const std::string& name) {
