@@ -27,9 +27,22 @@ def _fmt(value, unit=""):
 # times curl --parallel's time. Other RTTs are reported without a target.
 LATENCY_WARM_START_SPEEDUP = {5: 3, 50: 10}
 LATENCY_PULL_RATIO = {50: 2}
-# The team server's GETs against nginx's, small and large bundles at 64 and 512 connections
-# (issue 22, item 4; issue 9 asked 0.8).
+# The team server's GETs against nginx's, small, large and 1 MB bundles at 64 and 512 connections,
+# both with the request logs off and both with them on as a team runs them (issue 39; issue 22
+# asked 0.9 and p99 within 2x, issue 9 asked 0.8).
 SERVER_RPS_RATIO = 0.9
+SERVER_P99_RATIO = 1.5
+# The two pairs of the server scenario: the results' key of each pair's cells, and how it is named.
+SERVER_PAIRS = (("cells", "request logs off on both"),
+                ("log_on", "request logs on on both (opcache serve: 1 s batches; nginx: buffer=64k flush=1s)"))
+
+
+def _server_cells(server):
+    """Every cell of the server scenario with the name of its pair (log off, log on)."""
+    for key, pair in SERVER_PAIRS:
+        holder = server if key == "cells" else server.get(key) or {}
+        for cell in holder.get("cells", []):
+            yield cell, pair
 
 
 def _row(figure, peer, opcache, ratio, target, met):
@@ -146,9 +159,9 @@ def figure_rows(r):
                              f"{floor / s['seconds']['curl_parallel_nginx']:.2f}×", "—", None))
     for point in (r.get("latency") or {}).get("points", []):
         rows += _latency_rows(point)
-    for cell in (r.get("server") or {}).get("cells", []):
+    for cell, pair in _server_cells(r.get("server") or {}):
         o, n = cell["opcache_serve"], cell["nginx"]
-        what = f"GETs of {cell['bundles']} bundles, wrk, {cell['connections']} connections"
+        what = f"GETs of {cell['bundles']} bundles, wrk, {cell['connections']} connections, {pair}"
         bad = cell["non_2xx_all_passes"]
         rows.append(_row(f"{what}: requests/s (non-2xx answers over all passes: opcache {bad['opcache_serve']:,}, "
                          f"nginx {bad['nginx']:,})", _fmt(n["requests_per_second"]), _fmt(o["requests_per_second"]),
@@ -156,7 +169,7 @@ def figure_rows(r):
                          cell["ratio_rps"] >= SERVER_RPS_RATIO and bad["opcache_serve"] == 0))
         rows.append(_row(f"{what}: p99 latency", _fmt(n["latency_us"]["p99"] / 1000, " ms"),
                          _fmt(o["latency_us"]["p99"] / 1000, " ms"), f"{cell['ratio_p99']:.2f}×",
-                         "≤ 2× nginx", cell["ratio_p99"] <= 2))
+                         f"≤ {SERVER_P99_RATIO}× nginx", cell["ratio_p99"] <= SERVER_P99_RATIO))
     s = (r.get("server") or {}).get("soak")
     if s:
         loaded = s["rss_kib_samples"][1][1] if len(s["rss_kib_samples"]) > 1 else s["rss_kib_start"]
@@ -466,10 +479,10 @@ def details(r):
                 ", ".join(f"{k} {v / 1000:.1f} KB" for k, v in sizes.items()) + "):", "",
                 "| bundles | connections | server | requests/s | p50 | p99 | non-2xx (all passes) | socket errors |",
                 "|---|---|---|---|---|---|---|---|"]
-        for c in server["cells"]:
+        for c, pair in _server_cells(server):
             for name in ("opcache_serve", "nginx"):
                 f = c[name]
-                out.append(f"| {c['bundles']} | {c['connections']} | {name.replace('_', ' ')} | "
+                out.append(f"| {c['bundles']}, {pair.split(' (')[0]} | {c['connections']} | {name.replace('_', ' ')} | "
                            f"{_fmt(f['requests_per_second'])} | {_fmt(f['latency_us']['p50'] / 1000, ' ms')} | "
                            f"{_fmt(f['latency_us']['p99'] / 1000, ' ms')} | {c['non_2xx_all_passes'][name]:,} | "
                            f"{f['socket_errors']} |")
