@@ -36,6 +36,27 @@ TEST_CASE("base::read_up_to fills the buffer, or stops at end of file and says h
   CHECK(got.error().message().find("data") != std::string::npos);
 }
 
+TEST_CASE("base::read_file reads every byte of empty, small and large files, and of files whose size stat does not tell") {
+  TempDir temp;
+  for (std::size_t size : {std::size_t{0}, std::size_t{1}, std::size_t{314}, std::size_t{65536}, std::size_t{300001}}) {
+    std::string contents(size, '\0');
+    for (std::size_t i = 0; i < size; ++i) {
+      contents[i] = static_cast<char>((i * 131 + 7) % 256);  // NULs and high bytes too
+    }
+    const auto path = temp / ("file-" + std::to_string(size));
+    opcache::test::write_text(path, contents);
+    auto read = opcache::base::read_file(path);
+    REQUIRE(read.ok());
+    CHECK(*read == contents);
+  }
+  // /proc files say size 0 and hold more than one read's worth of room.
+  auto maps = opcache::base::read_file("/proc/self/maps");
+  REQUIRE(maps.ok());
+  CHECK(maps->size() > 4096);
+  CHECK(maps->back() == '\n');
+  CHECK_FALSE(opcache::base::read_file(temp / "absent").ok());
+}
+
 // --- AtomicFile in a hostile directory ---
 
 namespace {
