@@ -272,8 +272,17 @@ Api::Api(Storage& storage, Metrics& metrics, const ServerConfig& config)
 
 ApiResponse entry_response(const std::string& digest, const store::Signatures& signatures,
                            std::string_view if_none_match) {
-  ApiResponse response;
-  response.content_type = "application/vnd.opcache.bundle";
+  // Initialized here, content_type skips its "application/json" default
+  // (longer than a string keeps inline): one allocation less per hit.
+  ApiResponse response{.status = 200,
+                       .content_type = "application/vnd.opcache.bundle",
+                       .body = {},
+                       .bundle = std::nullopt,
+                       .head_only = false,
+                       .headers = {},
+                       .log_detail = {},
+                       .fetched = nullptr};
+  response.headers.reserve(1 + signatures.size());
   response.headers.push_back({"ETag", quoted_etag(digest)});
   const bool unchanged = if_none_match == response.headers.back().second;
   for (const auto& signature : signatures) {

@@ -65,8 +65,9 @@ OutgoingResponse bundle_file_message(ApiResponse response, bool close) {
 
 // The status line and header fields of a bundle's 200 response: what
 // finish_headers and prepare_payload make Beast write, rendered directly.
-std::string render_bundle_head(const ApiResponse& response, std::size_t body_bytes, bool close) {
-  std::string head;
+// Into `head`, replacing what it held (and keeping its capacity).
+void render_bundle_head(std::string& head, const ApiResponse& response, std::size_t body_bytes, bool close) {
+  head.clear();
   head.reserve(192 + 160 * response.headers.size());
   head += "HTTP/1.1 200 OK\r\nServer: ";
   head += k_server_header;
@@ -83,16 +84,16 @@ std::string render_bundle_head(const ApiResponse& response, std::size_t body_byt
   head += "\r\nContent-Length: ";
   head += std::to_string(body_bytes);
   head += close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n";
-  return head;
 }
 
 // A bundle in memory as the body, without copying it: the response shares
 // the bytes, and `file` (the stored file holding them, or null), until they
-// are written.
+// are written. In `spare` when nothing else holds it.
 OutgoingResponse bundle_memory_message(const ApiResponse& response, std::shared_ptr<const std::string> bytes,
-                                       bool close, std::shared_ptr<const base::FileDescriptor> file = nullptr) {
-  auto rendered = std::make_shared<RenderedBundleResponse>();
-  rendered->head = render_bundle_head(response, bytes->size(), close);
+                                       bool close, std::shared_ptr<RenderedBundleResponse> spare,
+                                       std::shared_ptr<const base::FileDescriptor> file = nullptr) {
+  auto rendered = spare && spare.use_count() == 1 ? std::move(spare) : std::make_shared<RenderedBundleResponse>();
+  render_bundle_head(rendered->head, response, bytes->size(), close);
   rendered->body = std::move(bytes);
   rendered->file = std::move(file);
   return {rendered, 200, static_cast<std::uint64_t>(rendered->body->size())};
@@ -103,8 +104,7 @@ OutgoingResponse header_only_message(const ApiResponse& response, bool close) {
   auto message = std::make_shared<http::response<http::empty_body>>(static_cast<http::status>(response.status), 11);
   finish_headers(*message, response, close);
   if (response.status != 304) {
-    message->content_length(response.bundle ? static_cast<std::uint64_t>(response.bundle->size)
-                                            : response.body.size());
+    message->content_length(response.bundle ? static_cast<std::uint64_t>(response.bundle->size) : response.body.size());
   }
   return {message, response.status, 0};
 }
@@ -122,11 +122,12 @@ OutgoingResponse string_message(ApiResponse response, bool close) {
 
 }  // namespace
 
-OutgoingResponse to_message(ApiResponse response, bool head, bool close) {
+OutgoingResponse to_message(ApiResponse response, bool head, bool close,
+                            std::shared_ptr<RenderedBundleResponse> spare) {
   head = head || response.head_only;
   const bool sends_bundle = response.bundle && !head && response.status == 200;
   if (sends_bundle && response.bundle->memory) {
-    return bundle_memory_message(response, std::move(response.bundle->memory), close,
+    return bundle_memory_message(response, std::move(response.bundle->memory), close, std::move(spare),
                                  std::move(response.bundle->memory_file));
   }
   if (sends_bundle) {
@@ -135,7 +136,8 @@ OutgoingResponse to_message(ApiResponse response, bool head, bool close) {
       return bundle_file_message(std::move(response), close);
     }
     // One write instead of the file's pieces.
-    return bundle_memory_message(response, std::make_shared<const std::string>(std::move(*bytes)), close);
+    return bundle_memory_message(response, std::make_shared<const std::string>(std::move(*bytes)), close,
+                                 std::move(spare));
   }
   return head ? header_only_message(response, close) : string_message(std::move(response), close);
 }

@@ -52,7 +52,12 @@ struct OutgoingResponse {
 /// The message of `response` for a request whose method was HEAD when
 /// `head` (or response.head_only): headers including Content-Length, no
 /// body. `close`: the connection closes after it (Connection: close).
-/// Bundles up to 1 MiB are sent in one write, from memory.
-OutgoingResponse to_message(ApiResponse response, bool head, bool close);
+/// Bundles up to 1 MiB are sent in one write, from memory. A bundle's
+/// RenderedBundleResponse is `spare` (its head rendered into the string's
+/// room, its body and file replaced) when `spare` is its only owner, so a
+/// session that hands back its last one allocates none per response; else a
+/// new one.
+OutgoingResponse to_message(ApiResponse response, bool head, bool close,
+                            std::shared_ptr<RenderedBundleResponse> spare = nullptr);
 
 }  // namespace opcache::server

@@ -96,7 +96,15 @@ class Session : public SessionBase {
       derived().shutdown();
       return;
     }
-    m_request = {};
+    // The target's room outlives its request: a long target costs no
+    // allocation per request.
+    // A fresh state made in place: assigning a fresh one moved each of its
+    // twenty-odd strings and containers, on every request.
+    std::string target = std::move(m_request.target);
+    std::destroy_at(&m_request);
+    std::construct_at(&m_request);
+    target.clear();
+    m_request.target = std::move(target);
     m_header.emplace();
     m_header->header_limit(m_state->config.max_header_bytes);
     // The header parser must not judge Content-Length: Beast's default request
@@ -194,7 +202,7 @@ class Session : public SessionBase {
     }
     auto& request = m_header->get();
     m_request.method = std::string(request.method_string());
-    m_request.target = std::string(request.target());
+    m_request.target.assign(request.target());
     auto routed = route_target(m_request.method, m_request.target);
     const std::string& path = routed.path;
     m_request.query = std::move(routed.parameters);
@@ -478,7 +486,7 @@ class Session : public SessionBase {
     if (!response.log_detail.empty()) {
       m_state->log->event(m_request.method + " " + m_request.target + ": " + response.log_detail);
     }
-    auto outgoing = to_message(std::move(response), head, close);
+    auto outgoing = to_message(std::move(response), head, close, std::move(m_spare_rendered));
     // Counted as it is answered, not once it is written: a client that has
     // its answer then finds it in /v1/stats (another connection may ask first).
     record_usage(outgoing.status, outgoing.bytes_out);
@@ -493,6 +501,7 @@ class Session : public SessionBase {
     std::size_t head_sent = 0;
     std::size_t body_sent = 0;
     if (Derived::k_sends_files && rendered->file && send_without_copy(*rendered, head_sent, body_sent)) {
+      keep_spare(std::move(rendered));
       on_written({}, status, bytes_out, close);
       return;
     }
@@ -502,9 +511,19 @@ class Session : public SessionBase {
     buffers[0] += head_sent;
     buffers[1] += body_sent;
     net::async_write(derived().stream(), buffers,
-                     [self = self_pointer(), rendered, status, bytes_out, close](beast::error_code ec, std::size_t) {
+                     [self = self_pointer(), rendered, status, bytes_out, close](beast::error_code ec,
+                                                                                 std::size_t) mutable {
+                       self->keep_spare(std::move(rendered));
                        self->on_written(ec, status, bytes_out, close);
                      });
+  }
+
+  // Keeps a written response's head for the next bundle response of this
+  // connection (to_message renders into it), without its bytes and file.
+  void keep_spare(std::shared_ptr<RenderedBundleResponse> rendered) {
+    rendered->body.reset();
+    rendered->file.reset();
+    m_spare_rendered = std::move(rendered);
   }
 
   // Sends what the socket takes now without blocking: the head (held back by
@@ -703,6 +722,8 @@ class Session : public SessionBase {
     m_state->api.usage().record(event);
   }
 
+  // The last bundle response written, for to_message to reuse (keep_spare).
+  std::shared_ptr<RenderedBundleResponse> m_spare_rendered;
   std::string m_client;   // "address:port", for the access log
   std::string m_address;  // the client's address, for the usage statistics
   std::optional<http::request_parser<http::empty_body>> m_header;

@@ -18,7 +18,7 @@ Result<std::chrono::seconds> wait_of(const std::map<std::string, std::string>& p
 
 // A call answering an error without a handler.
 ApiCall refuse(int status, std::string code, std::string message) {
-  return {[=] { return error_response(status, code, message); }, true};
+  return {HandlerCall::refusal(status, std::move(code), std::move(message)), true};
 }
 
 // Whether a handler on `thread` answers `request` on the I/O thread.
@@ -39,22 +39,46 @@ bool on_io_thread(Thread thread, bool reads_are_local, const ApiRequest& request
 
 }  // namespace
 
-ApiCall plan_call(Api& api, const ServerConfig& config, bool reads_are_local, ApiRequest request_in) {
-  auto request = std::make_shared<ApiRequest>(std::move(request_in));
-  const RouteSpec* spec = find_route(request->route.id);
-  if (spec == nullptr) {
-    return refuse(500, "internal", "no handler for route " + std::string(route_name(request->route.id)));
+// What a HandlerCall runs: a handler with its request, or a refusal (no handler).
+struct HandlerCall::Job {
+  Api* api = nullptr;
+  RouteHandler handler = nullptr;
+  ApiRequest request;
+  int status = 0;
+  std::string code;
+  std::string message;
+};
+
+HandlerCall::HandlerCall(Api& api, RouteHandler handler, ApiRequest&& request)
+    : m_job(std::make_shared<const Job>(Job{&api, handler, std::move(request), 0, {}, {}})) {}
+
+HandlerCall HandlerCall::refusal(int status, std::string code, std::string message) {
+  return HandlerCall(
+      std::make_shared<const Job>(Job{nullptr, nullptr, {}, status, std::move(code), std::move(message)}));
+}
+
+ApiResponse HandlerCall::operator()() const {
+  if (m_job->handler == nullptr) {
+    return error_response(m_job->status, m_job->code, m_job->message);
   }
-  ApiCall call{[&api, request, handler = spec->handler] { return handler(api, *request); },
-               on_io_thread(spec->thread, reads_are_local, *request)};
+  return m_job->handler(*m_job->api, m_job->request);
+}
+
+ApiCall plan_call(Api& api, const ServerConfig& config, bool reads_are_local, ApiRequest&& request) {
+  const RouteSpec* spec = find_route(request.route.id);
+  if (spec == nullptr) {
+    return refuse(500, "internal", "no handler for route " + std::string(route_name(request.route.id)));
+  }
+  std::chrono::seconds waits{0};
   if (spec->waits) {
-    auto wait = wait_of(request->parameters, config.max_wait_s);
+    auto wait = wait_of(request.parameters, config.max_wait_s);
     if (!wait) {
       return refuse(400, "bad_request", wait.error().message());
     }
-    call.wait = *wait;
+    waits = *wait;
   }
-  return call;
+  const bool on_io = on_io_thread(spec->thread, reads_are_local, request);
+  return {HandlerCall(api, spec->handler, std::move(request)), on_io, waits};
 }
 
 }  // namespace opcache::server
