@@ -18,6 +18,7 @@
 #include "base/environment.hpp"
 #include "api/store_impl.hpp"
 #include "base/file_io.hpp"
+#include "base/json_parse.hpp"
 #include "base/program_search.hpp"
 #include "base/try.hpp"
 #include "store/exec_key.hpp"

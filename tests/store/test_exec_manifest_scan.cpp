@@ -120,7 +120,7 @@ TEST_CASE("store::scan_local_exec_manifest gives up on what it cannot vouch for,
   CHECK(strict_of(foreign_seen)->builds[0].seen.empty());
 }
 
-TEST_CASE("store::exec manifest input paths: empty, '.' and '..' components are refused by both readers; '...' and dotfiles are names") {
+TEST_CASE("store::exec manifest input paths: empty, '.' and '..' components are refused by both readers, '...' and dotfiles are names") {
   auto with_path = [](const std::string& path) {
     ExecManifest manifest{hex_of('c'), {ManifestBuild{{{path, "absent", {}}}, {"k.o"}, hex_of('1'), "", {}}}};
     return opcache::store::exec_manifest_to_local_json(manifest);
