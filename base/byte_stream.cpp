@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "base/file_io.hpp"
 #include "base/try.hpp"
@@ -17,6 +18,10 @@ Result<std::size_t> MemorySource::read(void* buffer, std::size_t size) {
   std::memcpy(buffer, m_data.data(), n);
   m_data.remove_prefix(n);
   return n;
+}
+
+std::optional<std::string_view> MemorySource::take_rest() {
+  return std::exchange(m_data, std::string_view());
 }
 
 Status StringSink::write(const void* data, std::size_t size) {
@@ -36,6 +41,15 @@ Result<std::size_t> HashingSource::read(void* buffer, std::size_t size) {
   m_hash.update(buffer, n);
   m_bytes += n;
   return n;
+}
+
+std::optional<std::string_view> HashingSource::take_rest() {
+  auto rest = m_inner.take_rest();
+  if (rest) {
+    m_hash.update(rest->data(), rest->size());
+    m_bytes += rest->size();
+  }
+  return rest;
 }
 
 }  // namespace opcache::base

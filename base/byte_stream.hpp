@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,10 @@ class ByteSource {
  public:
   virtual ~ByteSource() = default;
   virtual Result<std::size_t> read(void* buffer, std::size_t size) = 0;
+
+  /// The rest of the bytes in place, all consumed, when the source holds them
+  /// in memory that outlives it; nothing (and nothing consumed) otherwise.
+  virtual std::optional<std::string_view> take_rest() { return std::nullopt; }
 };
 
 /// Something bytes are written to.
@@ -53,6 +58,7 @@ class MemorySource final : public ByteSource {
  public:
   explicit MemorySource(std::string_view data) : m_data(data) {}
   Result<std::size_t> read(void* buffer, std::size_t size) override;
+  std::optional<std::string_view> take_rest() override;
 
  private:
   std::string_view m_data;
@@ -87,6 +93,8 @@ class HashingSource final : public ByteSource {
  public:
   explicit HashingSource(ByteSource& inner) : m_inner(inner) {}
   Result<std::size_t> read(void* buffer, std::size_t size) override;
+  /// The inner source's rest in place, hashed and counted.
+  std::optional<std::string_view> take_rest() override;
   std::uint64_t bytes() const noexcept { return m_bytes; }
   std::string finish_hex() { return m_hash.finish_hex(); }
 

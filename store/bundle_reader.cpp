@@ -2,9 +2,13 @@
 
 #include <cstring>
 #include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include <zstd.h>
+#include <zstd_errors.h>
 
 #include "store/bundle_writer.hpp"
 #include "store/manifest_scan.hpp"
@@ -35,6 +39,10 @@ class RawBuffer {
 // window in a bundle is refused rather than allocated.
 constexpr int k_max_window_log = 24;
 
+// Members of at most this many bytes in all, whose bundle is in memory, are
+// decoded in one call into one buffer (kept per thread) instead of streamed.
+constexpr std::uint64_t k_in_place_max_bytes = 4u << 20;
+
 std::uint32_t get_u32_le(const unsigned char* bytes) {
   return static_cast<std::uint32_t>(bytes[0]) | (static_cast<std::uint32_t>(bytes[1]) << 8) |
          (static_cast<std::uint32_t>(bytes[2]) << 16) | (static_cast<std::uint32_t>(bytes[3]) << 24);
@@ -42,10 +50,39 @@ std::uint32_t get_u32_le(const unsigned char* bytes) {
 
 Error corrupt(const std::string& message) { return Error::corrupt("bundle: " + message); }
 
-// Splits the decompressed payload into members, hashing each one.
+// Whether a whole zstd frame declares a window larger than the streamed decoder
+// accepts (k_max_window_log). Decoded in place the window is never allocated,
+// but the same frames are refused either way.
+bool declares_window_too_large(std::string_view frame) {
+  const auto descriptor = static_cast<unsigned char>(frame[4]);
+  if ((descriptor & 0x20) != 0) {
+    return false;  // single segment: the window is the content size, bounded by the output
+  }
+  const auto window = static_cast<unsigned char>(frame[5]);
+  const std::uint64_t base = 1ull << (10 + (window >> 3));
+  return base + base / 8 * (window & 7u) > (1ull << k_max_window_log);
+}
+
+// One decompression context per thread, reused: creating one costs more than
+// decoding a typical (few KB) kernel bundle.
+Result<ZSTD_DCtx*> thread_dctx() {
+  static thread_local DCtxPtr dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+  if (!dctx) {
+    return Error::internal("zstd: cannot create a decompression context");
+  }
+  ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_and_parameters);
+  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, k_max_window_log);
+  return dctx.get();
+}
+
+}  // namespace
+
+// Splits the decompressed payload into members, checking each one's size
+// and, unless told not to, its SHA-256.
 class MemberSplitter {
  public:
-  MemberSplitter(const std::vector<MemberEntry>& members, MemberSink& sink) : m_members(members), m_sink(sink) {}
+  MemberSplitter(const std::vector<MemberEntry>& members, MemberSink& sink, bool check_digests)
+      : m_members(members), m_sink(sink), m_check_digests(check_digests) {}
 
   Status start() { return open_next(); }
 
@@ -56,7 +93,9 @@ class MemberSplitter {
       }
       const MemberEntry& member = m_members[m_index];
       std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(size, member.size - m_done));
-      m_hash->update(data, take);
+      if (m_hash) {
+        m_hash->update(data, take);
+      }
       OPCACHE_TRY(m_sink.write(data, take));
       m_done += take;
       data += take;
@@ -72,12 +111,19 @@ class MemberSplitter {
 
   std::string missing_member_name() const { return m_index < m_members.size() ? m_members[m_index].name : ""; }
 
+  // " (member \"NAME\")" for the member not yet complete, or nothing.
+  std::string pending_member_note() const {
+    return complete() ? std::string() : " (member \"" + missing_member_name() + "\")";
+  }
+
  private:
   // Begins the next member; members of size zero are complete at once.
   Status open_next() {
     while (m_index < m_members.size()) {
       OPCACHE_TRY(m_sink.begin(m_members[m_index]));
-      m_hash = std::make_unique<base::Sha256>();
+      if (m_check_digests) {
+        m_hash.emplace();
+      }
       m_done = 0;
       if (m_members[m_index].size != 0) {
         return {};
@@ -89,7 +135,7 @@ class MemberSplitter {
 
   Status finish_member() {
     const MemberEntry& member = m_members[m_index];
-    if (m_hash->finish_hex() != member.sha256) {
+    if (m_hash && m_hash->finish_hex() != member.sha256) {
       return corrupt("member \"" + member.name + "\" does not match its SHA-256 (the data was altered)");
     }
     OPCACHE_TRY(m_sink.end(member));
@@ -106,14 +152,13 @@ class MemberSplitter {
   MemberSink& m_sink;
   std::size_t m_index = 0;
   std::uint64_t m_done = 0;
-  std::unique_ptr<base::Sha256> m_hash;
+  const bool m_check_digests;
+  std::optional<base::Sha256> m_hash;  // of the current member, when digests are checked
 };
 
-}  // namespace
-
 BundleReader::BundleReader(base::ByteSource& source, BundleLimits limits, KeyCheck key_check,
-                           ManifestFields fields)
-    : m_source(source), m_limits(limits), m_key_check(key_check), m_fields(fields) {}
+                           ReadFor purpose)
+    : m_source(source), m_limits(limits), m_key_check(key_check), m_purpose(purpose) {}
 
 Status BundleReader::read_exact(void* buffer, std::size_t size, const char* what) {
   auto* bytes = static_cast<char*>(buffer);
@@ -147,7 +192,7 @@ Result<Manifest> BundleReader::read_manifest() {
   }
   std::string text(manifest_length, '\0');
   OPCACHE_TRY(read_exact(text.data(), text.size(), "manifest"));
-  if (m_fields == ManifestFields::for_hit && m_key_check == KeyCheck::trust_digest) {
+  if (m_purpose == ReadFor::local_hit && m_key_check == KeyCheck::trust_digest) {
     if (auto scanned = scan_manifest_for_hit(text, m_limits)) {
       m_manifest = std::move(*scanned);
       m_have_manifest = true;
@@ -171,21 +216,68 @@ Status BundleReader::read_members(MemberSink& sink) {
   if (!m_have_manifest) {
     return Error::internal("BundleReader::read_members called before read_manifest");
   }
-  // One context and one pair of buffers per thread, reused: creating them
-  // costs more than decoding a typical (few KB) kernel bundle.
-  // The buffers are left uninitialised (not vectors): zeroing their 256 KiB
-  // cost a hit process 64 page faults, for pages a small bundle never uses.
-  static thread_local DCtxPtr dctx(ZSTD_createDCtx(), &ZSTD_freeDCtx);
+  MemberSplitter splitter(m_manifest.members, sink, m_purpose != ReadFor::local_hit);
+  OPCACHE_TRY(splitter.start());
+  if (m_manifest.total_size() <= k_in_place_max_bytes) {
+    if (auto payload = m_source.take_rest()) {
+      return decode_in_place(*payload, splitter);
+    }
+  }
+  return decode_streamed(splitter);
+}
+
+Status BundleReader::decode_in_place(std::string_view payload, MemberSplitter& splitter) {
+  // The payload must be one regular zstd frame: a skippable frame would carry
+  // bytes nobody checks.
+  if (payload.size() < 4) {
+    return corrupt("truncated in the payload (" + std::to_string(payload.size()) + " of 4 bytes)");
+  }
+  if (get_u32_le(reinterpret_cast<const unsigned char*>(payload.data())) != ZSTD_MAGICNUMBER) {
+    return corrupt("payload is not a zstd frame");
+  }
+  const std::size_t frame_size = ZSTD_findFrameCompressedSize(payload.data(), payload.size());
+  if (ZSTD_isError(frame_size)) {
+    return ZSTD_getErrorCode(frame_size) == ZSTD_error_srcSize_wrong
+               ? corrupt("truncated in the payload" + splitter.pending_member_note())
+               : corrupt(std::string("payload does not decompress: ") + ZSTD_getErrorName(frame_size));
+  }
+  if (declares_window_too_large(payload)) {
+    return corrupt(std::string("payload does not decompress: ") +
+                   ZSTD_getErrorString(ZSTD_error_frameParameter_windowTooLarge));
+  }
+  // One byte of room past the declared size tells "more bytes than declared"
+  // from "exactly as declared".
+  const std::size_t room = static_cast<std::size_t>(m_manifest.total_size()) + 1;
+  static thread_local std::unique_ptr<char[]> output;
+  static thread_local std::size_t output_size = 0;
+  if (output_size < room) {
+    output.reset(new char[room]);  // left uninitialised: the decoder writes what is read
+    output_size = room;
+  }
+  OPCACHE_TRY_ASSIGN(ZSTD_DCtx * dctx, thread_dctx());
+  const std::size_t produced = ZSTD_decompressDCtx(dctx, output.get(), room, payload.data(), frame_size);
+  if (ZSTD_isError(produced)) {
+    return ZSTD_getErrorCode(produced) == ZSTD_error_dstSize_tooSmall
+               ? corrupt("payload holds more bytes than the manifest declares")
+               : corrupt(std::string("payload does not decompress: ") + ZSTD_getErrorName(produced));
+  }
+  OPCACHE_TRY(splitter.feed(output.get(), produced));
+  if (frame_size != payload.size()) {
+    return corrupt("unexpected bytes after the compressed payload");
+  }
+  if (!splitter.complete()) {
+    return corrupt("payload ended before member \"" + splitter.missing_member_name() + "\" was complete");
+  }
+  return {};
+}
+
+Status BundleReader::decode_streamed(MemberSplitter& splitter) {
+  // One pair of buffers per thread, reused, and left uninitialised (not
+  // vectors): zeroing their 256 KiB cost a hit process 64 page faults, for
+  // pages a small bundle never uses.
   static thread_local RawBuffer in_buffer(ZSTD_DStreamInSize());
   static thread_local RawBuffer out_buffer(ZSTD_DStreamOutSize());
-  if (!dctx) {
-    return Error::internal("zstd: cannot create a decompression context");
-  }
-  ZSTD_DCtx_reset(dctx.get(), ZSTD_reset_session_and_parameters);
-  ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, k_max_window_log);
-
-  MemberSplitter splitter(m_manifest.members, sink);
-  OPCACHE_TRY(splitter.start());
+  OPCACHE_TRY_ASSIGN(ZSTD_DCtx * dctx, thread_dctx());
 
   // The payload must be a regular zstd frame: a skippable frame would carry
   // bytes nobody checks.
@@ -205,13 +297,12 @@ Status BundleReader::read_members(MemberSink& sink) {
       OPCACHE_TRY_ASSIGN(n, m_source.read(in_buffer.data(), in_buffer.size()));
     }
     if (n == 0) {
-      return corrupt("truncated in the payload" +
-                     (splitter.complete() ? std::string() : " (member \"" + splitter.missing_member_name() + "\")"));
+      return corrupt("truncated in the payload" + splitter.pending_member_note());
     }
     ZSTD_inBuffer input{in_buffer.data(), n, 0};
     while (input.pos < input.size || !frame_done) {
       ZSTD_outBuffer output{out_buffer.data(), out_buffer.size(), 0};
-      last_result = ZSTD_decompressStream(dctx.get(), &output, &input);
+      last_result = ZSTD_decompressStream(dctx, &output, &input);
       if (ZSTD_isError(last_result)) {
         return corrupt(std::string("payload does not decompress: ") + ZSTD_getErrorName(last_result));
       }

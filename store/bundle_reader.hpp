@@ -31,13 +31,17 @@ class DiscardingSink final : public MemberSink {
   Status end(const MemberEntry&) override { return {}; }
 };
 
-/// Which manifest fields a reader needs.
-enum class ManifestFields {
-  all,      ///< every field, strictly parsed and checked (manifest_from_json)
-  for_hit,  ///< a local hit: key and members may be read fast (scan_manifest_for_hit),
-            ///< descriptor and scenario may be left empty; only with KeyCheck::trust_digest
-            ///< and a digest check before anything is published
+/// What a reader is for, and so what it may take on trust.
+enum class ReadFor {
+  verification,  ///< everything checked: the manifest strictly parsed, every member's size and SHA-256
+  local_hit,     ///< a hit on an object of this store, whose digest the caller checks before anything
+                 ///< is published (only with KeyCheck::trust_digest). Every object was verified whole
+                 ///< when it was stored, so that digest vouches for the rest: key and members may be
+                 ///< read fast (scan_manifest_for_hit), descriptor and scenario may be left empty, and
+                 ///< members' SHA-256 are not computed again (their sizes still are checked)
 };
+
+class MemberSplitter;  // bundle_reader.cpp: hands the payload to a sink member by member
 
 /// Reads one bundle from a source. Use: read_manifest(), then read_members().
 /// Errors about the bundle's bytes are `corrupt` and start with "bundle: ";
@@ -45,13 +49,15 @@ enum class ManifestFields {
 class BundleReader {
  public:
   explicit BundleReader(base::ByteSource& source, BundleLimits limits = {}, KeyCheck key_check = KeyCheck::recompute,
-                        ManifestFields fields = ManifestFields::all);
+                        ReadFor purpose = ReadFor::verification);
 
   /// Reads and validates the header and manifest (see manifest_from_json).
   Result<Manifest> read_manifest();
 
   /// Decompresses the payload into `sink`, verifying every member, and checks
-  /// that the frame and the input end exactly where the manifest says.
+  /// that the frame and the input end exactly where the manifest says. A
+  /// payload the source holds in memory (ByteSource::take_rest) is decoded in
+  /// one call when its members are small; the checks and errors are the same.
   Status read_members(MemberSink& sink);
 
   /// SHA-256 (hex) of every byte read; the bundle digest after read_members().
@@ -60,11 +66,13 @@ class BundleReader {
 
  private:
   Status read_exact(void* buffer, std::size_t size, const char* what);
+  Status decode_streamed(MemberSplitter& splitter);
+  Status decode_in_place(std::string_view payload, MemberSplitter& splitter);
 
   base::HashingSource m_source;
   BundleLimits m_limits;
   KeyCheck m_key_check;
-  ManifestFields m_fields;
+  ReadFor m_purpose;
   Manifest m_manifest;
   bool m_have_manifest = false;
 };

@@ -34,7 +34,7 @@ constexpr int k_lookup_attempts = 3;
 Status decode_entry(base::ByteSource& source, const BundleLimits& limits, const IndexEntry& entry, MemberSink& sink,
                     KeyCheck key_check) {
   BundleReader reader(source, limits, key_check,
-                      key_check == KeyCheck::trust_digest ? ManifestFields::for_hit : ManifestFields::all);
+                      key_check == KeyCheck::trust_digest ? ReadFor::local_hit : ReadFor::verification);
   OPCACHE_TRY_ASSIGN(Manifest manifest, reader.read_manifest());
   if (manifest.key != entry.key) {
     return Error::corrupt("bundle holds key " + manifest.key + ", not " + entry.key);

@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "base/byte_stream.hpp"
@@ -39,16 +41,18 @@ class TricklingSource final : public base::ByteSource {
   std::size_t m_step;
 };
 
-void read_bundle(base::ByteSource& source, store::KeyCheck key_check, store::ManifestFields fields) {
-  store::BundleReader reader(source, store::BundleLimits{}, key_check, fields);
+// Whether the bundle reads whole; its digest when it does.
+std::optional<std::string> read_bundle(base::ByteSource& source, store::KeyCheck key_check, store::ReadFor purpose) {
+  store::BundleReader reader(source, store::BundleLimits{}, key_check, purpose);
   auto manifest = reader.read_manifest();
   if (!manifest) {
     fuzz::trace(manifest.error().message());
-    return;
+    return std::nullopt;
   }
   store::DiscardingSink sink;
   auto members = reader.read_members(sink);
   fuzz::trace(members ? "read " + reader.finish_digest() : members.error().message());
+  return members ? std::optional<std::string>(reader.finish_digest()) : std::nullopt;
 }
 
 [[noreturn]] void disagree(const char* what) {
@@ -77,10 +81,15 @@ void compare_scan_with_strict(std::string_view text) {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const auto bytes = fuzz::as_text(data, size);
+  // A bundle in memory is decoded in one call, one trickled in is streamed:
+  // the two must accept and refuse the same bytes.
   base::MemorySource whole(bytes);
-  read_bundle(whole, store::KeyCheck::recompute, store::ManifestFields::all);
+  const bool in_place = read_bundle(whole, store::KeyCheck::recompute, store::ReadFor::verification).has_value();
   TricklingSource trickle(bytes, 13);
-  read_bundle(trickle, store::KeyCheck::trust_digest, store::ManifestFields::for_hit);
+  const bool streamed = read_bundle(trickle, store::KeyCheck::recompute, store::ReadFor::verification).has_value();
+  if (in_place != streamed) disagree("a bundle decoded in place and streamed");
+  TricklingSource hit(bytes, 13);
+  read_bundle(hit, store::KeyCheck::trust_digest, store::ReadFor::local_hit);
   compare_scan_with_strict(bytes);
   return 0;
 }

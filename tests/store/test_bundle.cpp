@@ -77,7 +77,9 @@ class CollectingSink final : public MemberSink {
   Status end(const MemberEntry& member) override {
     CHECK(m_open);
     CHECK(member.name == m_current);
-    CHECK(opcache::base::sha256_hex(data[member.name]) == member.sha256);
+    if (check_digests) {
+      CHECK(opcache::base::sha256_hex(data[member.name]) == member.sha256);
+    }
     ended.push_back(member.name);
     m_open = false;
     return {};
@@ -87,6 +89,7 @@ class CollectingSink final : public MemberSink {
   std::vector<std::string> ended;
   std::map<std::string, std::string> data;
   std::uint64_t total_written = 0;
+  bool check_digests = true;  // that an ended member matches its manifest SHA-256
 
  private:
   std::string m_current;
@@ -236,13 +239,38 @@ void expect_error(const R& result, ErrorCode code, const std::vector<std::string
   }
 }
 
+// Reads a whole bundle held in memory, so that its payload is decoded in place
+// (ByteSource::take_rest); returns the first error.
+Status decode_in_memory(const std::string& bytes, MemberSink& sink, const BundleLimits& limits = {},
+                        opcache::store::ReadFor purpose = opcache::store::ReadFor::verification,
+                        std::string* digest = nullptr) {
+  opcache::base::MemorySource source(bytes);
+  BundleReader reader(source, limits,
+                      purpose == opcache::store::ReadFor::local_hit ? opcache::store::KeyCheck::trust_digest
+                                                                      : opcache::store::KeyCheck::recompute,
+                      purpose);
+  auto manifest = reader.read_manifest();
+  if (!manifest) {
+    return manifest.error();
+  }
+  Status members = reader.read_members(sink);
+  if (members && digest != nullptr) {
+    *digest = reader.finish_digest();
+  }
+  return members;
+}
+
+// Refused streamed and refused in place, with the same words.
 void expect_corrupt(const std::string& bundle, const std::vector<std::string>& needles,
                     const BundleLimits& limits = {}) {
-  CollectingSink sink;
-  Status status = decode(bundle, sink, limits);
-  expect_error(status, ErrorCode::corrupt, needles);
-  // bundle_reader.hpp: "Errors about the bundle's bytes are `corrupt` and start with "bundle: "".
-  CHECK(status.error().message().rfind("bundle: ", 0) == 0);
+  for (const bool in_place : {false, true}) {
+    INFO(std::string(in_place ? "decoded in place" : "streamed"));
+    CollectingSink sink;
+    Status status = in_place ? decode_in_memory(bundle, sink, limits) : decode(bundle, sink, limits);
+    expect_error(status, ErrorCode::corrupt, needles);
+    // bundle_reader.hpp: "Errors about the bundle's bytes are `corrupt` and start with "bundle: "".
+    CHECK(status.error().message().rfind("bundle: ", 0) == 0);
+  }
 }
 
 std::string pseudo_random_bytes(std::size_t size, std::uint32_t seed) {
@@ -364,6 +392,62 @@ TEST_CASE("store::Bundle round-trips a real compiled .o/.json/.info triple byte 
   CHECK(sink.data[names[0]].compare(0, 4,
                                     "\x7f"
                                     "ELF") == 0);
+}
+
+TEST_CASE("store::BundleReader gives the same members, digest and byte count streamed and decoded in place") {
+  TempDir dir;
+  auto kernel = opcache::test::make_kernel(dir.path(), "square", 16);
+  Encoded encoded = encode(reproducible_input(kernel));
+  CollectingSink in_place;
+  std::string in_place_digest;
+  REQUIRE(decode_in_memory(encoded.bytes, in_place, {}, opcache::store::ReadFor::verification, &in_place_digest).ok());
+  for (const std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, SIZE_MAX}) {
+    INFO("chunk " << chunk);
+    CollectingSink streamed;
+    std::string digest;
+    std::uint64_t bytes_read = 0;
+    REQUIRE(decode(encoded.bytes, streamed, {}, chunk, &digest, &bytes_read).ok());
+    CHECK(streamed.data == in_place.data);
+    CHECK(streamed.begun == in_place.begun);
+    CHECK(streamed.ended == in_place.ended);
+    CHECK(digest == in_place_digest);
+    CHECK(bytes_read == encoded.bytes.size());
+  }
+  CHECK(in_place_digest == encoded.written.digest);
+  CHECK(in_place.ended.size() == 3);
+}
+
+TEST_CASE("store::BundleReader for a local hit checks members' sizes, not their SHA-256 again") {
+  // ReadFor::local_hit: the caller checks the object's digest before anything
+  // is published, and every stored object was verified whole when stored.
+  const std::string contents = "the member's real bytes";
+  json manifest = manifest_for({{"k.o", contents}});
+  manifest["members"][0]["sha256"] = opcache::base::sha256_hex("other bytes of some length");
+  const std::string bundle = assemble(manifest, zstd_compress(contents));
+
+  expect_corrupt(bundle, {"member \"k.o\" does not match its SHA-256"});
+  for (const bool in_place : {false, true}) {
+    INFO(std::string(in_place ? "decoded in place" : "streamed"));
+    CollectingSink sink;
+    sink.check_digests = false;  // the reader does not, and this member's is wrong
+    Status status = in_place ? decode_in_memory(bundle, sink, {}, opcache::store::ReadFor::local_hit)
+                             : [&] {
+                                 ChunkedSource source(bundle, 5);
+                                 BundleReader reader(source, {}, opcache::store::KeyCheck::trust_digest,
+                                                     opcache::store::ReadFor::local_hit);
+                                 auto read = reader.read_manifest();
+                                 return read ? reader.read_members(sink) : Status(read.error());
+                               }();
+    REQUIRE_MESSAGE(status.ok(), (status.ok() ? "" : status.error().message()));
+    CHECK(sink.data["k.o"] == contents);
+    CHECK(sink.ended == std::vector<std::string>{"k.o"});
+  }
+
+  json short_member = manifest_for({{"k.o", contents + "!"}});
+  CollectingSink sink;
+  expect_error(decode_in_memory(assemble(short_member, zstd_compress(contents)), sink, {},
+                                opcache::store::ReadFor::local_hit),
+               ErrorCode::corrupt, {"payload ended before member \"k.o\" was complete"});
 }
 
 TEST_CASE("store::verify_bundle returns the manifest and the digest the writer reported") {
