@@ -8,16 +8,24 @@
 #include <exception>
 #include <filesystem>
 #include <new>
-#include <utility>
+#include <stdexcept>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "opcache/opcache.hpp"
+#include "base/environment.hpp"
 #include "base/json_parse.hpp"
+#include "store/scenario.hpp"
 #include "store/setting_table.hpp"
 
 struct opcache_store {
   opcache::Store store;
+};
+
+struct opcache_scenario {
+  opcache::Scenario scenario;
 };
 
 namespace {
@@ -160,14 +168,38 @@ opcache_source source_of(opcache::BuildSource source) {
                                                  : OPCACHE_SOURCE_BYPASSED;
 }
 
-// The paths sorted by file name, as opcache_get_or_build_json reports them.
+// The file name of a path, as a view of its text (no path object made).
+std::string_view file_name_of(const std::filesystem::path& path) {
+  std::string_view text = path.native();
+  return text.substr(text.rfind('/') + 1);
+}
+
+// The paths sorted by file name, as opcache_get_or_build_json and
+// opcache_get_or_build_report report them.
 std::vector<std::filesystem::path> files_by_name(std::vector<std::filesystem::path> files) {
-  std::sort(files.begin(), files.end(),
-            [](const std::filesystem::path& a, const std::filesystem::path& b) { return a.filename() < b.filename(); });
+  std::sort(files.begin(), files.end(), [](const std::filesystem::path& a, const std::filesystem::path& b) {
+    return file_name_of(a) < file_name_of(b);
+  });
   return files;
 }
 
-// Store::get_or_build with a C build callback and `options`; `what` names the C function in messages.
+// Store::get_or_build of a resolved scenario with a C build callback and
+// `options`; `what` names the C function in messages.
+opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const char* descriptor_json,
+                                                     const opcache::Scenario& scenario, const char* out_dir,
+                                                     opcache_build_fn build, void* user_data,
+                                                     const opcache::GetOrBuildOptions& options) {
+  auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
+    int rc = build(work_dir.c_str(), user_data);
+    if (rc != 0) {
+      return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
+    }
+    return {};
+  };
+  return store->store.get_or_build(descriptor_json, scenario, out_dir, callback, options);
+}
+
+// c_get_or_build of scenario text, parsed on every call.
 opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const char* descriptor_json,
                                                      const char* scenario, const char* out_dir,
                                                      opcache_build_fn build, void* user_data,
@@ -180,27 +212,22 @@ opcache::Result<opcache::BuildResult> c_get_or_build(opcache_store* store, const
   if (!parsed) {
     return parsed.error();
   }
-  auto callback = [&](const std::filesystem::path& work_dir) -> opcache::Status {
-    int rc = build(work_dir.c_str(), user_data);
-    if (rc != 0) {
-      return opcache::Error::build_failed("the build callback returned " + std::to_string(rc));
-    }
-    return {};
-  };
-  return store->store.get_or_build(descriptor_json, *parsed, out_dir, callback, options);
+  return c_get_or_build(store, descriptor_json, *parsed, out_dir, build, user_data, options);
 }
 
-// The declared inputs of opcache_get_or_build_inputs_json as options; `usage`
-// error for a NULL array or entry.
-opcache::Result<opcache::GetOrBuildOptions> declared_inputs_options(const char* const* inputs, size_t input_count) {
+// The declared inputs of opcache_get_or_build_inputs_json and
+// opcache_get_or_build_report as options; `usage` error for a NULL array or
+// entry; `what` names the C function in messages.
+opcache::Result<opcache::GetOrBuildOptions> declared_inputs_options(const char* const* inputs, size_t input_count,
+                                                                    const char* what) {
   if (inputs == nullptr && input_count != 0) {
-    return opcache::Error::usage("opcache_get_or_build_inputs_json: inputs must not be NULL when input_count is " +
+    return opcache::Error::usage(std::string(what) + ": inputs must not be NULL when input_count is " +
                                  std::to_string(input_count));
   }
   opcache::GetOrBuildOptions options;
   for (size_t i = 0; i < input_count; ++i) {
     if (inputs[i] == nullptr) {
-      return opcache::Error::usage("opcache_get_or_build_inputs_json: inputs[" + std::to_string(i) +
+      return opcache::Error::usage(std::string(what) + ": inputs[" + std::to_string(i) +
                                    "] is NULL; pass the path of a file or directory the build reads");
     }
     options.inputs.emplace_back(inputs[i]);
@@ -221,6 +248,73 @@ std::string build_report(opcache::BuildResult result) {
                              {"build_ms", result.build_ms},
                              {"note", result.note}};
   return document.dump();
+}
+
+// Where the calling thread's last opcache_get_or_build_report keeps the text
+// its report points to (reused, so a hit allocates nothing for it).
+struct ReportText {
+  std::string files;
+  std::string note;
+};
+thread_local ReportText t_report_text;
+
+// Fills `report` from `result`; its files and note point into t_report_text.
+void fill_report(opcache::BuildResult result, opcache_build_report* report) {
+  if (result.key.size() >= OPCACHE_KEY_BUFFER) {
+    throw std::length_error("a key of " + std::to_string(result.key.size()) + " characters");
+  }
+  copy_key(result.key, report->key);
+  report->source = source_of(result.source);
+  report->build_ms = result.build_ms;
+  std::string& files = t_report_text.files;
+  files.clear();
+  report->file_count = result.files.size();
+  for (const auto& file : files_by_name(std::move(result.files))) {
+    files.append(file.native()).push_back('\0');
+  }
+  report->files = files.data();
+  report->files_size = files.size();
+  t_report_text.note = std::move(result.note);
+  report->note = t_report_text.note.c_str();
+}
+
+// Whether `text` is the JSON form of a scenario (as opcache::parse_scenario decides).
+bool is_scenario_json(std::string_view text) {
+  std::size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && text[first] == '{';
+}
+
+// The OPCACHE_SCENARIO_* bits of what resolving `text` takes from the
+// environment: `text` parsed again with "auto" kept (nothing detected) and
+// its reads of environment variables watched. All bits when that parse fails.
+unsigned environment_inputs(std::string_view text) {
+  constexpr unsigned k_all = OPCACHE_SCENARIO_FROM_ENVIRONMENT | OPCACHE_SCENARIO_DETECTED;
+  bool read_environment = false;
+  const opcache::base::EnvLookup process = opcache::base::process_environment();
+  const opcache::base::EnvLookup watched = [&](const char* name) {
+    read_environment = true;
+    return process(name);
+  };
+  const auto keep = opcache::store::auto_resolution(opcache::AutoFields::keep);
+  auto parse_kept = [&]() -> opcache::Result<opcache::Scenario> {
+    if (!is_scenario_json(text)) {
+      return opcache::store::parse_scenario_spec(text, watched, keep);
+    }
+    auto value = opcache::base::parse_json(text, "scenario");
+    if (!value) {
+      return value.error();
+    }
+    return opcache::store::scenario_from_json(*value, "scenario", watched, keep);
+  };
+  const auto kept = parse_kept();
+  if (!kept) {
+    return k_all;
+  }
+  unsigned bits = read_environment ? OPCACHE_SCENARIO_FROM_ENVIRONMENT : 0u;
+  if (kept->toolchain == "auto" || kept->soc == "auto") {
+    bits |= OPCACHE_SCENARIO_DETECTED;
+  }
+  return bits;
 }
 
 }  // namespace
@@ -445,7 +539,7 @@ opcache_status opcache_get_or_build_inputs_json(opcache_store* store, const char
       return fail_usage("opcache_get_or_build_inputs_json: result_json_out must not be NULL");
     }
     *result_json_out = nullptr;
-    auto options = declared_inputs_options(inputs, input_count);
+    auto options = declared_inputs_options(inputs, input_count, "opcache_get_or_build_inputs_json");
     if (!options) {
       return fail(options.error());
     }
@@ -455,6 +549,65 @@ opcache_status opcache_get_or_build_inputs_json(opcache_store* store, const char
       return fail(result.error());
     }
     *result_json_out = copy_string(build_report(std::move(*result)));
+    return OPCACHE_OK;
+  });
+}
+
+opcache_status opcache_scenario_parse(const char* scenario, opcache_scenario** out, unsigned* environment_out) {
+  return guarded([&] {
+    if (scenario == nullptr || out == nullptr) {
+      return fail_usage("opcache_scenario_parse: scenario and out must not be NULL");
+    }
+    *out = nullptr;
+    auto parsed = opcache::parse_scenario(scenario);
+    if (!parsed) {
+      return fail(parsed.error());
+    }
+    if (environment_out != nullptr) {
+      *environment_out = environment_inputs(scenario);
+    }
+    *out = new opcache_scenario{std::move(*parsed)};
+    return OPCACHE_OK;
+  });
+}
+
+opcache_status opcache_scenario_json(const opcache_scenario* scenario, char** json_out) {
+  return guarded([&] {
+    if (scenario == nullptr || json_out == nullptr) {
+      return fail_usage("opcache_scenario_json: scenario and json_out must not be NULL");
+    }
+    *json_out = copy_string(opcache::scenario_canonical_json(scenario->scenario));
+    return OPCACHE_OK;
+  });
+}
+
+void opcache_scenario_free(opcache_scenario* scenario) { delete scenario; }
+
+opcache_status opcache_get_or_build_report(opcache_store* store, const char* descriptor_json,
+                                           const opcache_scenario* scenario, const char* out_dir,
+                                           const char* const* inputs, size_t input_count, opcache_build_fn build,
+                                           void* user_data, opcache_build_report* report_out) {
+  return guarded([&] {
+    if (store == nullptr || descriptor_json == nullptr || scenario == nullptr || out_dir == nullptr ||
+        build == nullptr || report_out == nullptr) {
+      return fail_usage(
+          "opcache_get_or_build_report: store, descriptor_json, scenario, out_dir, build and report_out must not be "
+          "NULL");
+    }
+    *report_out = opcache_build_report{};
+    opcache::GetOrBuildOptions options;
+    if (input_count != 0 || inputs != nullptr) {
+      auto declared = declared_inputs_options(inputs, input_count, "opcache_get_or_build_report");
+      if (!declared) {
+        return fail(declared.error());
+      }
+      options = std::move(*declared);
+    }
+    auto result = c_get_or_build(store, descriptor_json, scenario->scenario, out_dir, build, user_data, options);
+    if (!result) {
+      return fail(result.error());
+    }
+    fill_report(std::move(*result), report_out);
     return OPCACHE_OK;
   });
 }

@@ -164,6 +164,71 @@ opcache_status opcache_get_or_build_inputs_json(opcache_store* store, const char
                                                 size_t input_count, opcache_build_fn build, void* user_data,
                                                 char** result_json_out);
 
+/* A scenario parsed and resolved once, for calls that take it instead of
+ * scenario text (opcache_get_or_build_report), so that a caller making many
+ * calls in one scenario does not have it parsed (and an explicit toolchain
+ * checked against the CANN install) on every call. Opaque and immutable;
+ * create with opcache_scenario_parse, free with opcache_scenario_free. One
+ * handle may be used from several threads at once and with any store. */
+typedef struct opcache_scenario opcache_scenario;
+
+/* Bits of opcache_scenario_parse's *environment_out: what the resolved
+ * scenario took from the environment at the time of the parse, so a caller
+ * that keeps handles by scenario text knows which ones a later change of the
+ * environment (a RANK_SIZE set, a CANN upgrade, another chip) would make
+ * stale. 0: the text alone decides the scenario. */
+#define OPCACHE_SCENARIO_FROM_ENVIRONMENT 1u /* device_mode from RANK_SIZE / LOCAL_WORLD_SIZE (no device given) */
+#define OPCACHE_SCENARIO_DETECTED 2u         /* toolchain or soc omitted or "auto": detected (install, npu-smi) */
+
+/* Parses and resolves scenario (either form, exactly as opcache_key: "auto"
+ * and omitted fields are resolved now, from the environment of this call)
+ * into a new handle. On success *out owns it; on failure *out is NULL and
+ * the status and message are opcache_key's for the same text (OPCACHE_USAGE).
+ * environment_out may be NULL; otherwise it receives the OPCACHE_SCENARIO_*
+ * bits of what the resolution read from the environment. Thread-safe as long
+ * as nobody calls setenv meanwhile. */
+opcache_status opcache_scenario_parse(const char* scenario, opcache_scenario** out, unsigned* environment_out);
+
+/* The resolved scenario as its canonical JSON (the bytes that are hashed into
+ * keys), every field explicit: text that opcache_scenario_parse and the
+ * functions taking scenario text resolve to the same scenario, whatever the
+ * environment. The caller frees *json_out with opcache_string_free. */
+opcache_status opcache_scenario_json(const opcache_scenario* scenario, char** json_out);
+
+/* Frees a scenario handle; NULL is ignored. No call may be using it. */
+void opcache_scenario_free(opcache_scenario* scenario);
+
+/* What opcache_get_or_build_report did, without JSON. Filled by the library;
+ * the caller owns the struct (its contents need no freeing). */
+typedef struct opcache_build_report {
+  char key[OPCACHE_KEY_BUFFER]; /* the key (with the declared inputs), 64 hex characters and a NUL */
+  opcache_source source;        /* hit, built or bypassed */
+  int64_t build_ms;             /* time the build callback took (0 on a hit) */
+  size_t file_count;            /* how many paths `files` holds */
+  /* The paths of the kernel's files written into out_dir, sorted by file name
+   * (others' files in out_dir are not listed), each NUL-terminated, back to
+   * back: files_size bytes, every NUL counted. */
+  const char* files;
+  size_t files_size;
+  const char* note; /* e.g. why the cache was bypassed; "" when none. Never NULL on success */
+} opcache_build_report;
+
+/* opcache_get_or_build_inputs_json with a resolved scenario and the report in
+ * *report_out instead of JSON: the same transparent path, declared inputs,
+ * mode, debug bypass, single flight and statuses. inputs may be NULL when
+ * input_count is 0 (no declared inputs: the key is opcache_key's). On
+ * OPCACHE_OK *report_out is filled; on failure it is zeroed (files and note
+ * NULL). report_out->files and ->note point into memory the library keeps for
+ * the calling thread, valid until that thread's next call of
+ * opcache_get_or_build_report (one made from inside the build callback of
+ * another finishes before the outer one fills its report, so an outer report
+ * is intact); copy them to keep them longer. The scenario handle is only read
+ * and may be shared by threads. */
+opcache_status opcache_get_or_build_report(opcache_store* store, const char* descriptor_json,
+                                           const opcache_scenario* scenario, const char* out_dir,
+                                           const char* const* inputs, size_t input_count, opcache_build_fn build,
+                                           void* user_data, opcache_build_report* report_out);
+
 #ifdef __cplusplus
 }
 #endif

@@ -32,7 +32,7 @@ from .errors import (
     RemoteError,
     UsageError,
 )
-from .scenario import Scenario
+from .scenario import ResolvedScenario, Scenario
 from .store import SETTINGS, Result, Store, cached, default_store, get_or_build
 
 
@@ -53,6 +53,7 @@ __all__ = [
     "NotFoundError",
     "OpcacheError",
     "RemoteError",
+    "ResolvedScenario",
     "Result",
     "SETTINGS",
     "Scenario",

@@ -45,6 +45,27 @@ SOURCE_BYPASSED = 2
 # typedef int (*opcache_build_fn)(const char* work_dir, void* user_data);
 BUILD_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
 
+# Bits of opcache_scenario_parse's environment_out.
+SCENARIO_FROM_ENVIRONMENT = 1
+SCENARIO_DETECTED = 2
+
+
+class BuildReport(ctypes.Structure):
+    """struct opcache_build_report: what opcache_get_or_build_report did. ``files``
+    points at ``files_size`` bytes: the paths, each NUL-terminated (slice it:
+    ``report.files[:report.files_size]``), in memory the library keeps for the
+    calling thread until its next opcache_get_or_build_report."""
+
+    _fields_ = [
+        ("key", ctypes.c_char * KEY_BUFFER),
+        ("source", ctypes.c_int),  # opcache_source
+        ("build_ms", ctypes.c_int64),
+        ("file_count", ctypes.c_size_t),
+        ("files", ctypes.POINTER(ctypes.c_char)),
+        ("files_size", ctypes.c_size_t),
+        ("note", ctypes.c_char_p),
+    ]
+
 # The library's SONAME: the name a wheel carries it under (opcache/_native/)
 # and the name the dynamic linker knows an installed one by
 # (/usr/lib/<multiarch>/libopcache.so.0 from the Debian package).
@@ -148,6 +169,31 @@ def _declare(lib: ctypes.CDLL) -> None:
             status,
         ),
     }
+    # const opcache_scenario*: a handle from opcache_scenario_parse.
+    c_scenario = ctypes.c_void_p
+    table.update({
+        # scenario, opcache_scenario** out, unsigned* environment_out
+        "opcache_scenario_parse": ([ctypes.c_char_p, ctypes.POINTER(c_scenario), ctypes.POINTER(ctypes.c_uint)], status),
+        # char** json_out, freed with opcache_string_free
+        "opcache_scenario_json": ([c_scenario, ctypes.POINTER(ctypes.c_void_p)], status),
+        "opcache_scenario_free": ([c_scenario], None),
+        # store, descriptor_json, scenario handle, out_dir, const char* const* inputs, size_t input_count,
+        # build, user_data, opcache_build_report* report_out
+        "opcache_get_or_build_report": (
+            [
+                c_store,
+                ctypes.c_char_p,
+                c_scenario,
+                ctypes.c_char_p,
+                ctypes.POINTER(ctypes.c_char_p),
+                ctypes.c_size_t,
+                BUILD_FN,
+                ctypes.c_void_p,
+                ctypes.POINTER(BuildReport),
+            ],
+            status,
+        ),
+    })
     for name, (argtypes, restype) in table.items():
         function = getattr(lib, name)
         function.argtypes = argtypes

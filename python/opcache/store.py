@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,27 +17,29 @@ from typing import Any, Callable, Iterable, Iterator, Optional, Union
 from . import _lib
 from ._lib import lib
 from .errors import UsageError, from_status
-from .scenario import DescriptorLike, ScenarioLike, descriptor_text, scenario_text
+from .scenario import DescriptorLike, ResolvedScenario, ScenarioLike, descriptor_text, scenario_text
 
 PathLike = Union[str, "os.PathLike[str]"]
 BuildFunction = Callable[[Path], Any]
 
 
 
-class _PendingBuild:
-    """One get_or_build call's build function, and what running it did."""
+class _CallDepth(threading.local):
+    """How many build functions of one Store the current thread is inside (a
+    build function may call the Store again), so that close() from inside one
+    raises instead of waiting for its own call."""
 
-    __slots__ = ("build_fn", "error", "build_ms")
+    depth = 0
 
-    def __init__(self, build_fn: BuildFunction) -> None:
-        self.build_fn = build_fn
-        self.error: Optional[BaseException] = None
-        self.build_ms = 0
 
+# One get_or_build call's pending build: a list, not an object, because one is
+# made on every call, hit or not: [build_fn, the exception it raised or None,
+# the ms it took, the Store's _CallDepth].
+_BUILD_FN, _BUILD_ERROR, _BUILD_MS, _BUILD_DEPTH = range(4)
 
 # The calls in progress, by the token passed to C as user_data (id() of their
-# _PendingBuild, which the entry keeps alive until the call returns).
-_PENDING: dict[int, _PendingBuild] = {}
+# pending list, which the entry keeps alive until the call returns).
+_PENDING: dict[int, list[Any]] = {}
 
 
 def _run_build(work_dir: bytes, user_data: Optional[int]) -> int:
@@ -44,42 +47,74 @@ def _run_build(work_dir: bytes, user_data: Optional[int]) -> int:
     Its exception never unwinds through C: it is kept (BaseException, so
     KeyboardInterrupt and SystemExit too) for the call to re-raise."""
     pending = _PENDING[user_data or 0]
+    calls = pending[_BUILD_DEPTH]
+    calls.depth += 1
     start = time.monotonic()
     try:
-        pending.build_fn(Path(os.fsdecode(work_dir)))
+        pending[_BUILD_FN](Path(os.fsdecode(work_dir)))
         return 0
     except BaseException as error:  # must not unwind through C
-        pending.error = error
+        pending[_BUILD_ERROR] = error
         return 1
     finally:
-        pending.build_ms = int((time.monotonic() - start) * 1000)
+        pending[_BUILD_MS] = int((time.monotonic() - start) * 1000)
+        calls.depth -= 1
 
 
 _BUILD_CALLBACK = _lib.BUILD_FN(_run_build)
 
 
-# Reports of opcache_get_or_build_json already parsed, by their text: a kernel
-# hit again in this process reuses its key, source and (immutable) Paths
-# instead of parsing the JSON and the paths again. Bounded; oldest first out.
-_REPORTS: dict[bytes, tuple[str, str, tuple[Path, ...]]] = {}
-_REPORTS_KEPT = 1024
+# The file lists of opcache_get_or_build_report already seen, by their bytes
+# (the paths, each NUL-terminated): a kernel hit again in this process reuses
+# its (immutable) Paths instead of decoding the paths again. Bounded; oldest
+# first out.
+_FILE_LISTS: dict[bytes, tuple[Path, ...]] = {}
+_FILE_LISTS_KEPT = 1024
 # Serialises the evict-and-insert of a miss: another thread inserting between
 # iter() and next() on the dict would raise RuntimeError. Lookups need none.
-_REPORTS_LOCK = threading.Lock()
+_FILE_LISTS_LOCK = threading.Lock()
 
 
-def _parsed_report(text: bytes) -> tuple[str, str, tuple[Path, ...]]:
-    """(key, source, files) of a get_or_build report; the files sorted by name
-    (opcache_get_or_build_json lists them so)."""
-    parsed = _REPORTS.get(text)
-    if parsed is None:
-        report = json.loads(text)
-        parsed = (report["key"], report["source"], tuple(Path(path) for path in report["files"]))
-        with _REPORTS_LOCK:
-            if len(_REPORTS) >= _REPORTS_KEPT:
-                _REPORTS.pop(next(iter(_REPORTS)), None)
-            _REPORTS[text] = parsed
-    return parsed
+def _file_list(packed: bytes) -> tuple[Path, ...]:
+    """The Paths of a report's packed file list (each path NUL-terminated, in
+    the report's order: sorted by file name)."""
+    paths = _FILE_LISTS.get(packed)
+    if paths is None:
+        paths = tuple(Path(os.fsdecode(path)) for path in packed.split(b"\0")[:-1])
+        with _FILE_LISTS_LOCK:
+            if len(_FILE_LISTS) >= _FILE_LISTS_KEPT:
+                _FILE_LISTS.pop(next(iter(_FILE_LISTS)), None)
+            _FILE_LISTS[packed] = paths
+    return paths
+
+
+# Scenarios resolved once, by their text (the str given, or scenario_text's
+# bytes): only those the text alone decides (ResolvedScenario.from_environment
+# False), so no entry can go stale when the environment changes. Bounded: once
+# full, other texts are resolved on each call. Entries are never freed while
+# a call uses them (the call holds a reference).
+_RESOLVED: dict[Union[str, bytes], ResolvedScenario] = {}
+_RESOLVED_KEPT = 256
+
+# opcache_source values -> Result.source.
+_SOURCE_NAMES = ("hit", "built", "bypassed")
+
+
+def _resolved_scenario(scenario: ScenarioLike) -> ResolvedScenario:
+    """scenario resolved: itself when it is a ResolvedScenario, else the kept
+    resolution of its text, else a new one (kept when the text decides it)."""
+    if type(scenario) is str:  # the common case first: no conversion, no ABC check
+        text: Union[str, bytes] = scenario
+    elif isinstance(scenario, ResolvedScenario):
+        return scenario
+    else:
+        text = scenario_text(scenario)
+    resolved = _RESOLVED.get(text)
+    if resolved is None:
+        resolved = ResolvedScenario(text)
+        if not resolved.from_environment and len(_RESOLVED) < _RESOLVED_KEPT:
+            _RESOLVED[text] = resolved
+    return resolved
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,6 +138,21 @@ class Result:
     @property
     def hit(self) -> bool:
         return self.source == "hit"
+
+
+_new_object = object.__new__
+_set_attribute = object.__setattr__
+_FS_ENCODING, _FS_ERRORS = sys.getfilesystemencoding(), sys.getfilesystemencodeerrors()
+
+
+def _result(key: str, source: str, files: list[Path], out_dir: Path, build_ms: int) -> Result:
+    """Result(key=..., ...) without the frozen dataclass's __init__, which sets
+    each field through object.__setattr__ (a quarter of the Python wrapper's
+    own cost on a hit): the same object, its fields written to its __dict__."""
+    result: Result = _new_object(Result)
+    _set_attribute(result, "__dict__", {"key": key, "source": source, "files": files, "out_dir": out_dir,
+                                        "build_ms": build_ms})
+    return result
 
 
 def _check(code: int) -> None:
@@ -182,10 +232,13 @@ class Store:
 
     def __init__(self, cache_dir: Optional[PathLike] = None, **settings: Any) -> None:
         self._handle: Optional[ctypes.c_void_p] = None
-        self._cond = threading.Condition()
-        self._active = 0
+        # The calls in progress, by a token of each: registered and removed
+        # without a lock (dict operations are atomic under the GIL; see
+        # _acquire); close() waits on _idle until none is left.
+        self._calls: dict[object, None] = {}
+        self._idle = threading.Condition()
         self._closing = False
-        self._local = threading.local()
+        self._local = _CallDepth()
         self._options = _options_of(cache_dir, settings)
         handle = ctypes.c_void_p()
         _check(lib.opcache_open_ex(json.dumps(self._options).encode("utf-8"), ctypes.byref(handle)))
@@ -204,14 +257,14 @@ class Store:
 
     def close(self) -> None:
         """Closes the handle; waits for calls running in other threads. Idempotent."""
-        with self._cond:
+        with self._idle:
             if self._handle is None:
                 return
-            if getattr(self._local, "depth", 0):
+            if self._local.depth:
                 raise UsageError("cannot close an opcache Store from inside one of its own calls (e.g. a build function)")
             self._closing = True
-            while self._active:
-                self._cond.wait()
+            while self._calls:
+                self._idle.wait()
             handle, self._handle = self._handle, None
         lib.opcache_close(handle)
 
@@ -235,33 +288,36 @@ class Store:
         where = self._options.get("cache_dir", "<default root>")
         return f"<opcache.Store {where} {'closed' if self.closed else 'open'}>"
 
-    def _acquire(self) -> ctypes.c_void_p:
-        """The handle, counted as in use until the matching _release()."""
-        with self._cond:
-            if self._handle is None or self._closing:
-                raise UsageError("the opcache Store is closed")
-            self._active += 1
-            handle = self._handle
-        local = self._local
-        local.depth = getattr(local, "depth", 0) + 1
+    def _acquire(self, token: object) -> ctypes.c_void_p:
+        """The handle, the call `token` (any object unique among the calls in
+        progress) counted as in use until _release(token). UsageError when the
+        Store is closed or closing."""
+        # Registered first, checked after: close() sets _closing first and looks
+        # at the calls after, so either it waits for this call or this call sees
+        # it closing. No lock per call.
+        self._calls[token] = None
+        handle = self._handle
+        if handle is None or self._closing:
+            self._release(token)
+            raise UsageError("the opcache Store is closed")
         return handle
 
-    def _release(self) -> None:
-        """Ends what _acquire() began; the last call out wakes a waiting close()."""
-        self._local.depth -= 1
-        with self._cond:
-            self._active -= 1
-            if not self._active:
-                self._cond.notify_all()
+    def _release(self, token: object) -> None:
+        """Ends what _acquire(token) began; wakes a waiting close()."""
+        del self._calls[token]
+        if self._closing:
+            with self._idle:
+                self._idle.notify_all()
 
     @contextlib.contextmanager
     def _using(self) -> Iterator[ctypes.c_void_p]:
         """The handle, kept open for the duration of the block."""
-        handle = self._acquire()
+        token = object()
+        handle = self._acquire(token)
         try:
             yield handle
         finally:
-            self._release()
+            self._release(token)
 
     # -- operations ---------------------------------------------------------
 
@@ -373,52 +429,52 @@ class Store:
         (another process's build failed, or build_fn wrote no files),
         CacheTimeoutError, UsageError, CacheIOError.
         """
-        desc, scen = descriptor_text(descriptor), scenario_text(scenario)
-        out_bytes = os.fsencode(out_dir)
-        declared = _declared_inputs(inputs)
+        # The common cases inline (a hit's wrapper is a third of the binding's
+        # cost over the C++ call): descriptor text, a scenario string resolved before.
+        desc = descriptor.encode("utf-8") if type(descriptor) is str else descriptor_text(descriptor)
+        resolved = _RESOLVED.get(scenario) if type(scenario) is str else None
+        if resolved is None:
+            resolved = _resolved_scenario(scenario)
+        out_bytes = os.fspath(out_dir).encode(_FS_ENCODING, _FS_ERRORS)  # os.fsencode, without its frame
+        declared = None if inputs is None else _declared_inputs(inputs)
         # The build runs through the one module-level callback, which finds its
-        # _PendingBuild by the user_data pointer (no ctypes thunk per call).
-        pending = _PendingBuild(build_fn)
+        # pending list by the user_data pointer (no ctypes thunk per call).
+        pending = [build_fn, None, 0, self._local]
         token = id(pending)
-        text = ctypes.c_void_p()
+        report = _lib.BuildReport()
+        # opcache_get_or_build_report writes the files into out_dir itself and
+        # names them (and the key), without JSON: no staging directory, no
+        # key() call. A plain acquire/release, not `with self._using()`: the
+        # generator-based context manager costs 4 µs a call.
+        handle = self._acquire(token)
+        _PENDING[token] = pending
         try:
-            # opcache_get_or_build_json writes the files into out_dir itself and
-            # names them (and the key): no staging directory, no key() call.
-            # A plain acquire/release, not `with self._using()`: the generator-based
-            # context manager costs 4 µs a call, a quarter of this wrapper's own work.
-            handle = self._acquire()
-            _PENDING[token] = pending
-            try:
-                if declared is None:
-                    code = lib.opcache_get_or_build_json(
-                        handle, desc, scen, out_bytes, _BUILD_CALLBACK, token, ctypes.byref(text)
-                    )
-                else:
-                    code = lib.opcache_get_or_build_inputs_json(
-                        handle, desc, scen, out_bytes, declared, len(declared), _BUILD_CALLBACK, token,
-                        ctypes.byref(text),
-                    )
-            finally:
-                del _PENDING[token]
-                self._release()
-            if pending.error is not None:
-                error, pending.error = pending.error, None
-                if hasattr(error, "add_note"):
-                    error.add_note(self._failure_note(desc, scen, declared))
-                try:
-                    raise error
-                finally:
-                    del error
-            _check(code)
-            key, name, files = _parsed_report(ctypes.string_at(text.value))
+            code = lib.opcache_get_or_build_report(
+                handle, desc, resolved._handle, out_bytes, declared, 0 if declared is None else len(declared),
+                _BUILD_CALLBACK, token, report,
+            )
         finally:
-            if text.value:
-                lib.opcache_string_free(text)
+            del _PENDING[token]
+            self._release(token)
+        if pending[_BUILD_ERROR] is not None:
+            error, pending[_BUILD_ERROR] = pending[_BUILD_ERROR], None
+            if hasattr(error, "add_note"):
+                error.add_note(self._failure_note(desc, resolved, declared))
+            try:
+                raise error
+            finally:
+                del error
+        if code:
+            raise from_status(code)
+        source = _SOURCE_NAMES[report.source]
+        packed = report.files[: report.files_size]
+        files = _FILE_LISTS.get(packed) or _file_list(packed)
         out = out_dir if isinstance(out_dir, Path) else Path(os.fsdecode(out_bytes))
-        return Result(key=key, source=name, files=list(files), out_dir=out,
-                      build_ms=0 if name == "hit" else pending.build_ms)
+        return _result(report.key.decode("ascii"), source, list(files), out, 0 if source == "hit" else pending[_BUILD_MS])
 
-    def _failure_note(self, desc: bytes, scen: bytes, declared: Optional[ctypes.Array[ctypes.c_char_p]]) -> str:
+    def _failure_note(
+        self, desc: bytes, scen: ResolvedScenario, declared: Optional[ctypes.Array[ctypes.c_char_p]]
+    ) -> str:
         """The note a failed build's exception gets: the key it was for, or
         (with declared inputs, whose key only the failed call computed) how
         many inputs were declared."""
@@ -449,9 +505,8 @@ def _declared_inputs(
     inputs: Union[None, PathLike, Iterable[PathLike]]
 ) -> Optional[ctypes.Array[ctypes.c_char_p]]:
     """get_or_build's declared inputs as the C array of
-    opcache_get_or_build_inputs_json, paths as given; None when there are none
-    (then the call is opcache_get_or_build_json's). TypeError for an item that
-    is not a str or os.PathLike."""
+    opcache_get_or_build_report, paths as given; None when there are none.
+    TypeError for an item that is not a str or os.PathLike."""
     if inputs is None:
         return None
     if isinstance(inputs, (str, os.PathLike)):

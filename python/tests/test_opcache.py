@@ -443,8 +443,8 @@ class GetOrBuildTest(TempDirTestCase):
             store.get_or_build(descriptor(), SCENARIO, out, lambda d: None)
         self.assertEqual(opcache.store._PENDING, {})
 
-    def test_reports_parsed_from_many_threads_stay_bounded_without_errors(self) -> None:
-        # Evicting the oldest report while another thread inserts one must not
+    def test_file_lists_decoded_from_many_threads_stay_bounded_without_errors(self) -> None:
+        # Evicting the oldest file list while another thread inserts one must not
         # raise ("dictionary changed size during iteration") nor pass the bound.
         from opcache import store as store_module
 
@@ -455,8 +455,10 @@ class GetOrBuildTest(TempDirTestCase):
         def parse(thread: int) -> None:
             try:
                 for i in range(4000):
-                    text = json.dumps({"key": "k", "source": "hit", "files": [f"/o/{thread}-{i}"]}).encode()
-                    store_module._parsed_report(text)
+                    packed = f"/o/{thread}-{i}.json\0/o/{thread}-{i}.o\0".encode()
+                    paths = store_module._file_list(packed)
+                    if paths != (Path(f"/o/{thread}-{i}.json"), Path(f"/o/{thread}-{i}.o")):
+                        errors.append(f"{packed!r} decoded as {paths}")
             except Exception as error:  # noqa: BLE001 - any error is the failure
                 errors.append(repr(error))
 
@@ -469,7 +471,7 @@ class GetOrBuildTest(TempDirTestCase):
         finally:
             sys.setswitchinterval(previous)
         self.assertEqual(errors, [])
-        self.assertLessEqual(len(store_module._REPORTS), store_module._REPORTS_KEPT)
+        self.assertLessEqual(len(store_module._FILE_LISTS), store_module._FILE_LISTS_KEPT)
 
     def test_repeated_hits_return_equal_results_with_their_own_lists(self) -> None:
         # Reports already parsed are reused: each Result still gets its own list.
@@ -772,3 +774,104 @@ class CachedDecoratorTest(TempDirTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+def _write_cann_install(root: Path, version: str) -> None:
+    """A CANN toolkit install as detection reads it: each component's version.info."""
+    for component in ("compiler", "opp", "runtime", "opp_kernel"):
+        (root / component).mkdir(parents=True, exist_ok=True)
+        (root / component / "version.info").write_text(f"Version={version}\ntimestamp=1\n")
+
+
+class ResolvedScenarioTest(TempDirTestCase):
+    def setUp(self) -> None:
+        super().setUp()
+        from opcache import store as store_module
+
+        self.store_module = store_module
+        store_module._RESOLVED.clear()
+        self.saved_environment = {name: os.environ.get(name) for name in ("RANK_SIZE", "ASCEND_TOOLKIT_HOME", "HOME")}
+        self.addCleanup(self.restore_environment)
+
+    def restore_environment(self) -> None:
+        for name, value in self.saved_environment.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+    def count_parses(self) -> list[bytes]:
+        """The scenario texts opcache_scenario_parse is called with from now on."""
+        from opcache import _lib
+
+        parses: list[bytes] = []
+        original = _lib.lib.opcache_scenario_parse
+
+        def counting(text, out, environment):  # type: ignore[no-untyped-def]
+            parses.append(text)
+            return original(text, out, environment)
+
+        _lib.lib.opcache_scenario_parse = counting
+        self.addCleanup(setattr, _lib.lib, "opcache_scenario_parse", original)
+        return parses
+
+    def test_a_scenario_text_that_decides_everything_is_resolved_once(self) -> None:
+        store = self.store()
+        parses = self.count_parses()
+        out = self.tmp / "out"
+        results = [store.get_or_build(descriptor(), scenario, out, lambda d: write_kernel(d, "k", b"1"))
+                   for scenario in (SCENARIO, SCENARIO, SCENARIO, SCENARIO_DICT, SCENARIO_DICT)]
+        self.assertEqual([result.source for result in results], ["built", "hit", "hit", "hit", "hit"])
+        self.assertEqual({result.key for result in results}, {store.key(descriptor(), SCENARIO)})
+        self.assertEqual(len(parses), 2)  # the spec string once, the dict's JSON once
+
+    def test_a_device_from_the_environment_is_resolved_on_every_call(self) -> None:
+        # No device: RANK_SIZE decides it, so the text alone must not be kept.
+        store = self.store()
+        spec = "phase=train,toolchain=8.0.RC2,soc=Ascend910B1"
+        os.environ["RANK_SIZE"] = "1"
+        single = store.get_or_build(descriptor(), spec, self.tmp / "a", lambda d: write_kernel(d, "k", b"1"))
+        os.environ["RANK_SIZE"] = "8"
+        multi = store.get_or_build(descriptor(), spec, self.tmp / "b", lambda d: write_kernel(d, "k", b"8"))
+        self.assertEqual((single.source, multi.source), ("built", "built"))
+        self.assertEqual(single.key, store.key(descriptor(), "device=single," + spec))
+        self.assertEqual(multi.key, store.key(descriptor(), "device=multi," + spec))
+        self.assertNotIn(spec, self.store_module._RESOLVED)
+        self.assertTrue(opcache.ResolvedScenario(spec).from_environment)
+
+    def test_a_detected_toolchain_follows_an_upgrade_unless_resolved_explicitly(self) -> None:
+        install = self.tmp / "Ascend" / "ascend-toolkit" / "latest"
+        _write_cann_install(install, "8.0.RC2")
+        os.environ["ASCEND_TOOLKIT_HOME"] = str(install)
+        os.environ["HOME"] = str(self.tmp / "home")
+        store = self.store()
+        spec = "device=single,phase=train,soc=Ascend910B1"  # toolchain detected
+        before = opcache.ResolvedScenario(spec)
+        self.assertTrue(before.from_environment)
+        self.assertEqual(before.to_dict()["toolchain"], "8.0.RC2")
+        first = store.get_or_build(descriptor(), spec, self.tmp / "a", lambda d: write_kernel(d, "k", b"rc2"))
+        self.assertEqual(first.source, "built")
+        self.assertEqual(first.key, store.key(descriptor(), before))
+        _write_cann_install(install, "8.0.RC3.alpha001")  # an upgrade, in the same process
+        upgraded = store.get_or_build(descriptor(), spec, self.tmp / "b", lambda d: write_kernel(d, "k", b"rc3"))
+        self.assertEqual(upgraded.source, "built")  # not the 8.0.RC2 kernel
+        self.assertNotEqual(upgraded.key, first.key)
+        # A resolution the caller made keeps what it resolved to.
+        kept = store.get_or_build(descriptor(), before, self.tmp / "c", lambda d: self.fail("a hit builds nothing"))
+        self.assertEqual((kept.source, kept.key), ("hit", first.key))
+
+    def test_resolved_scenario_is_accepted_wherever_a_scenario_is(self) -> None:
+        store = self.store()
+        resolved = opcache.ResolvedScenario(SCENARIO)
+        self.assertFalse(resolved.from_environment)
+        self.assertEqual(resolved.to_dict(), SCENARIO_DICT)
+        self.assertEqual(resolved, opcache.ResolvedScenario(opcache.Scenario(**{
+            "device_mode": "single", "phase": "train", "toolchain": "8.0.RC2", "soc": "Ascend910B1"})))
+        self.assertEqual(pickle.loads(pickle.dumps(resolved)), resolved)
+        self.assertEqual(store.key(descriptor(), resolved), store.key(descriptor(), SCENARIO))
+        result = store.get_or_build(descriptor(), resolved, self.tmp / "out", lambda d: write_kernel(d, "k", b"1"))
+        self.assertEqual(result.key, store.key(descriptor(), SCENARIO))
+        self.assertEqual([path.name for path in result.files], ["k.json", "k.o"])
+        with self.assertRaises(opcache.UsageError) as caught:
+            opcache.ResolvedScenario("device=single,phase=sleep,toolchain=8.0.RC2,soc=Ascend910B1")
+        self.assertIn("phase", str(caught.exception))

@@ -470,3 +470,166 @@ TEST_CASE("C API opcache_get_or_build_inputs_json refuses missing inputs, NULL e
                                          &builds, &report) == OPCACHE_USAGE);
   CHECK(builds == 0);
 }
+
+namespace c_api_report_test {
+
+// Owns a scenario handle for the duration of a test.
+struct ScenarioHandle {
+  explicit ScenarioHandle(const char* text) {
+    REQUIRE_MESSAGE(opcache_scenario_parse(text, &scenario, &environment) == OPCACHE_OK, opcache_last_error());
+    REQUIRE(scenario != nullptr);
+  }
+  ~ScenarioHandle() { opcache_scenario_free(scenario); }
+  ScenarioHandle(const ScenarioHandle&) = delete;
+  ScenarioHandle& operator=(const ScenarioHandle&) = delete;
+  opcache_scenario* scenario = nullptr;
+  unsigned environment = 99;
+};
+
+// The paths of a report's packed file list, in order.
+std::vector<std::string> report_files(const opcache_build_report& report) {
+  std::vector<std::string> paths;
+  for (size_t at = 0; at < report.files_size;) {
+    paths.emplace_back(report.files + at);
+    at += paths.back().size() + 1;
+  }
+  return paths;
+}
+
+}  // namespace c_api_report_test
+
+TEST_CASE("C API opcache_scenario_parse resolves a scenario once and says what it read from the environment") {
+  using c_api_report_test::ScenarioHandle;
+  const std::string canonical = R"({"device_mode":"single","phase":"train","soc":"Ascend910B1","toolchain":"8.0.RC2"})";
+  for (const char* text : {k_scenario_spec, k_scenario_json}) {
+    ScenarioHandle parsed(text);
+    CHECK(parsed.environment == 0u);  // the text alone decides it
+    char* json = nullptr;
+    REQUIRE(opcache_scenario_json(parsed.scenario, &json) == OPCACHE_OK);
+    CHECK(std::string(json) == canonical);
+    opcache_string_free(json);
+  }
+  // The canonical JSON is every field explicit: it parses to itself, reading nothing.
+  ScenarioHandle again(canonical.c_str());
+  CHECK(again.environment == 0u);
+  // No device: RANK_SIZE / LOCAL_WORLD_SIZE decide it.
+  ScenarioHandle from_environment("phase=train,toolchain=8.0.RC2,soc=Ascend910B1");
+  CHECK(from_environment.environment == OPCACHE_SCENARIO_FROM_ENVIRONMENT);
+  ScenarioHandle json_from_environment(R"({"phase":"train","toolchain":"8.0.RC2","soc":"Ascend910B1"})");
+  CHECK(json_from_environment.environment == OPCACHE_SCENARIO_FROM_ENVIRONMENT);
+  // environment_out may be NULL.
+  opcache_scenario* quiet = nullptr;
+  REQUIRE(opcache_scenario_parse(k_scenario_spec, &quiet, nullptr) == OPCACHE_OK);
+  opcache_scenario_free(quiet);
+  opcache_scenario_free(nullptr);
+  // Failures: opcache_key's status and message, and no handle.
+  opcache_scenario* bad = reinterpret_cast<opcache_scenario*>(0x1);
+  CHECK(opcache_scenario_parse("device=multi,phase=sleep,toolchain=8.0.RC2,soc=Ascend910B1", &bad, nullptr) ==
+        OPCACHE_USAGE);
+  CHECK(bad == nullptr);
+  CHECK(last_error().find("phase") != std::string::npos);
+  CHECK(opcache_scenario_parse(nullptr, &bad, nullptr) == OPCACHE_USAGE);
+  CHECK(opcache_scenario_parse(k_scenario_spec, nullptr, nullptr) == OPCACHE_USAGE);
+  char* json = nullptr;
+  CHECK(opcache_scenario_json(nullptr, &json) == OPCACHE_USAGE);
+}
+
+TEST_CASE("C API opcache_get_or_build_report reports the key, source and files sorted by name without JSON") {
+  using c_api_report_test::report_files;
+  using c_api_report_test::ScenarioHandle;
+  TempDir temp;
+  Handle handle(temp / "cache");
+  ScenarioHandle scenario(k_scenario_spec);
+  const std::string descriptor = R"({"op_type":"scale","inputs":[{"shape":[32],"dtype":"float16"}]})";
+  int builds = 0;
+  auto build = [](const char* work_dir, void* user_data) -> int {
+    ++*static_cast<int*>(user_data);
+    for (const char* name : {"scale.o", "z_tail.bin", "a_head.bin", "scale.json"}) {
+      opcache::test::write_text(fs::path(work_dir) / name, name);
+    }
+    return 0;
+  };
+  const fs::path out = temp / "kernel_meta";
+  opcache::test::write_text(out / "other.o", "someone else's");  // not listed: not this kernel's
+  char key[OPCACHE_KEY_BUFFER];
+  REQUIRE(opcache_key(handle.store, descriptor.c_str(), k_scenario_spec, key) == OPCACHE_OK);
+  for (opcache_source expected : {OPCACHE_SOURCE_BUILT, OPCACHE_SOURCE_HIT}) {
+    opcache_build_report report;
+    REQUIRE_MESSAGE(opcache_get_or_build_report(handle.store, descriptor.c_str(), scenario.scenario, out.c_str(),
+                                                nullptr, 0, build, &builds, &report) == OPCACHE_OK,
+                    last_error());
+    CHECK(report.source == expected);
+    CHECK(std::string(report.key) == key);
+    CHECK(report.file_count == 4);
+    CHECK(report_files(report) == std::vector<std::string>{(out / "a_head.bin").string(), (out / "scale.json").string(),
+                                                           (out / "scale.o").string(), (out / "z_tail.bin").string()});
+    REQUIRE(report.note != nullptr);
+    CHECK(std::string(report.note).empty());
+    if (expected == OPCACHE_SOURCE_HIT) {
+      CHECK(report.build_ms == 0);
+    }
+    CHECK(read_text(out / "scale.o") == "scale.o");
+  }
+  CHECK(builds == 1);
+  CHECK(std::distance(fs::directory_iterator(out), fs::directory_iterator()) == 5);  // no staging left behind
+
+  // A failing build: its status, and a zeroed report.
+  opcache_build_report failed;
+  failed.files = "stale";
+  auto failing = [](const char*, void*) -> int { return 3; };
+  const std::string other = R"({"op_type":"scale","inputs":[{"shape":[8],"dtype":"float16"}]})";
+  CHECK(opcache_get_or_build_report(handle.store, other.c_str(), scenario.scenario, out.c_str(), nullptr, 0, failing,
+                                    nullptr, &failed) == OPCACHE_BUILD_FAILED);
+  CHECK(failed.files == nullptr);
+  CHECK(failed.file_count == 0);
+  // NULL arguments.
+  CHECK(opcache_get_or_build_report(handle.store, other.c_str(), scenario.scenario, out.c_str(), nullptr, 0, build,
+                                    &builds, nullptr) == OPCACHE_USAGE);
+  CHECK(opcache_get_or_build_report(handle.store, other.c_str(), nullptr, out.c_str(), nullptr, 0, build, &builds,
+                                    &failed) == OPCACHE_USAGE);
+  CHECK(last_error().find("opcache_get_or_build_report") != std::string::npos);
+  CHECK(builds == 1);
+}
+
+TEST_CASE("C API opcache_get_or_build_report keys declared inputs as opcache_get_or_build_inputs_json does") {
+  using c_api_report_test::ScenarioHandle;
+  TempDir temp;
+  Handle handle(temp / "cache");
+  ScenarioHandle scenario(k_scenario_spec);
+  const std::string descriptor = R"({"op_type":"tiled_mul"})";
+  const fs::path header = temp / "tiling.h";
+  opcache::test::write_text(header, "#define TILE 16\n");
+  const std::string header_path = header.string();
+  const char* inputs[] = {header_path.c_str()};
+  int builds = 0;
+  auto build = [](const char* work_dir, void* user_data) -> int {
+    ++*static_cast<int*>(user_data);
+    opcache::test::write_text(fs::path(work_dir) / "tiled_mul.o", "object");
+    return 0;
+  };
+  auto call = [&](const char* out) {
+    opcache_build_report report;
+    REQUIRE_MESSAGE(opcache_get_or_build_report(handle.store, descriptor.c_str(), scenario.scenario,
+                                                (temp / out).c_str(), inputs, 1, build, &builds, &report) == OPCACHE_OK,
+                    last_error());
+    return std::make_pair(report.source, std::string(report.key));
+  };
+  auto [first_source, first_key] = call("out1");
+  CHECK(first_source == OPCACHE_SOURCE_BUILT);
+  // The same key as the JSON call's.
+  char* json = nullptr;
+  REQUIRE(opcache_get_or_build_inputs_json(handle.store, descriptor.c_str(), k_scenario_spec, (temp / "out2").c_str(),
+                                           inputs, 1, build, &builds, &json) == OPCACHE_OK);
+  CHECK(nlohmann::json::parse(json)["key"] == first_key);
+  opcache_string_free(json);
+  CHECK(call("out3") == std::make_pair(OPCACHE_SOURCE_HIT, first_key));
+  opcache::test::write_text(header, "#define TILE 32\n");
+  auto [edited_source, edited_key] = call("out4");
+  CHECK(edited_source == OPCACHE_SOURCE_BUILT);
+  CHECK(edited_key != first_key);
+  CHECK(builds == 2);
+  opcache_build_report report;
+  CHECK(opcache_get_or_build_report(handle.store, descriptor.c_str(), scenario.scenario, (temp / "out5").c_str(),
+                                    nullptr, 2, build, &builds, &report) == OPCACHE_USAGE);
+  CHECK(last_error().find("opcache_get_or_build_report: inputs must not be NULL") != std::string::npos);
+}
