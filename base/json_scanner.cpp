@@ -1,6 +1,50 @@
 #include "base/json_scanner.hpp"
 
+#include <bit>
+#include <cstring>
+
 namespace opcache::base {
+
+namespace {
+
+constexpr std::uint64_t k_ones = 0x0101010101010101ull;
+constexpr std::uint64_t k_highs = 0x8080808080808080ull;
+
+// The high bit of each byte of `word` that is below `limit` (at most 0x80);
+// the lowest such bit is exact, higher ones may be borrow noise.
+constexpr std::uint64_t bytes_below(std::uint64_t word, std::uint8_t limit) {
+  return (word - k_ones * limit) & ~word & k_highs;
+}
+
+constexpr std::uint64_t bytes_equal(std::uint64_t word, char c) {
+  return bytes_below(word ^ (k_ones * static_cast<std::uint8_t>(c)), 1);
+}
+
+// The index of the first byte at or after `from` that ends a plain string or
+// breaks it: '"', '\\' or a control byte; npos when there is none. Eight
+// bytes a step: paths and digests are most of what a hit scans.
+std::size_t find_string_stop(std::string_view text, std::size_t from) {
+  std::size_t i = from;
+  if constexpr (std::endian::native == std::endian::little) {
+    for (; i + 8 <= text.size(); i += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, text.data() + i, 8);
+      const std::uint64_t stops = bytes_below(word, 0x20) | bytes_equal(word, '"') | bytes_equal(word, '\\');
+      if (stops != 0) {
+        return i + static_cast<std::size_t>(std::countr_zero(stops) / 8);
+      }
+    }
+  }
+  for (; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte == '"' || byte == '\\' || byte < 0x20) {
+      return i;
+    }
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
 
 bool JsonScanner::at_end() {
   skip_space();
@@ -25,18 +69,11 @@ bool JsonScanner::plain_string(std::string& out) {
   if (!consume('"')) {
     return false;
   }
-  const std::size_t start = m_pos;
-  const std::size_t end = m_text.find('"', start);  // memchr: fast over long paths and digests
-  if (end == std::string_view::npos) {
+  const std::size_t end = find_string_stop(m_text, m_pos);
+  if (end == std::string_view::npos || m_text[end] != '"') {
     return false;
   }
-  for (std::size_t i = start; i < end; ++i) {
-    const auto byte = static_cast<unsigned char>(m_text[i]);
-    if (byte == '\\' || byte < 0x20) {
-      return false;
-    }
-  }
-  out.assign(m_text.data() + start, end - start);
+  out.assign(m_text.data() + m_pos, end - m_pos);
   m_pos = end + 1;
   return true;
 }

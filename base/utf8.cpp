@@ -1,5 +1,8 @@
 #include "base/utf8.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace opcache::base {
 
 long decode_utf8(std::string_view text, std::size_t& i) noexcept {
@@ -40,6 +43,11 @@ long decode_utf8(std::string_view text, std::size_t& i) noexcept {
 
 bool is_valid_utf8(std::string_view text) noexcept {
   for (std::size_t i = 0; i < text.size();) {
+    std::uint64_t word = 0;
+    if (i + 8 <= text.size() && (std::memcpy(&word, text.data() + i, 8), (word & 0x8080808080808080ull) == 0)) {
+      i += 8;  // eight ASCII bytes
+      continue;
+    }
     if (static_cast<unsigned char>(text[i]) < 0x80) {
       ++i;  // ASCII, most of every path and name: no decoding
       continue;

@@ -28,40 +28,44 @@ bool is_state(const std::string& state) {
   return state == "absent" || digest_after("sha256:") || digest_after("dir:");
 }
 
-// Whether `path` (starting with '/') has no empty, "." or ".." component:
-// one pass over its bytes (a hit checks every input of a local manifest).
+// Whether `path` (starting with '/') has only normal components: none empty,
+// "." or "..", none holding a NUL. One pass over its bytes (a hit checks every
+// input of a local manifest).
 bool has_normal_components(std::string_view path) {
-  std::size_t length = 0;  // of the component so far
-  std::size_t dots = 0;    // how many of its bytes are '.'
-  for (std::size_t i = 1; i <= path.size(); ++i) {
-    if (i == path.size() || path[i] == '/') {
-      if (length == 0 || (dots == length && length <= 2)) {
+  const char* start = path.data() + 1;  // of the current component
+  const char* const end = path.data() + path.size();
+  for (const char* p = start;; ++p) {
+    if (p == end || *p == '/') {
+      const auto length = static_cast<std::size_t>(p - start);
+      if (length == 0 || (length <= 2 && start[0] == '.' && (length == 1 || start[1] == '.'))) {
         return false;
       }
-      length = dots = 0;
-    } else {
-      ++length;
-      dots += path[i] == '.' ? 1 : 0;
+      if (p == end) {
+        return true;
+      }
+      start = p + 1;
+    } else if (*p == '\0') {
+      return false;
     }
   }
-  return true;
 }
 
 // An input path: absolute, or below one of the markers; no "." or ".."
 // component, no empty component, no NUL, valid UTF-8.
 bool is_input_path(const std::string& path) {
-  if (path.empty() || path.size() > k_max_path_bytes || path.find('\0') != std::string::npos ||
-      !base::is_valid_utf8(path)) {
+  if (path.empty() || path.size() > k_max_path_bytes || !base::is_valid_utf8(path)) {
     return false;
   }
   std::string_view rest = path;
-  for (std::string_view marker : {"{out}", "{base}", "{cann}"}) {
-    if (rest == marker) {
-      return true;
-    }
-    if (rest.starts_with(marker) && rest[marker.size()] == '/') {
-      rest.remove_prefix(marker.size());
-      break;
+  if (rest.front() == '{') {
+    for (std::string_view marker : {"{out}", "{base}", "{cann}"}) {
+      if (rest == marker) {
+        return true;
+      }
+      if (rest.starts_with(marker) && rest[marker.size()] == '/') {
+        rest.remove_prefix(marker.size());
+        break;
+      }
     }
   }
   return rest.front() == '/' && (rest == "/" || has_normal_components(rest));

@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -120,17 +121,20 @@ TEST_CASE("store::scan_local_exec_manifest gives up on what it cannot vouch for,
   CHECK(strict_of(foreign_seen)->builds[0].seen.empty());
 }
 
-TEST_CASE("store::exec manifest input paths: empty, '.' and '..' components are refused by both readers, '...' and dotfiles are names") {
+TEST_CASE("store::exec manifest input paths: empty, '.' and '..' components and NUL are refused by both readers, '...' and dotfiles are names") {
   auto with_path = [](const std::string& path) {
     ExecManifest manifest{hex_of('c'), {ManifestBuild{{{path, "absent", {}}}, {"k.o"}, hex_of('1'), "", {}}}};
     return opcache::store::exec_manifest_to_local_json(manifest);
   };
-  for (const std::string path : {"/a//b", "/a/./b", "/a/..", "/a/../b", "/a/b/", "/.", "{base}//x", "a/b", "{out}x"}) {
+  for (const std::string& path : std::vector<std::string>{"/a//b", "/a/./b", "/a/..", "/a/../b", "/a/b/", "/.", "/..", "//", "{base}//x", "a/b",
+                                 "{out}x", "{nope}/a", "{base}/..", std::string("/a/b\0c", 6),
+                                 std::string("/a\0", 3), std::string("{out}/\0", 7)}) {
     INFO(path);
     CHECK_FALSE(opcache::store::scan_local_exec_manifest(with_path(path)).has_value());
     CHECK_FALSE(opcache::store::parse_local_exec_manifest(with_path(path), "m.json").ok());
   }
-  for (const std::string path : {"/", "/a/.../b", "/home/.config/k.h", "/a/..b/c.", "{out}", "{out}/k.o", "{cann}/opp/x"}) {
+  for (const std::string path : {"/", "/a/.../b", "/home/.config/k.h", "/a/..b/c.", "/a/b.", "/.x/..y", "{out}", "{base}",
+                                 "{out}/k.o", "{cann}/opp/x"}) {
     INFO(path);
     CHECK(opcache::store::scan_local_exec_manifest(with_path(path)).has_value());
     CHECK(opcache::store::parse_local_exec_manifest(with_path(path), "m.json").ok());
