@@ -115,6 +115,9 @@ Result<Store> Store::open(const StoreConfig& config) {
   options.aging = settings.aging();
   options.sharing = settings.shared_group.value ? store::Sharing::group : store::Sharing::owner;
   options.warn = warn;
+  if (settings.mode.value == store::CacheMode::disable) {
+    options.new_index = store::NewIndex::on_first_use;  // the cache bypassed: no SQLite, no index.db
+  }
   OPCACHE_TRY(load_signature_settings(settings, options));
   OPCACHE_TRY_ASSIGN(auto local, store::LocalStore::open(std::move(options)));
   auto impl = std::make_unique<Impl>();

@@ -41,11 +41,17 @@ Result<std::unique_ptr<LocalStore>> LocalStore::open(StoreOptions options) {
   }
   StoreLayout layout(options.root, options.sharing);
   OPCACHE_TRY(layout.create_directories());
+  const bool create_index = options.new_index == NewIndex::on_open;
   std::unique_ptr<LocalStore> store(new LocalStore(std::move(options)));
   struct stat info {};
-  if (::lstat(layout.index().c_str(), &info) != 0) {
+  if (create_index && ::lstat(layout.index().c_str(), &info) != 0) {
     // A new store gets its index now, as part of its layout; an existing
     // one opens it on first use (a hit through a key record never does).
+    // With NewIndex::on_first_use (the cache bypassed: --mode disable) it
+    // is created on first use too, so a run that uses nothing of the store
+    // loads no SQLite and writes no index. A key record is written only
+    // after its row is committed, so no store has records without an index
+    // (schema 2 keeps out an opcache that does not know them).
     base::MutexLock lock(store->m_index_mutex);
     OPCACHE_TRY(store->open_index());
   }

@@ -42,6 +42,12 @@ Clock system_clock_ms();
 /// was dropped, ...). Never receives tokens or secrets.
 using WarningSink = std::function<void(const std::string& message)>;
 
+/// When LocalStore::open creates the index of a new store.
+enum class NewIndex {
+  on_open,       ///< with the layout (the default)
+  on_first_use,  ///< when something needs it: for a caller that may use none of the store (--mode disable)
+};
+
 struct StoreOptions {
   std::filesystem::path root;
   BundleLimits limits;
@@ -61,6 +67,7 @@ struct StoreOptions {
   /// Which entries must carry a valid signature by a trusted key
   /// (store/trust.hpp); null: none.
   std::shared_ptr<const TrustPolicy> trust;
+  NewIndex new_index = NewIndex::on_open;
 };
 
 /// Where a bundle handed to adopt() comes from, and the signatures that
@@ -113,8 +120,9 @@ using opcache::VerifyReport;
 /// work is not) and process-safe (any number of processes may share a root).
 class LocalStore {
  public:
-  /// Creates the layout if needed, and the index of a new store; an
-  /// existing index is opened on first use.
+  /// Creates the layout if needed, and the index of a new store unless
+  /// options.new_index says on_first_use; an existing index is opened on
+  /// first use.
   static Result<std::unique_ptr<LocalStore>> open(StoreOptions options);
   /// Flushes hits counted in memory (see flush_hits).
   ~LocalStore();

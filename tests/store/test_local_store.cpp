@@ -275,6 +275,34 @@ TEST_CASE("store::LocalStore put then get round-trips real kernels byte-exact an
   CHECK(sorted_names_in(store->layout().tmp()).empty());
 }
 
+TEST_CASE("store::LocalStore opened with NewIndex::on_first_use creates no index until something uses it") {
+  TempDir temp;
+  auto square = make_kernel(temp / "src", "square", 16);
+  {
+    opcache::store::StoreOptions options;
+    options.root = temp / "eager";
+    auto eager = LocalStore::open(options);
+    REQUIRE(eager.ok());
+    CHECK(fs::is_regular_file((*eager)->layout().index()));  // the default: with the layout
+  }
+  opcache::store::StoreOptions options;
+  options.root = temp / "cache";
+  options.new_index = opcache::store::NewIndex::on_first_use;
+  auto opened = LocalStore::open(options);
+  REQUIRE(opened.ok());
+  LocalStore& store = **opened;
+  // Opening makes the layout only: a run that never touches the index
+  // (--mode disable) leaves no index.db.
+  CHECK(fs::is_directory(store.layout().objects()));
+  CHECK_FALSE(fs::exists(store.layout().index()));
+  CHECK_FALSE(store.index_opened());
+  auto put = put_ok(store, input_for(square, opcache::test::k_test_scenario, 10));
+  CHECK(put.stored);
+  CHECK(store.index_opened());
+  CHECK(fs::is_regular_file(store.layout().index()));
+  CHECK(local_store_counter(store, "stores") == 1);
+}
+
 TEST_CASE("store::LocalStore get rejects a malformed key with a usage error") {
   TempDir temp;
   StoreFixture store(temp / "cache");
