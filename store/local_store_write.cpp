@@ -163,7 +163,8 @@ Status LocalStore::record_row(Publication& publication, ReplacePolicy policy, ba
       publication.retired_digest = existing->digest;
     }
   }
-  OPCACHE_TRY(m_index->upsert(entry));
+  // The row was looked up in this transaction: a new key takes the cheaper INSERT.
+  OPCACHE_TRY(existing ? m_index->upsert(entry) : m_index->insert(entry));
   OPCACHE_TRY(m_index->add_counter(counter::stores, 1));
   return m_index->add_counter(counter::bytes_stored, entry.bundle_size);
 }

@@ -299,6 +299,31 @@ TEST_CASE("store::Index upsert stores every column and replaces the row of the s
   CHECK_FALSE(missing->has_value());
 }
 
+TEST_CASE("store::Index insert adds a key's first row with its sizes counted and refuses a key that has one") {
+  opcache::test::TempDir temp;
+  Index index = open_index(temp / "index.db");
+  auto entry = make_entry(hex_key('a'), hex_key('d'));
+  entry.bundle_size = 300;
+  entry.pinned = true;
+  REQUIRE(index.insert(entry).ok());
+  auto found = index.lookup(entry.key);
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  check_same(**found, entry);
+  CHECK(*index.counter_value(opcache::store::counter::store_entries) == 1);
+  CHECK(*index.counter_value(opcache::store::counter::store_bytes) == 300);
+  // Not an upsert: the row of the key stays as it was, and so do the sizes.
+  auto second = make_entry(entry.key, hex_key('e'));
+  auto refused = index.insert(second);
+  CHECK_FALSE(refused.ok());
+  found = index.lookup(entry.key);
+  REQUIRE(found.ok());
+  REQUIRE(found->has_value());
+  CHECK((*found)->digest == entry.digest);
+  CHECK(*index.counter_value(opcache::store::counter::store_entries) == 1);
+  CHECK(*index.counter_value(opcache::store::counter::store_bytes) == 300);
+}
+
 TEST_CASE("store::Index remove deletes rows, with only_if_digest only when the row still points there") {
   opcache::test::TempDir temp;
   Index index = open_index(temp / "index.db");
