@@ -218,7 +218,9 @@ class ExecRun {
         m_context.remotes->enqueue_exec_manifest_upload(m_plan.command_key);
       }
     }
-    (void)m_context.local.record_miss();
+    if (!m_miss_counted) {
+      (void)m_context.local.record_miss();
+    }
   }
 
   // Runs the command under the tracer, digesting the files it reads while
@@ -354,9 +356,13 @@ class ExecRun {
     for (const auto& file : m_result.build.files) {
       input.members.push_back({file.filename().string(), file, ""});
     }
+    // The miss is counted in the put's own transaction: one index commit, not two.
+    m_context.local.record_miss_with_next_write();
+    m_miss_counted = true;
     // Not synced: an exec entry lost to a power cut costs a rebuild (ccache syncs nothing either).
     auto stored = m_context.local.put(input, m_context.force ? ReplacePolicy::replace : ReplacePolicy::keep_existing,
                                       base::Durability::deferred);
+    (void)m_context.local.flush_pending_misses();  // a put that wrote no row (kept, failed) did not take it
     if (!stored) {
       m_context.local.options().warn("built " + m_result.build.key + " but could not store it: " +
                                      stored.error().message());
@@ -380,6 +386,7 @@ class ExecRun {
   std::set<std::string> m_tried;                // entries already looked for
   std::optional<store::ExecManifest> m_stored;  // the manifest written after a stored build
   bool m_built_elsewhere = false;
+  bool m_miss_counted = false;  // store() counted this build's miss
 };
 
 // Runs the command without the cache, for one of `why`.

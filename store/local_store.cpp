@@ -141,6 +141,23 @@ Status LocalStore::count(const char* counter_name, std::int64_t delta) {
   return m_index->add_counter(counter_name, delta);
 }
 
+void LocalStore::record_miss_with_next_write() {
+  base::MutexLock lock(m_index_mutex);
+  ++m_pending_misses;
+}
+
+Status LocalStore::flush_pending_misses() {
+  base::MutexLock lock(m_index_mutex);
+  if (m_pending_misses == 0) {
+    return {};
+  }
+  OPCACHE_TRY(open_index());
+  auto statistics_only = m_index->defer_sync();
+  OPCACHE_TRY(m_index->add_counter(counter::misses, m_pending_misses));
+  m_pending_misses = 0;
+  return {};
+}
+
 Result<std::optional<IndexEntry>> LocalStore::find(const std::string& key) {
   base::MutexLock lock(m_index_mutex);
   OPCACHE_TRY(open_index());

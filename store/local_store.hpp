@@ -239,6 +239,15 @@ class LocalStore {
 
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
+  /// Counts a miss in the transaction of the next row this store writes
+  /// (put, adopt), from any thread; until then only in memory. For a miss
+  /// about to store its build (exec): one index commit instead of two.
+  /// Follow with flush_pending_misses() so that a put that wrote no row
+  /// does not leave it pending.
+  void record_miss_with_next_write();
+  /// Commits the misses of record_miss_with_next_write() that no write has
+  /// taken yet; nothing (and no index opened) when there are none.
+  Status flush_pending_misses();
   /// Adds `delta` to the counter `name` (remote hits, errors, ...).
   Status record_counter(const char* name, std::int64_t delta) { return count(name, delta); }
 
@@ -332,6 +341,8 @@ class LocalStore {
   // This store's own signature of a bundle it wrote (none without a signing key).
   Result<Signatures> own_signatures(const std::string& key, const std::string& digest) const;
   Result<std::optional<PutOutcome>> keep_if_present(const std::string& key);
+  // Whether keys/ holds a record of `key` (one lstat; not read).
+  bool key_record_exists(const std::string& key) const;
   // Drops a row whose object is missing or corrupt, if it still points there.
   void drop_bad_entry(const IndexEntry& entry, const std::string& why, const char* counter_name);
   // Opens the index on first use (a hit through a key record never does).
@@ -414,6 +425,8 @@ class LocalStore {
   // Opened on first use (open_index).
   base::Mutex m_index_mutex;
   std::optional<Index> m_index GUARDED_BY(m_index_mutex);
+  // Misses of record_miss_with_next_write() not committed yet.
+  std::int64_t m_pending_misses GUARDED_BY(m_index_mutex) = 0;
   KeyTable m_keys{m_layout};
   // Key records this store read or wrote, at most k_remembered_records.
   base::Mutex m_records_mutex;

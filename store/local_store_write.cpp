@@ -40,12 +40,19 @@ IndexEntry entry_from_manifest(const Manifest& manifest, const std::string& dige
   return entry;
 }
 
+bool path_exists(const std::filesystem::path& path) {
+  struct stat info {};
+  return ::lstat(path.c_str(), &info) == 0;
+}
+
 std::uint64_t source_bytes(int fd) {
   struct stat info {};
   return ::fstat(fd, &info) == 0 ? static_cast<std::uint64_t>(info.st_size) : 0;
 }
 
 }  // namespace
+
+bool LocalStore::key_record_exists(const std::string& key) const { return path_exists(m_keys.record_path(key)); }
 
 Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string& key) {
   OPCACHE_TRY_ASSIGN(auto existing, find(key));
@@ -59,8 +66,11 @@ Result<std::optional<PutOutcome>> LocalStore::keep_if_present(const std::string&
 
 Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy policy, base::Durability durability) {
   OPCACHE_TRY_ASSIGN(std::string key, derive_key(input.descriptor, input.scenario));
-  if (policy == ReplacePolicy::keep_existing) {
-    // Cheap early exit: no encoding when the entry is already there.
+  if (policy == ReplacePolicy::keep_existing && key_record_exists(key)) {
+    // Cheap early exit: no encoding when the entry is already there. Every
+    // entry stored since schema 2 has a key record, so without one the key
+    // is (almost always) new: the index is not asked twice, and if it has a
+    // row after all, record_row keeps it as this would have.
     OPCACHE_TRY_ASSIGN(auto kept, keep_if_present(key));
     if (kept) {
       return *kept;
@@ -215,7 +225,13 @@ Status LocalStore::record_rows(std::vector<std::optional<Publication>>& staged, 
       OPCACHE_TRY(record_row(*publication, policy, durability));
     }
   }
-  return transaction.commit();
+  const std::int64_t misses = m_pending_misses;
+  if (misses != 0) {
+    OPCACHE_TRY(m_index->add_counter(counter::misses, misses));
+  }
+  OPCACHE_TRY(transaction.commit());
+  m_pending_misses -= misses;
+  return {};
 }
 
 std::vector<Result<PutOutcome>> LocalStore::adopt_batch(std::vector<VerifiedBundle> bundles, ReplacePolicy policy,

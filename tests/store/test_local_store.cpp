@@ -303,6 +303,51 @@ TEST_CASE("store::LocalStore opened with NewIndex::on_first_use creates no index
   CHECK(local_store_counter(store, "stores") == 1);
 }
 
+TEST_CASE("store::LocalStore record_miss_with_next_write counts the miss once, in the put's commit or when flushed") {
+  TempDir temp;
+  auto square = make_kernel(temp / "src", "square", 16);
+  StoreFixture store(temp / "cache");
+  auto input = input_for(square, opcache::test::k_test_scenario, 10);
+  store->record_miss_with_next_write();
+  CHECK(local_store_counter(*store, "misses") == 0);  // in memory until a write
+  auto put = put_ok(*store, input);
+  CHECK(put.stored);
+  CHECK(local_store_counter(*store, "misses") == 1);  // committed with the row
+  REQUIRE(store->flush_pending_misses().ok());
+  CHECK(local_store_counter(*store, "misses") == 1);  // not twice
+  // A put that writes no row (the key is there) leaves it to the flush.
+  store->record_miss_with_next_write();
+  auto again = put_ok(*store, input);
+  CHECK_FALSE(again.stored);
+  CHECK(local_store_counter(*store, "misses") == 1);
+  REQUIRE(store->flush_pending_misses().ok());
+  CHECK(local_store_counter(*store, "misses") == 2);
+  CHECK(local_store_counter(*store, "already_present") == 1);
+}
+
+TEST_CASE("store::LocalStore keep_existing keeps an entry whose key record is gone without replacing it") {
+  TempDir temp;
+  auto square = make_kernel(temp / "src", "square", 16);
+  StoreFixture store(temp / "cache");
+  auto input = input_for(square, opcache::test::k_test_scenario, 10);
+  auto first = put_ok(*store, input);
+  REQUIRE(first.stored);
+  // Without its record put skips the early look and encodes; the row is kept all the same.
+  REQUIRE(fs::remove(store->layout().keys() / first.key.substr(0, 2) / first.key));
+  store.now_ms += 1000;
+  auto second = put_ok(*store, input);
+  CHECK_FALSE(second.stored);
+  CHECK(second.digest == first.digest);
+  CHECK(local_store_counter(*store, "stores") == 1);
+  CHECK(local_store_counter(*store, "already_present") == 1);
+  auto entry = store->lookup(first.key);
+  REQUIRE(entry.ok());
+  REQUIRE(entry->has_value());
+  CHECK((*entry)->created_ms == store.now_ms - 1000);
+  CHECK(fs::is_regular_file(store->layout().object_path(first.digest)));
+  CHECK(files_and_links_under(store->layout().tmp()).empty());
+}
+
 TEST_CASE("store::LocalStore get rejects a malformed key with a usage error") {
   TempDir temp;
   StoreFixture store(temp / "cache");
