@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <string>
 
 #include "base/file_io.hpp"
 #include "base/try.hpp"
@@ -99,6 +100,18 @@ Result<CacheRoot> resolve_cache_root(const std::optional<fs::path>& flag, const 
     return CacheRoot{fs::path(*home) / ".cache" / "opcache", "HOME"};
   }
   return Error::usage("no cache directory: pass --cache-dir DIR or set OPCACHE_DIR (HOME is not set either)");
+}
+
+fs::path StoreLayout::object_path(const std::string& digest) const {
+  std::string text = m_root.native();
+  if (!text.empty() && text.back() != '/') {
+    text += '/';
+  }
+  text += "objects/";
+  text.append(digest, 0, 2);
+  text += '/';
+  text += digest;
+  return fs::path(std::move(text));
 }
 
 Status StoreLayout::create_directories() const {

@@ -58,7 +58,8 @@ class StoreLayout {
   /// manifests/<first two hex digits>/<command key>.json: exec manifests (store/exec_manifest_file.hpp)
   fs::path manifests() const { return m_root / "manifests"; }
   /// objects/<first two hex digits>/<digest>
-  fs::path object_path(const std::string& digest) const { return objects() / digest.substr(0, 2) / digest; }
+  /// (one path made from one string: a hit names an object on every lookup)
+  fs::path object_path(const std::string& digest) const;
 
   /// Creates root, objects/, tmp/ and locks/ if missing and checks the
   /// root, those and outbox/, remotes/, digests/, revocations/ and keys/ (when present): each must be a real

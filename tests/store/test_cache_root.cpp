@@ -326,3 +326,13 @@ TEST_CASE("store::StoreLayout in a private root creates nothing group-writable")
   CHECK(mode_of(layout.tmp()) == 0755);
   CHECK_FALSE(fs::exists(layout.index()));
 }
+
+TEST_CASE("store::StoreLayout::object_path is objects/<first two hex digits>/<digest> below any root") {
+  const std::string digest = "ab" + std::string(62, '3');
+  for (const std::string root : {"/var/cache/opcache", "/var/cache/opcache/", "relative/root", "/", ""}) {
+    INFO("root \"" << root << "\"");
+    const StoreLayout layout{fs::path(root)};
+    CHECK(layout.object_path(digest) == layout.objects() / "ab" / digest);
+    CHECK(layout.object_path(digest).native() == (layout.objects() / "ab" / digest).native());
+  }
+}
