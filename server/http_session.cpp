@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -500,9 +501,11 @@ class Session : public SessionBase {
   void write(std::shared_ptr<RenderedBundleResponse> rendered, int status, std::uint64_t bytes_out, bool close) {
     std::size_t head_sent = 0;
     std::size_t body_sent = 0;
-    if (Derived::k_sends_files && rendered->file && send_without_copy(*rendered, head_sent, body_sent)) {
+    if (Derived::k_sends_files &&
+        (rendered->file ? send_without_copy(*rendered, head_sent, body_sent)
+                        : send_from_memory(*rendered, head_sent, body_sent))) {
       keep_spare(std::move(rendered));
-      on_written({}, status, bytes_out, close);
+      written_at_once(status, bytes_out, close);
       return;
     }
     // What is left (everything without a file), from memory, under the
@@ -524,6 +527,44 @@ class Session : public SessionBase {
     rendered->body.reset();
     rendered->file.reset();
     m_spare_rendered = std::move(rendered);
+  }
+
+  // Sends what the socket takes now without blocking of a response held in
+  // memory: head and bytes in one sendmsg(2). True when all of it went; else
+  // `head_sent` and `body_sent` say how far it got, and the rest goes by an
+  // asynchronous write (which reports an error). A small GET's answer almost
+  // always fits the socket buffer, and sending it here skips an asynchronous
+  // write's operation, its timer and its completion's trip through the I/O
+  // loop: ~2,700 of a small GET's ~24,500 instructions (issue 39).
+  bool send_from_memory(const RenderedBundleResponse& rendered, std::size_t& head_sent, std::size_t& body_sent) {
+    auto& socket = lowest().socket();
+    const int fd = socket.native_handle();
+    const std::size_t body_size = rendered.body ? rendered.body->size() : 0;
+    while (head_sent < rendered.head.size() || body_sent < body_size) {
+      std::array<iovec, 2> pieces{};
+      std::size_t count = 0;
+      if (head_sent < rendered.head.size()) {
+        pieces[count++] = {const_cast<char*>(rendered.head.data()) + head_sent, rendered.head.size() - head_sent};
+      }
+      if (body_sent < body_size) {
+        pieces[count++] = {const_cast<char*>(rendered.body->data()) + body_sent, body_size - body_sent};
+      }
+      msghdr message{};
+      message.msg_iov = pieces.data();
+      message.msg_iovlen = count;
+      const ssize_t sent = ::sendmsg(fd, &message, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent < 0 && errno == EINTR) {
+        continue;
+      }
+      if (sent <= 0) {
+        return false;  // a full socket buffer, or an error the asynchronous write reports
+      }
+      auto left = static_cast<std::size_t>(sent);
+      const std::size_t to_head = std::min(left, rendered.head.size() - head_sent);
+      head_sent += to_head;
+      body_sent += left - to_head;
+    }
+    return true;
   }
 
   // Sends what the socket takes now without blocking: the head (held back by
@@ -623,7 +664,7 @@ class Session : public SessionBase {
       }
     }
     if (sending->head_sent == sending->head.size() && static_cast<std::uint64_t>(sending->offset) == sending->size) {
-      on_written({}, status, bytes_out, close);
+      written_at_once(status, bytes_out, close);
       return;
     }
     // The socket is full (or failing): wait for it under the connection's
@@ -684,7 +725,22 @@ class Session : public SessionBase {
       derived().shutdown();
       return;
     }
+    if (m_inline_depth > k_max_inline_depth) {
+      // Pipelined requests answered at once would each call the next one's
+      // handling from within its own: let the stack unwind now and then.
+      net::post(derived().stream().get_executor(), [self = self_pointer()] { self->read_request(); });
+      return;
+    }
     read_request();
+  }
+
+  // on_written for a response sent whole without waiting (send_from_memory,
+  // send_without_copy): the next pipelined request is then read and answered
+  // from within this call, m_inline_depth deep.
+  void written_at_once(int status, std::uint64_t bytes_out, bool close) {
+    ++m_inline_depth;
+    on_written({}, status, bytes_out, close);
+    --m_inline_depth;
   }
 
   void log_request(int status, std::uint64_t bytes_out) {
@@ -722,6 +778,9 @@ class Session : public SessionBase {
     m_state->api.usage().record(event);
   }
 
+  // How many responses sent at once (written_at_once) are on the stack.
+  static constexpr int k_max_inline_depth = 16;
+  int m_inline_depth = 0;
   // The last bundle response written, for to_message to reuse (keep_spare).
   std::shared_ptr<RenderedBundleResponse> m_spare_rendered;
   std::string m_client;   // "address:port", for the access log
