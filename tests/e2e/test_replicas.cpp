@@ -26,6 +26,7 @@
 #include "tests/support/files.hpp"
 #include "tests/support/flight_team.hpp"
 #include "tests/support/http_proxy.hpp"
+#include "tests/support/kernels.hpp"
 #include "tests/support/moto.hpp"
 #include "tests/support/process.hpp"
 #include "tests/support/server.hpp"
