@@ -111,6 +111,14 @@ class MemberSplitter {
 
   std::string missing_member_name() const { return m_index < m_members.size() ? m_members[m_index].name : ""; }
 
+  // A payload that ended before the last member did is corrupt.
+  Status check_complete() const {
+    if (!complete()) {
+      return corrupt("payload ended before member \"" + missing_member_name() + "\" was complete");
+    }
+    return {};
+  }
+
   // " (member \"NAME\")" for the member not yet complete, or nothing.
   std::string pending_member_note() const {
     return complete() ? std::string() : " (member \"" + missing_member_name() + "\")";
@@ -248,26 +256,22 @@ Status BundleReader::decode_in_place(std::string_view payload, MemberSplitter& s
   // One byte of room past the declared size tells "more bytes than declared"
   // from "exactly as declared".
   const std::size_t room = static_cast<std::size_t>(m_manifest.total_size()) + 1;
-  static thread_local std::unique_ptr<char[]> output;
-  static thread_local std::size_t output_size = 0;
-  if (output_size < room) {
-    output.reset(new char[room]);  // left uninitialised: the decoder writes what is read
-    output_size = room;
+  static thread_local RawBuffer output(0);
+  if (output.size() < room) {
+    output = RawBuffer(room);
   }
   OPCACHE_TRY_ASSIGN(ZSTD_DCtx * dctx, thread_dctx());
-  const std::size_t produced = ZSTD_decompressDCtx(dctx, output.get(), room, payload.data(), frame_size);
+  const std::size_t produced = ZSTD_decompressDCtx(dctx, output.data(), room, payload.data(), frame_size);
   if (ZSTD_isError(produced)) {
     return ZSTD_getErrorCode(produced) == ZSTD_error_dstSize_tooSmall
                ? corrupt("payload holds more bytes than the manifest declares")
                : corrupt(std::string("payload does not decompress: ") + ZSTD_getErrorName(produced));
   }
-  OPCACHE_TRY(splitter.feed(output.get(), produced));
+  OPCACHE_TRY(splitter.feed(output.data(), produced));
   if (frame_size != payload.size()) {
     return corrupt("unexpected bytes after the compressed payload");
   }
-  if (!splitter.complete()) {
-    return corrupt("payload ended before member \"" + splitter.missing_member_name() + "\" was complete");
-  }
+  OPCACHE_TRY(splitter.check_complete());
   return {};
 }
 
@@ -320,9 +324,7 @@ Status BundleReader::decode_streamed(MemberSplitter& splitter) {
       }
     }
   }
-  if (!splitter.complete()) {
-    return corrupt("payload ended before member \"" + splitter.missing_member_name() + "\" was complete");
-  }
+  OPCACHE_TRY(splitter.check_complete());
   char extra = 0;
   OPCACHE_TRY_ASSIGN(std::size_t trailing, m_source.read(&extra, 1));
   if (trailing != 0) {
