@@ -140,6 +140,8 @@ struct ExecContext {
   remote::TeamFlight* team;    // team single flight, or null
   remote::LookupHint hint;     // what the lookups are for, told to a server
   std::function<Result<bool>(const std::string& key)> fetch;  // the remotes' layered lookup of a key
+  /// Lets the remotes prefetch the command's scenario (entries and exec manifests) into the local store.
+  std::function<void()> prefetch;
   /// Queues a stored key for upload to every uploading remote but the one given.
   std::function<void(const std::string& key, const remote::Remote* except)> after_store;
 };
@@ -188,9 +190,15 @@ class ExecRun {
  private:
   // The remotes' manifests of the command, merged into the local one, and
   // the first of their builds whose inputs hold.
+  // A fresh machine's first lookup of a scenario prefetches it first, so
+  // that its other commands find their manifests here, not one request each.
   Result<bool> try_remote_manifests() {
     if (m_context.remotes == nullptr || m_context.remotes->empty() || m_context.force) {
       return false;
+    }
+    OPCACHE_TRY_ASSIGN(bool prefetched_hit, try_prefetched_manifest());
+    if (prefetched_hit) {
+      return true;
     }
     OPCACHE_TRY_ASSIGN(auto remote_manifest, m_context.remotes->fetch_exec_manifests(m_plan.command_key));
     if (!remote_manifest) {
@@ -198,6 +206,17 @@ class ExecRun {
     }
     (void)store::merge_into_exec_manifest(m_context.local.layout(), *remote_manifest);
     return try_builds(*remote_manifest);
+  }
+
+  // The local manifest once the remotes have had the chance to prefetch the
+  // scenario, and the first of its builds not yet tried whose inputs hold.
+  Result<bool> try_prefetched_manifest() {
+    m_context.prefetch();
+    OPCACHE_TRY_ASSIGN(auto manifest, local_manifest_of());
+    if (!manifest) {
+      return false;
+    }
+    return try_builds(*manifest);
   }
 
   // The entry and the manifest of this build, to the team server at once.
@@ -524,7 +543,10 @@ Result<ExecResult> Store::exec(const ExecRequest& request) {
                             m_impl->opened_at_ms,
                             m_impl->team.get(),
                             hint,
-                            [this, &hint](const std::string& key) { return m_impl->fetch_from_remotes(key, hint); },
+                            [this, &hint, &request](const std::string& key) {
+                              return m_impl->fetch_from_remotes(key, hint, &request.scenario);
+                            },
+                            [this, &request] { m_impl->remotes->prefetch(scenario_filter(request.scenario)); },
                             [this](const std::string& key, const remote::Remote* except) {
                               m_impl->after_store(key, except);
                             }};

@@ -356,6 +356,14 @@ Closing RemoteSet::close() {
   return closing;
 }
 
+void RemoteSet::prefetch(const ListFilter& scenario) {
+  for (const auto& remote : m_remotes) {
+    if (remote.breaker->allows()) {
+      prefetch_scenario(m_local, remote, scenario);
+    }
+  }
+}
+
 Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario) {
   // Revoked here (`opcache revoke --local`): no remote may bring it back.
   if (auto tombstone = m_local.revocation(key); tombstone && *tombstone) {

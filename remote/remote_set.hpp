@@ -88,6 +88,13 @@ class RemoteSet {
   /// whole scenario (remote/prefetch.hpp).
   Result<bool> fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario = nullptr);
 
+  /// Gives each remote whose breaker allows it the chance to prefetch
+  /// `scenario` into the local store, entries and exec manifests
+  /// (remote/prefetch.hpp), as fetch_into_local does before it fetches a
+  /// key: for a lookup that starts from the local store's exec manifests.
+  /// Never fails; never waits for another process's prefetch.
+  void prefetch(const ListFilter& scenario);
+
   /// Reads each remote's revocation list (RemoteStore::revocations) and
   /// deletes the revoked keys from the local store (counted as `revoked`,
   /// each reported through the warning sink); an entry stored after its

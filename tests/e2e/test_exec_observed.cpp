@@ -407,6 +407,33 @@ TEST_CASE("e2e::exec observed: three machines and a team server: an equal tree h
   CHECK(machines[2].file("out/k.o") != machines[0].file("out/k.o"));
 }
 
+TEST_CASE("e2e::exec observed: a fresh machine's first exec prefetches the scenario's entries and manifests from the server") {
+  TempDir temp;
+  write_text(temp.path() / "tokens", opcache::test::token_line(opcache::test::k_write_token, "team", "read,write"));
+  write_text(temp.path() / "token", opcache::test::k_write_token);
+  opcache::test::ServerProcess server(temp.path() / "storage",
+                                      {"--tokens", (temp.path() / "tokens").string(), "--anonymous-read"});
+  Tree a(temp.path() / "a" / "repo", temp.path() / "a" / "cache");
+  Tree b(temp.path() / "b" / "repo", temp.path() / "b" / "cache");
+  for (const Tree* tree : {&a, &b}) {
+    write_text(tree->dir / "k1.c", "int one(int x) { return x + 1; }\n");
+    write_text(tree->dir / "k2.c", "int two(int x) { return x + 2; }\n");
+  }
+  auto gcc = [](const std::string& stem) {
+    return std::vector<std::string>{"sh", "-c", "echo ran >> runs.log; gcc -O2 -c " + stem + ".c -o out/" + stem + ".o"};
+  };
+  const std::vector<std::string> uploading{"--base-dir", a.dir.string(), "--remote", server.base_url() + "|upload",
+                                           "--token-file", (temp.path() / "token").string()};
+  CHECK(source_of(a.exec("out", gcc("k1"), {}, uploading)) == "built");
+  CHECK(source_of(a.exec("out", gcc("k2"), {}, uploading)) == "built");
+  // b's first exec finds nothing here: it prefetches the scenario, then hits.
+  CHECK(source_of(b.exec("out", gcc("k1"), {}, {"--base-dir", b.dir.string(), "--remote", server.base_url()})) == "hit");
+  // Its second finds k2's entry and manifest here already: a hit with no remote at all.
+  CHECK(source_of(b.exec("out", gcc("k2"), {}, {"--base-dir", b.dir.string(), "--no-remote"})) == "hit");
+  CHECK(runs(b) == 0);
+  CHECK(b.file("out/k2.o") == a.file("out/k2.o"));
+}
+
 TEST_CASE("e2e::exec observed: push and pull carry the manifests, so a pulled machine hits with no remote at exec time") {
   TempDir temp;
   Tree a(temp.path() / "a" / "repo", temp.path() / "a" / "cache");
