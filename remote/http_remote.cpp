@@ -2,6 +2,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <functional>
@@ -33,7 +34,11 @@ constexpr const char* k_what = "opcache server";
 constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
 constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
-constexpr long k_batch_timeout_factor = 10;  // a batch request's timeout, in the remote's timeouts
+constexpr long k_batch_timeout_factor = 10;
+constexpr std::size_t k_manifest_batch = 1000;  // the server's per-request limit of POST /v1/manifests/fetch
+// An answer of POST /v1/manifests/fetch: the server stops adding manifests
+// at 16 MiB, and one manifest is at most store::k_max_manifest_bytes.
+constexpr curl_off_t k_max_manifest_batch_bytes = 32 * 1024 * 1024;  // a batch request's timeout, in the remote's timeouts
 
 // One request and its response body, attempted as often as the retry policy
 // says. Only a 200 body goes to the download descriptor: an error body (a
@@ -460,6 +465,22 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return std::optional<std::string>(std::move(response.text));
   }
 
+  std::vector<std::string> fetch_exec_manifest_batch(const std::vector<std::string>& command_keys,
+                                                     const ManifestReceiver& receive) override {
+    std::vector<std::string> pending = command_keys;
+    while (!pending.empty() && !m_no_manifest_batches.load()) {
+      const std::size_t size = std::min(pending.size(), k_manifest_batch);
+      const std::vector<std::string> chunk(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(size));
+      const auto again = fetch_manifest_chunk(chunk, receive);
+      if (!again || again->size() == chunk.size()) {
+        break;  // failed, or no progress: what is left is fetched one at a time
+      }
+      pending.erase(pending.begin(), pending.begin() + static_cast<std::ptrdiff_t>(size));
+      pending.insert(pending.begin(), again->begin(), again->end());
+    }
+    return pending;
+  }
+
   // PUT /v1/manifests/{key}: the server merges it into its own under its lock.
   Status do_store_exec_manifest(const store::ExecManifest& manifest) override {
     OPCACHE_TRY(store::check_key(manifest.command_key));
@@ -750,6 +771,44 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
     return response->status == 200 && reader.complete();
   }
 
+  // One POST /v1/manifests/fetch (API v1 revision 10): hands each manifest
+  // of `chunk` the server sent to `receive`; the keys it asks to be asked
+  // again, or std::nullopt when the request failed or the answer is not one
+  // (an older server's 400, 404 or 405 also turns batches off).
+  std::optional<std::vector<std::string>> fetch_manifest_chunk(const std::vector<std::string>& chunk,
+                                                               const ManifestReceiver& receive) {
+    HttpTransfer request("POST", m_base + "/v1/manifests/fetch", m_options.token);
+    request.set_json_body(json{{"keys", chunk}}.dump());
+    request.set_max_response_bytes(k_max_manifest_batch_bytes);
+    request.set_timeout_ms(m_options.timeout_ms * k_batch_timeout_factor);
+    auto response = perform(request);
+    if (!response) {
+      return std::nullopt;
+    }
+    if (response->status == 400 || response->status == 404 || response->status == 405) {
+      m_no_manifest_batches = true;  // older than API v1 revision 10
+      return std::nullopt;
+    }
+    auto body = json::parse(response->text, nullptr, false);
+    if (response->status != 200 || !body.is_object() || !body.contains("manifests") || !body["manifests"].is_object() ||
+        !body.contains("again") || !body["again"].is_array()) {
+      return std::nullopt;
+    }
+    const std::set<std::string> asked(chunk.begin(), chunk.end());
+    for (auto& [command_key, manifest] : body["manifests"].items()) {
+      if (asked.contains(command_key)) {
+        receive(command_key, manifest.dump());
+      }
+    }
+    std::vector<std::string> again;
+    for (const auto& command_key : body["again"]) {
+      if (command_key.is_string() && asked.contains(command_key.get<std::string>())) {
+        again.push_back(command_key.get<std::string>());
+      }
+    }
+    return again;
+  }
+
   static EngineOptions engine_options(const RemoteOptions& options) {
     EngineOptions engine;
     engine.connect_timeout_ms = options.connect_timeout_ms;
@@ -779,6 +838,7 @@ class HttpRemote final : public RemoteStore, public BuildLeases, public ServerSt
   RequestEngine m_engine;
   RequestEngine m_bucket_engine;  // downloads from the bucket (bucket_engine_options)
   std::atomic<bool> m_no_batches{false};  // the server has no POST /v1/entries/fetch
+  std::atomic<bool> m_no_manifest_batches{false};  // the server has no POST /v1/manifests/fetch
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -167,6 +168,23 @@ class RemoteStore {
   virtual Result<std::optional<std::string>> fetch_exec_manifest(const std::string& command_key) {
     (void)command_key;
     return std::optional<std::string>();
+  }
+
+  /// Receives one exec manifest of fetch_exec_manifest_batch: its command
+  /// key and its JSON text as the remote sent it (not parsed, not trusted).
+  using ManifestReceiver = std::function<void(const std::string& command_key, std::string text)>;
+
+  /// The exec manifests of `command_keys` in as few requests as the remote
+  /// allows (an opcache server of API v1 revision 10: one POST
+  /// /v1/manifests/fetch per 1,000 keys), each handed to `receive` as it
+  /// arrives, on the calling thread. A key the remote answered it has no
+  /// manifest for is not received. Returns the keys not answered (the
+  /// default: all; an older server; a failed request), for the caller to
+  /// ask one at a time with fetch_exec_manifest. Never fails.
+  virtual std::vector<std::string> fetch_exec_manifest_batch(const std::vector<std::string>& command_keys,
+                                                             const ManifestReceiver& receive) {
+    (void)receive;
+    return command_keys;
   }
 
   /// Merges `manifest` into the one the remote keeps for its command key

@@ -320,11 +320,12 @@ void push_exec_manifests(store::LocalStore& local, const Remote& remote, const s
   });
 }
 
-// The remote's exec manifest of `command_key` merged into the local one;
-// false when the remote has none, or sent one that is not valid (reported).
-Result<bool> pull_exec_manifest(store::LocalStore& local, const Remote& remote, const std::string& command_key) {
+// `text`, the remote's answer for the exec manifest of `command_key`,
+// merged into the local one; false when the remote has none, or sent one
+// that is not valid (reported).
+Result<bool> merge_pulled_manifest(store::LocalStore& local, const Remote& remote, const std::string& command_key,
+                                   Result<std::optional<std::string>> text) {
   const std::string origin = "the exec manifest of " + command_key + " from remote " + remote.store->name();
-  auto text = remote.store->fetch_exec_manifest(command_key);
   if (!text && text.error().code() != ErrorCode::corrupt) {
     return text.error();
   }
@@ -343,16 +344,23 @@ Result<bool> pull_exec_manifest(store::LocalStore& local, const Remote& remote, 
   return true;
 }
 
-// pull: merges the remote's exec manifest of each command key into the local one.
+// pull: merges the remote's exec manifest of each command key into the local
+// one: in batches where the remote has them, the rest one request each.
 void pull_exec_manifests(store::LocalStore& local, const Remote& remote, const std::vector<std::string>& command_keys,
                          const TransferRequest& request, TransferSummary& summary) {
   ManifestTally tally(summary);
-  run_parallel(command_keys.size(), parallelism_of(remote, request), request.cancel, [&](std::size_t index) {
-    const auto& command_key = command_keys[index];
-    auto pulled = pull_exec_manifest(local, remote, command_key);
+  auto count = [&](const std::string& command_key, const Result<bool>& pulled) {
     if (!pulled || *pulled) {
       tally.count(command_key, pulled ? Status{} : Status(pulled.error()), "exec manifest not pulled");
     }
+  };
+  const auto singles = remote.store->fetch_exec_manifest_batch(
+      command_keys, [&](const std::string& command_key, std::string text) {
+        count(command_key, merge_pulled_manifest(local, remote, command_key, std::optional<std::string>(std::move(text))));
+      });
+  run_parallel(singles.size(), parallelism_of(remote, request), request.cancel, [&](std::size_t index) {
+    const auto& command_key = singles[index];
+    count(command_key, merge_pulled_manifest(local, remote, command_key, remote.store->fetch_exec_manifest(command_key)));
   });
 }
 

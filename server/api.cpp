@@ -398,27 +398,36 @@ ApiResponse Api::delete_entry(const std::string& key) {
   return json_response(200, {{"key", key}, {"deleted", true}});
 }
 
-ApiResponse Api::query(const std::string& body) {
+std::optional<ApiResponse> read_key_list(const std::string& body, std::size_t max_keys, const std::string& what,
+                                         std::vector<std::string>& keys) {
   auto parsed = base::parse_json(body, "request body");
   if (!parsed) {
     return error_response(400, "bad_request", parsed.error().message());
   }
-  auto keys = parsed->find("keys");
-  if (!parsed->is_object() || keys == parsed->end() || !keys->is_array()) {
+  auto listed = parsed->find("keys");
+  if (!parsed->is_object() || listed == parsed->end() || !listed->is_array()) {
     return error_response(400, "bad_request", "request body must be {\"keys\": [\"<64 hex>\", ...]}");
   }
-  if (keys->size() > m_config.max_query_keys) {
+  if (listed->size() > max_keys) {
     return error_response(413, "too_many_keys",
-                          "at most " + std::to_string(m_config.max_query_keys) + " keys per query, got " +
-                              std::to_string(keys->size()));
+                          "at most " + std::to_string(max_keys) + " keys per " + what + ", got " +
+                              std::to_string(listed->size()));
   }
-  std::vector<std::string> wanted;
-  for (const auto& key : *keys) {
+  keys.clear();
+  for (const auto& key : *listed) {
     if (!key.is_string() || !store::check_key(key.get<std::string>())) {
-      return error_response(400, "invalid_key", "keys[" + std::to_string(wanted.size()) +
+      return error_response(400, "invalid_key", "keys[" + std::to_string(keys.size()) +
                                                     "] is not a cache key (64 lowercase hex characters)");
     }
-    wanted.push_back(key.get<std::string>());
+    keys.push_back(key.get<std::string>());
+  }
+  return std::nullopt;
+}
+
+ApiResponse Api::query(const std::string& body) {
+  std::vector<std::string> wanted;
+  if (auto refused = read_key_list(body, m_config.max_query_keys, "query", wanted)) {
+    return std::move(*refused);
   }
   auto present = m_storage.present(wanted);
   if (!present) {

@@ -34,7 +34,7 @@ struct RevokeRequest;
 
 /// The revision of HTTP API v1 this server speaks (docs/protocol.md, the
 /// version notes), reported by GET /v1/status as "revision".
-inline constexpr int k_api_revision = 9;
+inline constexpr int k_api_revision = 10;
 
 /// Largest in-memory request body (a query for 10,000 keys is ~700 KB).
 inline constexpr std::size_t k_small_body_limit = 2u << 20;
@@ -73,6 +73,19 @@ struct Route {
   std::string error_message;
   std::string allow;             ///< for 405: the allowed methods
 };
+
+/// Command keys per POST /v1/manifests/fetch.
+inline constexpr std::size_t k_manifest_batch_keys = 1000;
+
+/// Manifest text per answer of POST /v1/manifests/fetch; the keys beyond go
+/// to "again" (one manifest may reach store::k_max_manifest_bytes).
+inline constexpr std::size_t k_manifest_batch_bytes = 16 * 1024 * 1024;
+
+/// The keys of a JSON request body {"keys": ["<64 hex>", ...]} (at most
+/// `max_keys`) into `keys`; or the answer to give instead: 400 bad_request
+/// (`what` names the request) or invalid_key, 413 too_many_keys. Pure.
+std::optional<ApiResponse> read_key_list(const std::string& body, std::size_t max_keys, const std::string& what,
+                                         std::vector<std::string>& keys);
 
 /// Resolves a method and a path (without query string) by the routes of
 /// server/routes.hpp.
@@ -245,6 +258,13 @@ class Api {
   /// key_mismatch when its command_key is not the URL's, 413 when larger
   /// than store::k_max_manifest_bytes.
   ApiResponse put_exec_manifest(const std::string& command_key, const std::string& body);
+  /// POST /v1/manifests/fetch (revision 10): the exec manifests of the JSON
+  /// `body`'s command keys ({"keys": [...]}, at most k_manifest_batch_keys):
+  /// 200 {"manifests": {KEY: manifest, ...}, "again": [KEY, ...]}, a key
+  /// without a (valid) stored manifest in neither, the keys left once the
+  /// answer holds k_manifest_batch_bytes of manifests in "again"; 400 for a
+  /// malformed body, 413 too_many_keys.
+  ApiResponse fetch_exec_manifests(const std::string& body);
   ApiResponse query(const std::string& body);
   /// POST /v1/entries/fetch (api_fetch.cpp): the bundles of the body's keys
   /// ({"keys": [...]}, at most config.max_query_keys) or of its filter

@@ -1,10 +1,12 @@
 // Exec manifests in HTTP API v1 (docs/protocol.md "Exec manifests", revision
 // 7): GET /v1/manifests/{key} answers the manifest the storage keeps for a
-// command key, PUT merges a client's into it. The server checks a manifest's
+// command key, PUT merges a client's into it; POST /v1/manifests/fetch
+// (revision 10) answers many keys' at once. The server checks a manifest's
 // shape and key, never what it points at: a client recomputes each entry key
 // from the inputs it lists (store/exec_manifest.hpp), so a manifest only
 // decides which entry a lookup asks for.
 #include <string>
+#include <vector>
 
 #include "server/api.hpp"
 
@@ -37,6 +39,33 @@ ApiResponse Api::get_exec_manifest(const std::string& command_key, bool head_onl
   ApiResponse response;
   response.body = store::exec_manifest_to_json(**stored);
   response.head_only = head_only;
+  return response;
+}
+
+ApiResponse Api::fetch_exec_manifests(const std::string& body) {
+  std::vector<std::string> keys;
+  if (auto refused = read_key_list(body, k_manifest_batch_keys, "manifest fetch", keys)) {
+    return std::move(*refused);
+  }
+  // {"manifests":{KEY:MANIFEST,...},"again":[KEY,...]}, the manifests'
+  // text as stored (JSON objects), without parsing them again.
+  std::string manifests;
+  std::string again;
+  for (const auto& command_key : keys) {
+    if (manifests.size() >= k_manifest_batch_bytes) {
+      again += (again.empty() ? "\"" : ",\"") + command_key + "\"";
+      continue;
+    }
+    auto stored = m_storage.exec_manifest(command_key);
+    if (!stored && stored.error().code() != ErrorCode::corrupt) {
+      return storage_failure(stored.error());
+    }
+    if (stored && *stored) {
+      manifests += (manifests.empty() ? "\"" : ",\"") + command_key + "\":" + store::exec_manifest_to_json(**stored);
+    }
+  }
+  ApiResponse response;
+  response.body = "{\"manifests\":{" + manifests + "},\"again\":[" + again + "]}";
   return response;
 }
 

@@ -98,6 +98,10 @@ ApiResponse handle_unrevoke(Api& api, const ApiRequest& request) {
   return api.unrevoke(request.route.key);
 }
 
+ApiResponse handle_fetch_manifests(Api& api, const ApiRequest& request) {
+  return api.fetch_exec_manifests(request.body);
+}
+
 ApiResponse handle_read_manifest(Api& api, const ApiRequest& request) {
   return api.get_exec_manifest(request.route.key, request.method == "HEAD");
 }
@@ -148,6 +152,8 @@ constexpr RouteSpec k_routes[] = {
   {unrevoke,         "revocations","DELETE",    "/v1/revocations/{key}",        Scope::admin,  k_none,   worker,       false,    request,    handle_unrevoke},
   // Exec manifests (api_manifests.cpp): not lookups of kernels, so not counted.
   // The PUT's body may be up to store::k_max_manifest_bytes (small_body_limit).
+  // Reads up to k_manifest_batch_bytes of manifests into one response.
+  {manifest_fetch,   "manifest",   "POST",      "/v1/manifests/fetch",          Scope::read,   k_small,  worker,       false,    monitoring, handle_fetch_manifests},
   {manifest_read,    "manifest",   "GET, HEAD", "/v1/manifests/{key}",          Scope::read,   k_none,   worker,       false,    monitoring, handle_read_manifest},
   {manifest_put,     "manifest",   "PUT",       "/v1/manifests/{key}",          Scope::write,  k_small,  worker,       false,    monitoring, handle_put_manifest},
 };

@@ -46,6 +46,7 @@ enum class RouteId {
   revoke,            ///< POST /v1/revocations
   revocations,       ///< GET, HEAD /v1/revocations
   unrevoke,          ///< DELETE /v1/revocations/{key}
+  manifest_fetch,    ///< POST /v1/manifests/fetch
   manifest_read,     ///< GET, HEAD /v1/manifests/{key}
   manifest_put,      ///< PUT /v1/manifests/{key}
 };

@@ -62,6 +62,7 @@ std::string_view route_id_name(server::RouteId id) {
     case revoke: return "revoke";
     case revocations: return "revocations";
     case unrevoke: return "unrevoke";
+    case manifest_fetch: return "manifest_fetch";
     case manifest_read: return "manifest_read";
     case manifest_put: return "manifest_put";
   }

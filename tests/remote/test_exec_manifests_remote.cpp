@@ -137,6 +137,20 @@ void check_manifest_round_trip(const std::string& spec) {
   CHECK(entries_of(remote_manifest(*read_only, command_key)).size() == 2);
 }
 
+// opcache_http_requests_total of the manifest routes with `method` and
+// `status` in the /metrics text `metrics` (0 when it has no such series).
+long requests_counted(const std::string& metrics, const std::string& method, int status) {
+  const std::string series = "opcache_http_requests_total{route=\"manifest\",method=\"" + method + "\",status=\"" +
+                             std::to_string(status) + "\"";
+  const auto at = metrics.find(series);
+  if (at == std::string::npos) {
+    return 0;
+  }
+  const auto end = metrics.find('\n', at);
+  const auto space = metrics.rfind(' ', end);
+  return std::stol(metrics.substr(space + 1, end - space - 1));
+}
+
 }  // namespace
 
 TEST_CASE("remote::exec manifests fetch_exec_manifests merges the remotes' (earlier first) and ignores a corrupt one") {
@@ -353,6 +367,12 @@ TEST_CASE("remote::exec manifests push sends and pull merges the manifests of th
   REQUIRE(other_here.ok());
   REQUIRE(other_here->has_value());
   CHECK(entries_of(**other_here) == std::vector<std::string>{other.entry_key});
+  // Both manifests came in one POST /v1/manifests/fetch (API v1 revision 10), none by its own GET:
+  // the GETs the server counted are this test's 3 reads above (and 1 of them a 404).
+  const auto metrics = http_request("GET", server.url() + "/metrics",
+                                    {std::string("Authorization: Bearer ") + k_read_token}).body;
+  CHECK(requests_counted(metrics, "POST", 200) == 1);
+  CHECK(requests_counted(metrics, "GET", 200) == 3);
   // A second pull moves no entry, so no manifest either.
   auto again = remote::pull(*to, to_set->remotes().front(), remote::TransferRequest{});
   REQUIRE(again.ok());

@@ -126,6 +126,42 @@ void check_manifest_routes(const ManifestServer& server) {
 
 }  // namespace
 
+TEST_CASE("server::manifests POST /v1/manifests/fetch answers many keys' manifests, none for a key without one") {
+  ManifestServer server;
+  const auto first = made_up_command_key("first");
+  const auto second = made_up_command_key("second");
+  const auto absent = made_up_command_key("never stored");
+  REQUIRE(server.put(first, exec_manifest_of(first, {k_entry_a})).status == 200);
+  REQUIRE(server.put(second, exec_manifest_of(second, {k_entry_b, k_entry_c})).status == 200);
+
+  const json request{{"keys", {first, absent, second}}};
+  CHECK(schema_errors("manifest-fetch-request.schema.json", request).empty());
+  const auto response = server.request("POST", "/v1/manifests/fetch", k_read_token, request.dump());
+  REQUIRE_MESSAGE(response.status == 200, response.body);
+  const auto answer = checked_json(response, "manifest-fetch-response.schema.json");
+  CHECK(answer["again"] == json::array());
+  REQUIRE(answer["manifests"].size() == 2);
+  CHECK_FALSE(answer["manifests"].contains(absent));
+  for (const auto& [key, entries] : {std::pair{first, std::vector<std::string>{k_entry_a}},
+                                     std::pair{second, std::vector<std::string>{k_entry_b, k_entry_c}}}) {
+    auto parsed = store::parse_exec_manifest(answer["manifests"][key].dump(), "batch answer");
+    REQUIRE(parsed.ok());
+    CHECK(same_manifest(*parsed, exec_manifest_of(key, entries)));
+  }
+  // Refusals, each a JSON error: not a key list, a key that is not a key, too many keys.
+  const auto not_a_list = server.request("POST", "/v1/manifests/fetch", k_read_token, R"({"keys": "x"})");
+  CHECK(not_a_list.status == 400);
+  CHECK(not_a_list.error_code() == "bad_request");
+  const auto bad_key = server.request("POST", "/v1/manifests/fetch", k_read_token, R"({"keys": ["fetch"]})");
+  CHECK(bad_key.status == 400);
+  CHECK(bad_key.error_code() == "invalid_key");
+  const auto too_many = server.request("POST", "/v1/manifests/fetch", k_read_token,
+                                       json{{"keys", std::vector<std::string>(1001, first)}}.dump());
+  CHECK(too_many.status == 413);
+  CHECK(too_many.error_code() == "too_many_keys");
+  checked_json(too_many, "error.schema.json");
+}
+
 TEST_CASE("server::manifests PUT then GET round trips, merges PUTs, refuses another key, a bad body and a read "
           "token") {
   ManifestServer server;
@@ -161,7 +197,7 @@ TEST_CASE("server::manifests concurrent PUTs of one key lose no build, and /v1/s
   CHECK(std::set<std::string>(stored.begin(), stored.end()) == std::set<std::string>(entries.begin(), entries.end()));
 
   const auto status = checked_json(server.request("GET", "/v1/status", k_read_token), "status-response.schema.json");
-  CHECK(status["revision"] == 9);
+  CHECK(status["revision"] == 10);
 }
 
 TEST_CASE("server::manifests an exec manifest larger than the limit is refused before it is read whole") {
