@@ -82,21 +82,20 @@ std::string sha256_hex(std::string_view data) {
 }
 
 bool is_sha256_hex(std::string_view text) noexcept {
-  // A table and no early exit: a hit checks dozens of digests, nearly all good.
-  static constexpr auto k_lower_hex = [] {
-    std::array<std::uint8_t, 256> table{};
-    for (unsigned c = '0'; c <= '9'; ++c) table[c] = 1;
-    for (unsigned c = 'a'; c <= 'f'; ++c) table[c] = 1;
-    return table;
-  }();
+  // Arithmetic, a constant trip count and no early exit: the compiler turns
+  // it into a few 16-byte vector steps (a table lookup per byte was ~400
+  // instructions; the server checks the key of every request).
   if (text.size() != 64) {
     return false;
   }
-  std::uint8_t all = 1;
-  for (char c : text) {
-    all &= k_lower_hex[static_cast<unsigned char>(c)];
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  unsigned char bad = 0;
+  for (std::size_t i = 0; i < 64; ++i) {
+    const unsigned char digit = static_cast<unsigned char>(bytes[i] - '0') < 10;
+    const unsigned char letter = static_cast<unsigned char>(bytes[i] - 'a') < 6;
+    bad |= static_cast<unsigned char>((digit | letter) ^ 1);
   }
-  return all != 0;
+  return bad == 0;
 }
 
 }  // namespace opcache::base

@@ -174,7 +174,12 @@ class Session : public SessionBase {
   }
 
   void drain() {
-    lowest().async_read_some(net::buffer(m_discard), [self = self_pointer()](beast::error_code ec, std::size_t) {
+    if (!m_discard) {
+      // Only a session that lingers needs it: not zeroed, never read.
+      m_discard = std::make_unique_for_overwrite<char[]>(k_discard_bytes);
+    }
+    const auto buffer = net::buffer(m_discard.get(), k_discard_bytes);
+    lowest().async_read_some(buffer, [self = self_pointer()](beast::error_code ec, std::size_t) {
       if (ec) {
         // The client closed, or k_linger is over.
         self->lowest().close();
@@ -790,7 +795,8 @@ class Session : public SessionBase {
   std::optional<http::request_parser<http::file_body>> m_upload_parser;
   std::optional<base::AtomicFile> m_upload;
   std::atomic<bool> m_idle{false};
-  std::array<char, 16 * 1024> m_discard{};  // what linger_then_close reads and drops
+  static constexpr std::size_t k_discard_bytes = 16 * 1024;
+  std::unique_ptr<char[]> m_discard;  // what linger_then_close reads and drops (allocated when it lingers)
 
   RequestState m_request;
 };

@@ -42,9 +42,14 @@ std::string Metrics::series(const char* name, const std::string& labels) const {
 
 void Metrics::record_request(RouteId route, const std::string& method, int status, double seconds,
                              std::uint64_t bytes_in, std::uint64_t bytes_out) {
-  const std::string name(route_name(route));
+  const std::string_view name = route_name(route);
   base::MutexLock lock(m_mutex);
-  ++m_requests[{name, method, status}];
+  const auto labels = std::tuple<std::string_view, std::string_view, int>(name, method, status);
+  if (auto counted = m_requests.find(labels); counted != m_requests.end()) {
+    ++counted->second;
+  } else {
+    m_requests.emplace(std::tuple<std::string_view, std::string, int>(name, method, status), 1);
+  }
   auto& histogram = m_latency[name];
   for (std::size_t i = 0; i < k_buckets.size(); ++i) {
     if (seconds <= k_buckets[i]) {
@@ -84,14 +89,14 @@ std::string Metrics::render(const StorageGauges& gauges, const CoordinationGauge
   append_family(out, "opcache_http_requests_total", "counter", "HTTP requests by route, method and status.");
   for (const auto& [labels, count] : m_requests) {
     const auto& [route, method, status] = labels;
-    out += series("opcache_http_requests_total", "route=" + quoted(route) + ",method=" + quoted(method) +
+    out += series("opcache_http_requests_total", "route=" + quoted(std::string(route)) + ",method=" + quoted(method) +
                                                      ",status=" + quoted(std::to_string(status))) +
            " " + std::to_string(count) + "\n";
   }
   append_family(out, "opcache_http_request_duration_seconds", "histogram",
                 "Time from the first byte of a request to the last byte of its response.");
   for (const auto& [route, histogram] : m_latency) {
-    const std::string route_label = "route=" + quoted(route);
+    const std::string route_label = "route=" + quoted(std::string(route));
     for (std::size_t i = 0; i < k_buckets.size(); ++i) {
       out += series("opcache_http_request_duration_seconds_bucket",
                     route_label + ",le=" + quoted(format_double(k_buckets[i]))) +

@@ -50,11 +50,12 @@ struct HandlerCall::Job {
 };
 
 HandlerCall::HandlerCall(Api& api, RouteHandler handler, ApiRequest&& request)
-    : m_job(std::make_shared<const Job>(Job{&api, handler, std::move(request), 0, {}, {}})) {}
+    // Built in place: the request is moved once (a temporary Job moved its strings twice).
+    : m_job(std::make_shared<const Job>(&api, handler, std::move(request))) {}
 
 HandlerCall HandlerCall::refusal(int status, std::string code, std::string message) {
   return HandlerCall(
-      std::make_shared<const Job>(Job{nullptr, nullptr, {}, status, std::move(code), std::move(message)}));
+      std::make_shared<const Job>(nullptr, nullptr, ApiRequest{}, status, std::move(code), std::move(message)));
 }
 
 ApiResponse HandlerCall::operator()() const {
