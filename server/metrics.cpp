@@ -44,12 +44,12 @@ void Metrics::record_request(RouteId route, const std::string& method, int statu
                              std::uint64_t bytes_in, std::uint64_t bytes_out) {
   const std::string_view name = route_name(route);
   base::MutexLock lock(m_mutex);
-  const auto labels = std::tuple<std::string_view, std::string_view, int>(name, method, status);
-  if (auto counted = m_requests.find(labels); counted != m_requests.end()) {
-    ++counted->second;
-  } else {
-    m_requests.emplace(std::tuple<std::string_view, std::string, int>(name, method, status), 1);
+  auto& by_method = m_requests[name];
+  auto counted = by_method.find(method);
+  if (counted == by_method.end()) {
+    counted = by_method.emplace(method, ByStatus{}).first;
   }
+  ++counted->second[status];
   auto& histogram = m_latency[name];
   for (std::size_t i = 0; i < k_buckets.size(); ++i) {
     if (seconds <= k_buckets[i]) {
@@ -87,11 +87,14 @@ std::string Metrics::render(const StorageGauges& gauges, const CoordinationGauge
   base::MutexLock lock(m_mutex);
   std::string out;
   append_family(out, "opcache_http_requests_total", "counter", "HTTP requests by route, method and status.");
-  for (const auto& [labels, count] : m_requests) {
-    const auto& [route, method, status] = labels;
-    out += series("opcache_http_requests_total", "route=" + quoted(std::string(route)) + ",method=" + quoted(method) +
-                                                     ",status=" + quoted(std::to_string(status))) +
-           " " + std::to_string(count) + "\n";
+  for (const auto& [route, by_method] : m_requests) {
+    for (const auto& [method, by_status] : by_method) {
+      for (const auto& [status, count] : by_status) {
+        out += series("opcache_http_requests_total", "route=" + quoted(std::string(route)) + ",method=" +
+                                                         quoted(method) + ",status=" + quoted(std::to_string(status))) +
+               " " + std::to_string(count) + "\n";
+      }
+    }
   }
   append_family(out, "opcache_http_request_duration_seconds", "histogram",
                 "Time from the first byte of a request to the last byte of its response.");

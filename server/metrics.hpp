@@ -9,7 +9,6 @@
 #include <optional>
 #include <string>
 #include <string_view>
-#include <tuple>
 
 #include "base/mutex.hpp"
 #include "server/lease_book.hpp"
@@ -76,9 +75,10 @@ class Metrics {
   std::string m_replica_label;  // replica="<escaped name>", or "" before set_replica
   std::function<UsageCounts()> m_own_kernels;
   mutable base::Mutex m_mutex;
-  // By route name (route_name's static text), method and status; looked up
-  // without copying the name or the method (std::less<>).
-  std::map<std::tuple<std::string_view, std::string, int>, std::uint64_t, std::less<>> m_requests GUARDED_BY(m_mutex);
+  // Requests by route name (route_name's static text), method and status,
+  // in that order; looked up without copying the name or the method.
+  using ByStatus = std::map<int, std::uint64_t>;
+  std::map<std::string_view, std::map<std::string, ByStatus, std::less<>>> m_requests GUARDED_BY(m_mutex);
   std::map<std::string_view, Histogram> m_latency GUARDED_BY(m_mutex);
   std::map<std::string, std::uint64_t> m_rejected_uploads GUARDED_BY(m_mutex);
   std::uint64_t m_bytes_in GUARDED_BY(m_mutex) = 0;

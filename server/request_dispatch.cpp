@@ -41,6 +41,15 @@ bool on_io_thread(Thread thread, bool reads_are_local, const ApiRequest& request
 
 // What a HandlerCall runs: a handler with its request, or a refusal (no handler).
 struct HandlerCall::Job {
+  Job(Api* api_, RouteHandler handler_, ApiRequest&& request_, int status_ = 0, std::string code_ = {},
+      std::string message_ = {})
+      : api(api_),
+        handler(handler_),
+        request(std::move(request_)),
+        status(status_),
+        code(std::move(code_)),
+        message(std::move(message_)) {}
+
   Api* api = nullptr;
   RouteHandler handler = nullptr;
   ApiRequest request;
