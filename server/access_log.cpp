@@ -139,26 +139,37 @@ AccessLog::~AccessLog() {
   }
 }
 
-void AccessLog::write_waiting() {
-  write_all(m_fd, m_waiting);
-  m_waiting.clear();
+void AccessLog::write_waiting_and_unlock() {
+  m_write_mutex.lock();
+  m_writing.swap(m_waiting);
+  m_mutex.unlock();
+  write_all(m_fd, m_writing);
+  m_writing.clear();
+  m_write_mutex.unlock();
 }
 
 void AccessLog::flush() {
-  base::MutexLock lock(m_mutex);
-  write_waiting();
+  m_mutex.lock();
+  write_waiting_and_unlock();
 }
 
-void AccessLog::emit(std::string_view line, bool now_too) {
+template <class Append>
+void AccessLog::keep(const Append& append, bool now_too) {
   const auto now = Clock::now();
-  base::MutexLock lock(m_mutex);
+  m_mutex.lock();
   if (m_waiting.empty()) {
     m_oldest = now;
   }
-  m_waiting.append(line);
+  append(m_waiting);
   if (now_too || m_waiting.size() >= k_batch_bytes || now - m_oldest >= m_flush_interval) {
-    write_waiting();
+    write_waiting_and_unlock();
+  } else {
+    m_mutex.unlock();
   }
+}
+
+void AccessLog::emit(std::string_view line, bool now_too) {
+  keep([line](std::string& waiting) { waiting.append(line); }, now_too);
 }
 
 void AccessLog::write(const AccessRecord& record) {
@@ -182,15 +193,7 @@ void AccessLog::write(const AccessRecord& record) {
   // A text line is formatted straight into the waiting lines, under the lock
   // it must take anyway: no line of its own to allocate, fill, copy and free
   // per request (the buffer keeps its capacity from batch to batch).
-  const auto now = Clock::now();
-  base::MutexLock lock(m_mutex);
-  if (m_waiting.empty()) {
-    m_oldest = now;
-  }
-  append_text_line(m_waiting, time, record);
-  if (m_waiting.size() >= k_batch_bytes || now - m_oldest >= m_flush_interval) {
-    write_waiting();
-  }
+  keep([&](std::string& waiting) { append_text_line(waiting, time, record); }, false);
 }
 
 void AccessLog::event(const std::string& message) {

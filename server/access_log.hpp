@@ -34,8 +34,9 @@ struct AccessRecord {
 /// `flush_interval` (checked as each line arrives, and by flush(), which the
 /// server calls on a timer), when k_batch_bytes are waiting, before every
 /// event, and when the log is destroyed. A zero interval writes each line at
-/// once. Thread-safe: lines are kept and written under one lock, so they
-/// never interleave and keep their order. A kill -9 loses at most the lines
+/// once. Thread-safe: lines are kept under one lock and each batch is
+/// written under a second, so they never interleave and keep their order,
+/// and a batch's write(2) does not hold up requests that add lines. A kill -9 loses at most the lines
 /// still waiting.
 class AccessLog {
  public:
@@ -71,7 +72,14 @@ class AccessLog {
 
   // Keeps `line`, then writes the waiting lines if they are due (or `now_too`).
   void emit(std::string_view line, bool now_too);
-  void write_waiting() REQUIRES(m_mutex);
+  // Appends to the waiting lines under m_mutex (`append(std::string&)`), then
+  // writes them if they are due (or `now_too`).
+  template <class Append>
+  void keep(const Append& append, bool now_too);
+  // Takes the waiting lines out, releases m_mutex and writes them under
+  // m_write_mutex, taken before the release: the next batch waits for this
+  // one, so batches keep their order, while requests keep adding lines.
+  void write_waiting_and_unlock() RELEASE(m_mutex);
 
   int m_fd;
   bool m_owned;
@@ -81,6 +89,8 @@ class AccessLog {
   base::Mutex m_mutex;
   std::string m_waiting GUARDED_BY(m_mutex);  // whole lines, oldest first
   Clock::time_point m_oldest GUARDED_BY(m_mutex);
+  base::Mutex m_write_mutex;                          // taken after m_mutex, never before it
+  std::string m_writing GUARDED_BY(m_write_mutex);  // the batch being written (its capacity kept)
 };
 
 }  // namespace opcache::server
