@@ -66,6 +66,8 @@ def _page_fault_rows(s, label):
 # A miss of `opcache exec` (the compile under the tracer, stored with its exec manifest) against
 # the compile alone, p50 over kernels of the per-kernel ratio of medians.
 MISS_RATIO = 1.05
+# Issue 39: Store::get of a small kernel at or under this many times the atomic-publish floor.
+STORE_FLOOR_RATIO = 1.1
 
 
 def _miss_rows(s):
@@ -191,6 +193,10 @@ def figure_rows(r):
                              "(a reader never sees half a file), p50; the ratio is the least such a hit can reach",
                              _fmt(s["copy_p50_us"], " µs"), _fmt(s["publish_p50_us"], " µs"),
                              f"{s['publish_p50_us'] / s['copy_p50_us']:.2f}×", "—", None))
+            floor_ratio = s["hit_p50_us"] / s["publish_p50_us"]
+            rows.append(_row("in-process hit (`Store::get`) vs that atomic-publish floor, p50 (issue 39)",
+                             _fmt(s["publish_p50_us"], " µs"), _fmt(s["hit_p50_us"], " µs"), f"{floor_ratio:.2f}×",
+                             f"≤ {STORE_FLOOR_RATIO}× the floor", floor_ratio <= STORE_FLOOR_RATIO))
         rows.append(_row(f"index lookup p99 at {s['index_entries']:,} entries (bench_store)", "—",
                          _fmt(s.get("index_lookup_p99_us"), " µs"), None, "(< 200 µs at 10⁶: see bench_aging)", None))
     s = r.get("aging")
