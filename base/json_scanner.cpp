@@ -78,6 +78,52 @@ bool JsonScanner::plain_string(std::string& out) {
   return true;
 }
 
+bool JsonScanner::string(std::string& out) {
+  if (!consume('"')) {
+    return false;
+  }
+  out.clear();
+  while (true) {
+    const std::size_t stop = find_string_stop(m_text, m_pos);
+    if (stop == std::string_view::npos || static_cast<unsigned char>(m_text[stop]) < 0x20) {
+      return false;
+    }
+    out.append(m_text.data() + m_pos, stop - m_pos);
+    m_pos = stop + 1;
+    if (m_text[stop] == '"') {
+      return true;
+    }
+    if (m_pos == m_text.size()) {
+      return false;
+    }
+    switch (m_text[m_pos++]) {
+      case '"': out.push_back('"'); break;
+      case '\\': out.push_back('\\'); break;
+      case '/': out.push_back('/'); break;
+      case 'b': out.push_back('\b'); break;
+      case 'f': out.push_back('\f'); break;
+      case 'n': out.push_back('\n'); break;
+      case 'r': out.push_back('\r'); break;
+      case 't': out.push_back('\t'); break;
+      default: return false;  // \u: the strict parser decides
+    }
+  }
+}
+
+bool JsonScanner::boolean(bool& out) {
+  skip_space();
+  const std::string_view rest = m_text.substr(m_pos);
+  for (const bool value : {true, false}) {
+    const std::string_view word = value ? "true" : "false";
+    if (rest.substr(0, word.size()) == word) {
+      m_pos += word.size();
+      out = value;
+      return true;
+    }
+  }
+  return false;
+}
+
 bool JsonScanner::unsigned_integer(std::uint64_t& out) {
   skip_space();
   const std::size_t start = m_pos;

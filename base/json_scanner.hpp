@@ -28,6 +28,11 @@ class JsonScanner {
   bool peek(char c);
   /// A string without escapes or control bytes into `out`; false on an escape.
   bool plain_string(std::string& out);
+  /// A string into `out` whose escapes, if any, are the short ones (\" \\ \/
+  /// \b \f \n \r \t); false on \u or a control byte.
+  bool string(std::string& out);
+  /// `true` or `false`.
+  bool boolean(bool& out);
   /// A non-negative integer without sign, fraction, exponent or leading zero
   /// that fits in 64 bits.
   bool unsigned_integer(std::uint64_t& out);

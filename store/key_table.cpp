@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/file_io.hpp"
+#include "base/json_scanner.hpp"
 #include "base/sha256.hpp"
 #include "base/try.hpp"
 #include "store/signature.hpp"
@@ -61,6 +62,75 @@ std::optional<IndexEntry> entry_from_record(const nlohmann::json& record, const 
   }
 }
 
+// Reads one field of a record into `entry` (`bit` marks it seen); unknown
+// fields are skipped, as entry_from_record ignores them.
+bool scan_record_field(base::JsonScanner& in, const std::string& field, IndexEntry& entry, std::string& signatures,
+                       std::uint64_t& format, unsigned& bit) {
+  std::uint64_t number = 0;
+  auto integer = [&](std::int64_t& out, unsigned mark) {
+    bit = mark;
+    if (!in.unsigned_integer(number) || number > static_cast<std::uint64_t>(INT64_MAX)) {
+      return false;
+    }
+    out = static_cast<std::int64_t>(number);
+    return true;
+  };
+  auto text = [&](std::string& out, unsigned mark) { return bit = mark, in.string(out); };
+  if (field == "format") return bit = 1u << 0, in.unsigned_integer(format);
+  if (field == "key") return text(entry.key, 1u << 1);
+  if (field == "digest") return text(entry.digest, 1u << 2);
+  if (field == "bundle_size") return integer(entry.bundle_size, 1u << 3);
+  if (field == "raw_size") return integer(entry.raw_size, 1u << 4);
+  if (field == "op_type") return text(entry.op_type, 1u << 5);
+  if (field == "device_mode") return text(entry.device_mode, 1u << 6);
+  if (field == "phase") return text(entry.phase, 1u << 7);
+  if (field == "toolchain") return text(entry.toolchain, 1u << 8);
+  if (field == "soc") return text(entry.soc, 1u << 9);
+  if (field == "scenario") return text(entry.scenario, 1u << 10);
+  if (field == "created_ms") return integer(entry.created_ms, 1u << 11);
+  if (field == "build_ms") return integer(entry.build_ms, 1u << 12);
+  if (field == "pinned") return bit = 1u << 13, in.boolean(entry.pinned);
+  if (field == "signatures") return text(signatures, 1u << 14);
+  return bit = 0, in.skip_value();
+}
+
+constexpr unsigned k_all_record_fields = (1u << 15) - 1;
+
+// The entry of a record as our writer lays it out, read without building a
+// JSON tree (a hit reads one per lookup); std::nullopt when the text is of
+// any other shape (a negative number, a \u escape, a repeated field...) or
+// the record is not valid: the caller then asks entry_from_record.
+std::optional<IndexEntry> scan_record(std::string_view text, const std::string& key) {
+  base::JsonScanner in(text);
+  IndexEntry entry;
+  std::string signatures;
+  std::uint64_t format = 0;
+  unsigned seen = 0;
+  if (!in.consume('{')) {
+    return std::nullopt;
+  }
+  do {
+    std::string field;
+    unsigned bit = 0;
+    if (!in.plain_string(field) || !in.consume(':') ||
+        !scan_record_field(in, field, entry, signatures, format, bit) || (seen & bit) != 0) {
+      return std::nullopt;
+    }
+    seen |= bit;
+  } while (in.consume(','));
+  if (!in.consume('}') || !in.at_end() || seen != k_all_record_fields ||
+      format != static_cast<std::uint64_t>(k_key_record_format) || entry.key != key ||
+      !base::is_sha256_hex(entry.digest)) {
+    return std::nullopt;
+  }
+  auto parsed = parse_signatures(signatures);
+  if (!parsed) {
+    return std::nullopt;
+  }
+  entry.signatures = std::move(*parsed);
+  return entry;
+}
+
 }  // namespace
 
 std::filesystem::path KeyTable::record_path(const std::string& key) const {
@@ -71,6 +141,9 @@ std::optional<IndexEntry> KeyTable::read(const std::string& key) const {
   auto text = base::read_small_file(record_path(key), k_max_record_bytes);
   if (!text) {
     return std::nullopt;
+  }
+  if (auto scanned = scan_record(*text, key)) {
+    return scanned;
   }
   auto record = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
   if (!record.is_object()) {

@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+#include <nlohmann/json.hpp>
+
 #include "base/json_scanner.hpp"
 
 namespace json_scanner_test {
@@ -76,3 +78,34 @@ TEST_CASE("base::JsonScanner::plain_string reads UTF-8 whole and goes on after t
   CHECK(second == "sha256:00");
   CHECK(in.at_end());
 }
+
+namespace json_scanner_test {
+
+TEST_CASE("base::JsonScanner::string reads the short escapes as nlohmann does, and gives up on \\u") {
+  for (const std::string value : {std::string("plain"), std::string(R"({"device_mode":"single","phase":"train"})"),
+                                  std::string("tab\tnew\nline\rback\\slash/quote\"\bf\f"), std::string(),
+                                  std::string(40, '"')}) {
+    CAPTURE(value);
+    const std::string text = nlohmann::json(value).dump();  // nlohmann escapes only what it must
+    opcache::base::JsonScanner in(text);
+    std::string out = "stale";
+    REQUIRE(in.string(out));
+    CHECK(out == value);
+    CHECK(in.at_end());
+  }
+  std::string out;
+  CHECK_FALSE(opcache::base::JsonScanner(R"("\u0001")").string(out));
+  CHECK_FALSE(opcache::base::JsonScanner(R"("\x")").string(out));
+  CHECK_FALSE(opcache::base::JsonScanner("\"unterminated\\").string(out));
+  CHECK_FALSE(opcache::base::JsonScanner("\"control\x01\"").string(out));
+}
+
+TEST_CASE("base::JsonScanner::boolean reads true and false, nothing else") {
+  bool value = false;
+  CHECK((opcache::base::JsonScanner(" true").boolean(value) && value));
+  CHECK((opcache::base::JsonScanner("false").boolean(value) && !value));
+  CHECK_FALSE(opcache::base::JsonScanner("tru").boolean(value));
+  CHECK_FALSE(opcache::base::JsonScanner("1").boolean(value));
+}
+
+}  // namespace json_scanner_test

@@ -338,3 +338,76 @@ TEST_CASE("store::Index migrates a schema 1 index to 2 with its rows") {
 }
 
 }  // namespace hit_path_test
+
+namespace hit_path_test {
+
+// Every field of two entries, compared one by one (Entry has no operator==).
+void check_same_entry(const opcache::Entry& got, const opcache::Entry& want) {
+  CHECK(got.key == want.key);
+  CHECK(got.digest == want.digest);
+  CHECK(got.bundle_size == want.bundle_size);
+  CHECK(got.raw_size == want.raw_size);
+  CHECK(got.op_type == want.op_type);
+  CHECK(got.device_mode == want.device_mode);
+  CHECK(got.phase == want.phase);
+  CHECK(got.toolchain == want.toolchain);
+  CHECK(got.soc == want.soc);
+  CHECK(got.scenario == want.scenario);
+  CHECK(got.created_ms == want.created_ms);
+  CHECK(got.build_ms == want.build_ms);
+  CHECK(got.pinned == want.pinned);
+  CHECK(got.signatures == want.signatures);
+}
+
+TEST_CASE("store::KeyTable reads back every field it wrote, and a record of another shape as the strict parser does") {
+  opcache::test::TempDir temp;
+  opcache::store::StoreLayout layout(temp.path() / "cache");
+  REQUIRE(layout.create_directories().ok());
+  const opcache::store::KeyTable table(layout);
+  opcache::Entry entry;
+  entry.key = std::string(64, 'a');
+  entry.digest = std::string(64, 'b');
+  entry.bundle_size = 4950;
+  entry.raw_size = 7144;
+  entry.op_type = "Reduce\"Max\\";  // escapes in the record
+  entry.device_mode = "single";
+  entry.phase = "train";
+  entry.toolchain = "gcc-12";
+  entry.soc = "x86_64";
+  entry.scenario = R"({"device_mode":"single","phase":"train","soc":"x86_64","toolchain":"gcc-12"})";
+  entry.created_ms = 1'795'890'814'358;
+  entry.build_ms = 124;
+  entry.pinned = true;
+  entry.signatures = {{std::string(32, '\x01'), std::string(64, '\x02')}};
+  REQUIRE(table.write(entry).ok());
+  auto read = table.read(entry.key);
+  REQUIRE(read.has_value());
+  check_same_entry(*read, entry);
+
+  // Written by another writer: fields in another order, an extra field, a
+  // \u escape and a negative build time. The scan gives up; the strict parser reads it.
+  const std::string record = R"({"unknown":[1,{"x":true}],"soc":"x86_64","build_ms":-1,"pinned":false,)"
+                             R"("format":1,"key":")" + entry.key + R"(","digest":")" + entry.digest +
+                             R"(","bundle_size":1,"raw_size":2,"op_type":"Add\u0041","device_mode":"multi",)"
+                             R"("phase":"infer","toolchain":"t","scenario":"{}","created_ms":3,"signatures":""})";
+  {
+    std::ofstream out(table.record_path(entry.key), std::ios::trunc);
+    out << record;
+  }
+  auto other = table.read(entry.key);
+  REQUIRE(other.has_value());
+  CHECK(other->op_type == "AddA");
+  CHECK(other->build_ms == -1);
+  CHECK(other->device_mode == "multi");
+  CHECK_FALSE(other->pinned);
+  CHECK(other->signatures.empty());
+  // A record of another key or format is no record, whichever reader sees it.
+  std::string other_format = record;
+  other_format.replace(other_format.find(R"("format":1)"), 10, R"("format":2)");
+  for (const std::string& bad : {other_format, std::string("{}"), std::string("not json")}) {
+    std::ofstream(table.record_path(entry.key), std::ios::trunc) << bad;
+    CHECK_FALSE(table.read(entry.key).has_value());
+  }
+}
+
+}  // namespace hit_path_test
