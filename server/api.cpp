@@ -398,6 +398,24 @@ ApiResponse Api::delete_entry(const std::string& key) {
   return json_response(200, {{"key", key}, {"deleted", true}});
 }
 
+std::optional<ApiResponse> read_key_array(const nlohmann::json& listed, std::size_t max_keys, const std::string& what,
+                                          std::vector<std::string>& keys) {
+  if (listed.size() > max_keys) {
+    return error_response(413, "too_many_keys",
+                          "at most " + std::to_string(max_keys) + " keys per " + what + ", got " +
+                              std::to_string(listed.size()));
+  }
+  keys.clear();
+  for (const auto& key : listed) {
+    if (!key.is_string() || !store::check_key(key.get<std::string>())) {
+      return error_response(400, "invalid_key", "keys[" + std::to_string(keys.size()) +
+                                                    "] is not a cache key (64 lowercase hex characters)");
+    }
+    keys.push_back(key.get<std::string>());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiResponse> read_key_list(const std::string& body, std::size_t max_keys, const std::string& what,
                                          std::vector<std::string>& keys) {
   auto parsed = base::parse_json(body, "request body");
@@ -408,20 +426,7 @@ std::optional<ApiResponse> read_key_list(const std::string& body, std::size_t ma
   if (!parsed->is_object() || listed == parsed->end() || !listed->is_array()) {
     return error_response(400, "bad_request", "request body must be {\"keys\": [\"<64 hex>\", ...]}");
   }
-  if (listed->size() > max_keys) {
-    return error_response(413, "too_many_keys",
-                          "at most " + std::to_string(max_keys) + " keys per " + what + ", got " +
-                              std::to_string(listed->size()));
-  }
-  keys.clear();
-  for (const auto& key : *listed) {
-    if (!key.is_string() || !store::check_key(key.get<std::string>())) {
-      return error_response(400, "invalid_key", "keys[" + std::to_string(keys.size()) +
-                                                    "] is not a cache key (64 lowercase hex characters)");
-    }
-    keys.push_back(key.get<std::string>());
-  }
-  return std::nullopt;
+  return read_key_array(*listed, max_keys, what, keys);
 }
 
 ApiResponse Api::query(const std::string& body) {

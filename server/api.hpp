@@ -81,6 +81,12 @@ inline constexpr std::size_t k_manifest_batch_keys = 1000;
 /// to "again" (one manifest may reach store::k_max_manifest_bytes).
 inline constexpr std::size_t k_manifest_batch_bytes = 16 * 1024 * 1024;
 
+/// The keys of the JSON array `listed` (at most `max_keys`) into `keys`; or
+/// the answer to give instead: 413 too_many_keys (naming `what`), 400
+/// invalid_key naming the first that is not a key. Pure.
+std::optional<ApiResponse> read_key_array(const nlohmann::json& listed, std::size_t max_keys, const std::string& what,
+                                          std::vector<std::string>& keys);
+
 /// The keys of a JSON request body {"keys": ["<64 hex>", ...]} (at most
 /// `max_keys`) into `keys`; or the answer to give instead: 400 bad_request
 /// (`what` names the request) or invalid_key, 413 too_many_keys. Pure.

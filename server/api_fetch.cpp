@@ -7,7 +7,6 @@
 #include "base/try.hpp"
 #include "remote/bundle_stream.hpp"
 #include "server/api.hpp"
-#include "store/key.hpp"
 
 namespace opcache::server {
 
@@ -19,25 +18,6 @@ using remote::StreamFrame;
 const char* const k_body_shape =
     "request body must be {\"keys\": [\"<64 hex>\", ...]} or {\"scenario\": \"FIELD=VALUE,...\", \"op_type\": "
     "\"<op type>\", \"limit\": N} (each of the last three optional)";
-
-// The keys of a {"keys": [...]} body; at most `max_keys`.
-Result<std::vector<std::string>> keys_of(const json& keys, std::size_t max_keys) {
-  if (!keys.is_array()) {
-    return Error::usage(k_body_shape);
-  }
-  if (keys.size() > max_keys) {
-    return Error::usage("at most " + std::to_string(max_keys) + " keys per fetch, got " + std::to_string(keys.size()));
-  }
-  std::vector<std::string> wanted;
-  for (const auto& key : keys) {
-    if (!key.is_string() || !store::check_key(key.get<std::string>())) {
-      return Error::usage("keys[" + std::to_string(wanted.size()) +
-                          "] is not a cache key (64 lowercase hex characters)");
-    }
-    wanted.push_back(key.get<std::string>());
-  }
-  return wanted;
-}
 
 // The listing query of a filter body {"scenario", "op_type", "limit"}.
 Result<ListQuery> filter_of(const json& body, std::size_t max_keys) {
@@ -157,17 +137,12 @@ ApiResponse Api::fetch(const std::string& body) {
     if (parsed->size() != 1) {
       return error_response(400, "bad_request", std::string(k_body_shape) + ": \"keys\" goes alone");
     }
-    if (listed->is_array() && listed->size() > m_config.max_query_keys) {
-      return error_response(413, "too_many_keys",
-                            "at most " + std::to_string(m_config.max_query_keys) + " keys per fetch, got " +
-                                std::to_string(listed->size()));
+    if (!listed->is_array()) {
+      return error_response(400, "bad_request", k_body_shape);
     }
-    auto wanted = keys_of(*listed, m_config.max_query_keys);
-    if (!wanted) {
-      return error_response(400, wanted.error().message().rfind("keys[", 0) == 0 ? "invalid_key" : "bad_request",
-                            wanted.error().message());
+    if (auto refused = read_key_array(*listed, m_config.max_query_keys, "fetch", keys)) {
+      return std::move(*refused);
     }
-    keys = std::move(*wanted);
   } else {
     auto query = filter_of(*parsed, m_config.max_query_keys);
     if (!query) {
