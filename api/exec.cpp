@@ -140,8 +140,9 @@ struct ExecContext {
   remote::TeamFlight* team;    // team single flight, or null
   remote::LookupHint hint;     // what the lookups are for, told to a server
   std::function<Result<bool>(const std::string& key)> fetch;  // the remotes' layered lookup of a key
-  /// Lets the remotes prefetch the command's scenario (entries and exec manifests) into the local store.
-  std::function<void()> prefetch;
+  /// Lets the remotes prefetch the command's scenario (entries and exec manifests) into the local store;
+  /// whether anything was pulled.
+  std::function<bool()> prefetch;
   /// Queues a stored key for upload to every uploading remote but the one given.
   std::function<void(const std::string& key, const remote::Remote* except)> after_store;
 };
@@ -209,9 +210,12 @@ class ExecRun {
   }
 
   // The local manifest once the remotes have had the chance to prefetch the
-  // scenario, and the first of its builds not yet tried whose inputs hold.
+  // scenario, and the first of its builds not yet tried whose inputs hold;
+  // read again only when the prefetch pulled something (try_hit read it).
   Result<bool> try_prefetched_manifest() {
-    m_context.prefetch();
+    if (!m_context.prefetch()) {
+      return false;
+    }
     OPCACHE_TRY_ASSIGN(auto manifest, local_manifest_of());
     if (!manifest) {
       return false;
@@ -546,7 +550,7 @@ Result<ExecResult> Store::exec(const ExecRequest& request) {
                             [this, &hint, &request](const std::string& key) {
                               return m_impl->fetch_from_remotes(key, hint, &request.scenario);
                             },
-                            [this, &request] { m_impl->remotes->prefetch(scenario_filter(request.scenario)); },
+                            [this, &request] { return m_impl->remotes->prefetch(scenario_filter(request.scenario)); },
                             [this](const std::string& key, const remote::Remote* except) {
                               m_impl->after_store(key, except);
                             }};

@@ -32,6 +32,7 @@ inline constexpr std::chrono::minutes k_prefetch_interval{10};
 /// The caller has checked that the remote's circuit breaker allows it.
 /// Thread-safe; never waits: while another process (or thread) prefetches
 /// the same scenario it returns at once, and the caller fetches its one key.
-void prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario);
+/// Returns whether this call pulled anything into `local`.
+bool prefetch_scenario(store::LocalStore& local, const Remote& remote, const ListFilter& scenario);
 
 }  // namespace opcache::remote

@@ -356,12 +356,14 @@ Closing RemoteSet::close() {
   return closing;
 }
 
-void RemoteSet::prefetch(const ListFilter& scenario) {
+bool RemoteSet::prefetch(const ListFilter& scenario) {
+  bool pulled = false;
   for (const auto& remote : m_remotes) {
     if (remote.breaker->allows()) {
-      prefetch_scenario(m_local, remote, scenario);
+      pulled = prefetch_scenario(m_local, remote, scenario) || pulled;
     }
   }
+  return pulled;
 }
 
 Result<bool> RemoteSet::fetch_into_local(const std::string& key, const LookupHint& hint, const ListFilter* scenario) {

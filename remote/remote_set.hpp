@@ -92,8 +92,9 @@ class RemoteSet {
   /// `scenario` into the local store, entries and exec manifests
   /// (remote/prefetch.hpp), as fetch_into_local does before it fetches a
   /// key: for a lookup that starts from the local store's exec manifests.
-  /// Never fails; never waits for another process's prefetch.
-  void prefetch(const ListFilter& scenario);
+  /// Never fails; never waits for another process's prefetch. Returns
+  /// whether this call pulled anything (else the local store is as it was).
+  bool prefetch(const ListFilter& scenario);
 
   /// Reads each remote's revocation list (RemoteStore::revocations) and
   /// deletes the revoked keys from the local store (counted as `revoked`,
