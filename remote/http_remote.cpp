@@ -34,11 +34,11 @@ constexpr const char* k_what = "opcache server";
 constexpr std::size_t k_query_batch = 10000;  // the server's per-query limit
 constexpr curl_off_t k_max_bundle_bytes = 2ll << 30;
 constexpr std::size_t k_max_error_body = 64 * 1024;  // of an error response kept for its message
-constexpr long k_batch_timeout_factor = 10;
+constexpr long k_batch_timeout_factor = 10;  // a batch request's timeout, in the remote's timeouts
 constexpr std::size_t k_manifest_batch = 1000;  // the server's per-request limit of POST /v1/manifests/fetch
 // An answer of POST /v1/manifests/fetch: the server stops adding manifests
 // at 16 MiB, and one manifest is at most store::k_max_manifest_bytes.
-constexpr curl_off_t k_max_manifest_batch_bytes = 32 * 1024 * 1024;  // a batch request's timeout, in the remote's timeouts
+constexpr curl_off_t k_max_manifest_batch_bytes = 32 * 1024 * 1024;
 
 // One request and its response body, attempted as often as the retry policy
 // says. Only a 200 body goes to the download descriptor: an error body (a

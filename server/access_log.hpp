@@ -36,8 +36,8 @@ struct AccessRecord {
 /// event, and when the log is destroyed. A zero interval writes each line at
 /// once. Thread-safe: lines are kept under one lock and each batch is
 /// written under a second, so they never interleave and keep their order,
-/// and a batch's write(2) does not hold up requests that add lines. A kill -9 loses at most the lines
-/// still waiting.
+/// and a batch's write(2) does not hold up requests that add lines. A
+/// kill -9 loses at most the lines still waiting.
 class AccessLog {
  public:
   /// Waiting lines are written once they reach this many bytes.
