@@ -93,6 +93,19 @@ http {{
         return sum(rss_kib(p) for p in [self.process.pid, *map(int, children)])
 
 
+def start_on_port_file(cleanup, command, port_file: Path, log_path: Path, what, env=None):
+    """Starts `command` (which writes "host:port" to `port_file` once it listens) with its output
+    in `log_path`, and waits for the port. Returns (process, port); BenchError naming `what`
+    with the log's tail when it exits first."""
+    port_file.unlink(missing_ok=True)
+    process = cleanup.start(command, log_path, env=env)
+    wait_until(lambda: process.poll() is not None or (port_file.exists() and port_file.read_text().strip()),
+               20, f"{what} to write its port file")
+    if process.poll() is not None:
+        raise BenchError(f"{what} exited: {log_path.read_text()[-800:]}")
+    return process, int(port_file.read_text().split()[0].rsplit(":", 1)[1])
+
+
 class OpcacheServe:
     """`opcache serve` on a local store, anonymous reads, a free port (read from --port-file).
     With access_log=True, request lines go to <logdir>/access.log with the server's default
@@ -102,22 +115,31 @@ class OpcacheServe:
     def __init__(self, cleanup, opcache: Path, store: Path, logdir: Path, threads, extra=(), access_log=False):
         logdir.mkdir(parents=True, exist_ok=True)
         port_file = logdir / "port"
-        port_file.unlink(missing_ok=True)
         self.access_log = logdir / "access.log" if access_log else None
-        self.process = cleanup.start([opcache, "serve", "--storage", store, "--listen", "127.0.0.1:0",
-                                      "--port-file", port_file, "--threads", threads, "--anonymous-read",
-                                      "--access-log", self.access_log or "off", *extra], logdir / "server.log",
-                                     env=clean_env())
-        wait_until(lambda: self.process.poll() is not None or (port_file.exists() and port_file.read_text().strip()),
-                   20, "opcache serve to write its port file")
-        if self.process.poll() is not None:
-            raise BenchError(f"opcache serve exited: {(logdir / 'server.log').read_text()[-800:]}")
-        self.port = int(port_file.read_text().split()[0].rsplit(":", 1)[1])
+        self.process, self.port = start_on_port_file(
+            cleanup, [opcache, "serve", "--storage", store, "--listen", "127.0.0.1:0", "--port-file", port_file,
+                      "--threads", threads, "--anonymous-read", "--access-log", self.access_log or "off", *extra],
+            port_file, logdir / "server.log", "opcache serve", env=clean_env())
         self.url = f"http://127.0.0.1:{self.port}"
         wait_until(lambda: http_ok(self.url + "/healthz"), 20, "opcache serve /healthz")
 
     def rss_kib(self, field="VmRSS"):
         return rss_kib(self.process.pid, field)
+
+
+class HttpFloor:
+    """bench_http_floor (bench/http_floor.cpp) serving `root` on a free port (read from
+    --port-file) with `threads` I/O threads: opcache serve's framework, used as opcache serve
+    uses it, answering from memory and doing nothing else per request. The server scenario's
+    floor: what any server built this way can reach on this machine."""
+
+    def __init__(self, cleanup, binary: Path, root: Path, logdir: Path, threads):
+        logdir.mkdir(parents=True, exist_ok=True)
+        port_file = logdir / "port"
+        self.process, self.port = start_on_port_file(
+            cleanup, [binary, "--root", root, "--threads", threads, "--port-file", port_file], port_file,
+            logdir / "server.log", "bench_http_floor", env=clean_env())
+        self.url = f"http://127.0.0.1:{self.port}"
 
 
 class DelayProxy:
@@ -133,15 +155,10 @@ class DelayProxy:
         self.upstream = f"{target.hostname}:{target.port}"
         self.log_path = logdir / "proxy.log"
         port_file = logdir / "port"
-        port_file.unlink(missing_ok=True)
-        self.process = cleanup.start([sys.executable, LIB / "delay_proxy.py", "--upstream", self.upstream,
-                                      "--rtt-ms", rtt_ms, "--port-file", port_file, "--log", self.log_path,
-                                      *([] if handshake else ["--no-handshake"])], logdir / "stdout.log")
-        wait_until(lambda: self.process.poll() is not None or (port_file.exists() and port_file.read_text().strip()),
-                   20, "the delay proxy to write its port file")
-        if self.process.poll() is not None:
-            raise BenchError(f"delay proxy exited: {(logdir / 'stdout.log').read_text()[-800:]}")
-        self.port = int(port_file.read_text().split()[0].rsplit(":", 1)[1])
+        self.process, self.port = start_on_port_file(
+            cleanup, [sys.executable, LIB / "delay_proxy.py", "--upstream", self.upstream, "--rtt-ms", rtt_ms,
+                      "--port-file", port_file, "--log", self.log_path, *([] if handshake else ["--no-handshake"])],
+            port_file, logdir / "stdout.log", "the delay proxy")
         self.url = f"http://127.0.0.1:{self.port}"
 
     def stop(self):

@@ -45,6 +45,29 @@ def _server_cells(server):
             yield cell, pair
 
 
+def _floor_of(server, cell):
+    """The bench_http_floor figures measured in the log-off pair's cell of `cell`'s bundles and
+    connections (the floor has no request log: one measurement stands beside both pairs)."""
+    for c in server.get("cells", []):
+        if c["bundles"] == cell["bundles"] and c["connections"] == cell["connections"]:
+            return c.get("http_floor")
+    return None
+
+
+def _server_floor_rows(floor, nginx):
+    """The floor beside one server cell: bench_http_floor's requests/s and p99 against this
+    cell's nginx; none for results without it."""
+    if not floor:
+        return []
+    what = ("floor: `bench_http_floor`, opcache serve's framework alone (Asio, Beast's parser, a timed stream, one "
+            "sendmsg per answer) answering from memory; the ratio is what a server built this way reaches here")
+    rps, p99 = floor["requests_per_second"], floor["latency_us"]["p99"]
+    return [_row(f"{what}: requests/s", _fmt(nginx["requests_per_second"]), _fmt(rps),
+                 f"{rps / nginx['requests_per_second']:.2f}×", "—", None),
+            _row(f"{what}: p99 latency", _fmt(nginx["latency_us"]["p99"] / 1000, " ms"), _fmt(p99 / 1000, " ms"),
+                 f"{p99 / nginx['latency_us']['p99']:.2f}×", "—", None)]
+
+
 def _row(figure, peer, opcache, ratio, target, met):
     return {"figure": figure, "peer": peer, "opcache": opcache, "ratio": ratio, "target": target,
             "met": None if ratio is None and met is None else met}
@@ -161,7 +184,8 @@ def figure_rows(r):
                              f"{floor / s['seconds']['curl_parallel_nginx']:.2f}×", "—", None))
     for point in (r.get("latency") or {}).get("points", []):
         rows += _latency_rows(point)
-    for cell, pair in _server_cells(r.get("server") or {}):
+    server = r.get("server") or {}
+    for cell, pair in _server_cells(server):
         o, n = cell["opcache_serve"], cell["nginx"]
         what = f"GETs of {cell['bundles']} bundles, wrk, {cell['connections']} connections, {pair}"
         bad = cell["non_2xx_all_passes"]
@@ -172,6 +196,7 @@ def figure_rows(r):
         rows.append(_row(f"{what}: p99 latency", _fmt(n["latency_us"]["p99"] / 1000, " ms"),
                          _fmt(o["latency_us"]["p99"] / 1000, " ms"), f"{cell['ratio_p99']:.2f}×",
                          f"≤ {SERVER_P99_RATIO}× nginx", cell["ratio_p99"] <= SERVER_P99_RATIO))
+        rows += _server_floor_rows(_floor_of(server, cell), n)
     s = (r.get("server") or {}).get("soak")
     if s:
         loaded = s["rss_kib_samples"][1][1] if len(s["rss_kib_samples"]) > 1 else s["rss_kib_start"]
@@ -486,11 +511,13 @@ def details(r):
                 "| bundles | connections | server | requests/s | p50 | p99 | non-2xx (all passes) | socket errors |",
                 "|---|---|---|---|---|---|---|---|"]
         for c, pair in _server_cells(server):
-            for name in ("opcache_serve", "nginx"):
-                f = c[name]
+            for name in ("opcache_serve", "nginx", "http_floor"):
+                f = c.get(name)
+                if f is None:
+                    continue
                 out.append(f"| {c['bundles']}, {pair.split(' (')[0]} | {c['connections']} | {name.replace('_', ' ')} | "
                            f"{_fmt(f['requests_per_second'])} | {_fmt(f['latency_us']['p50'] / 1000, ' ms')} | "
-                           f"{_fmt(f['latency_us']['p99'] / 1000, ' ms')} | {c['non_2xx_all_passes'][name]:,} | "
+                           f"{_fmt(f['latency_us']['p99'] / 1000, ' ms')} | {c['non_2xx_all_passes'].get(name, 0):,} | "
                            f"{f['socket_errors']} |")
             out.append(f"| {c['bundles']} | {c['connections']} | ratio | {c['ratio_rps']:.2f}× | "
                        f"{c['ratio_p50']:.2f}× | {c['ratio_p99']:.2f}× | | |")

@@ -156,8 +156,10 @@ def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pu
 
 
 def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup, tag="log off"):
-    """wrk GETs of each key set at each connection count, servers alternating first; per cell the
-    median pass by requests/s. `tag` names the pair in the progress lines (request logs off or on)."""
+    """wrk GETs of each key set at each connection count, servers in turn (the order reversed every
+    other pass); per cell the median pass by requests/s. `servers` names opcache_serve and nginx,
+    and optionally http_floor (bench_http_floor: the cell then has its figures and their ratios to
+    nginx's). `tag` names the pair in the progress lines (request logs off or on)."""
     work = ctx.work / "wrk"
     work.mkdir(parents=True, exist_ok=True)
     threads = os.cpu_count()
@@ -182,11 +184,17 @@ def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup, tag="lo
                         f"non-2xx {figures['non_2xx']}, socket errors {figures['socket_errors']}")
             pick = {s: sorted(v, key=lambda f: f["requests_per_second"])[(len(v) - 1) // 2] for s, v in runs.items()}
             o, n = pick["opcache_serve"], pick["nginx"]
-            cells.append({"bundles": name, "connections": c, "opcache_serve": o, "nginx": n,
-                          "non_2xx_all_passes": {s: sum(f["non_2xx"] for f in v) for s, v in runs.items()},
-                          "ratio_rps": ratio(o["requests_per_second"], n["requests_per_second"]),
-                          "ratio_p50": ratio(o["latency_us"]["p50"], n["latency_us"]["p50"]),
-                          "ratio_p99": ratio(o["latency_us"]["p99"], n["latency_us"]["p99"])})
+            cell = {"bundles": name, "connections": c, "opcache_serve": o, "nginx": n,
+                    "non_2xx_all_passes": {s: sum(f["non_2xx"] for f in v) for s, v in runs.items()},
+                    "ratio_rps": ratio(o["requests_per_second"], n["requests_per_second"]),
+                    "ratio_p50": ratio(o["latency_us"]["p50"], n["latency_us"]["p50"]),
+                    "ratio_p99": ratio(o["latency_us"]["p99"], n["latency_us"]["p99"])}
+            if "http_floor" in pick:
+                f = pick["http_floor"]
+                cell.update({"http_floor": f,
+                             "floor_ratio_rps": ratio(f["requests_per_second"], n["requests_per_second"]),
+                             "floor_ratio_p99": ratio(f["latency_us"]["p99"], n["latency_us"]["p99"])})
+            cells.append(cell)
     return {"seconds_per_run": seconds, "passes": passes, "wrk_threads": threads, "cells": cells}
 
 
@@ -195,9 +203,11 @@ def log_pair_summary(tag, matrix):
     for c in matrix["cells"]:
         o, n = c["opcache_serve"], c["nginx"]
         x = lambda v: f"{v:.2f}x" if v is not None else "-"
+        floor = (f"; floor {c['http_floor']['requests_per_second']:.0f} req/s ({x(c['floor_ratio_rps'])} nginx)"
+                 if "http_floor" in c else "")
         log(f"server ({tag}) {c['bundles']} c={c['connections']}: {o['requests_per_second']:.0f} vs "
             f"{n['requests_per_second']:.0f} req/s ({x(c['ratio_rps'])} nginx), p99 {o['latency_us']['p99']} vs "
-            f"{n['latency_us']['p99']} µs ({x(c['ratio_p99'])})")
+            f"{n['latency_us']['p99']} µs ({x(c['ratio_p99'])}){floor}")
 
 
 def soak(ctx, serve, paths_keys, seconds, connections=512, every=10):
