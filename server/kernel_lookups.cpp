@@ -1,24 +1,18 @@
 #include "server/kernel_lookups.hpp"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 namespace opcache::server {
 
-namespace {
-
-std::string episode_id(std::string_view key, std::uint64_t client) {
-  std::string id(key);
-  id.push_back(':');
-  id += std::to_string(client);
-  return id;
+std::size_t KernelLookups::EpisodeHash::operator()(const EpisodeRef& id) const noexcept {
+  return std::hash<std::string_view>{}(id.key) ^ (id.client * 0x9e3779b97f4a7c15ULL);
 }
-
-}  // namespace
 
 LookupEffect KernelLookups::answer(std::string_view key, std::uint64_t client, KernelAnswer answer,
                                    std::int64_t now_ms) {
-  const std::string id = episode_id(key, client);
+  const EpisodeRef id{key, client};
   const auto found = m_episodes.find(id);
   if (found == m_episodes.end() || now_ms - found->second.last_ms > k_episode_ms) {
     if (found != m_episodes.end()) {
@@ -30,7 +24,7 @@ LookupEffect KernelLookups::answer(std::string_view key, std::uint64_t client, K
   return go_on(found->second, answer);
 }
 
-LookupEffect KernelLookups::begin(const std::string& id, KernelAnswer answer, std::int64_t now_ms) {
+LookupEffect KernelLookups::begin(EpisodeRef id, KernelAnswer answer, std::int64_t now_ms) {
   LookupEffect effect;
   Episode episode;
   episode.first_ms = now_ms;
@@ -53,7 +47,7 @@ LookupEffect KernelLookups::begin(const std::string& id, KernelAnswer answer, st
   if (m_episodes.size() >= k_capacity) {
     make_room(now_ms);
   }
-  m_episodes.emplace(id, episode);
+  m_episodes.emplace(EpisodeId{std::string(id.key), id.client}, episode);
   return effect;
 }
 

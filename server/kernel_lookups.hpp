@@ -63,11 +63,34 @@ class KernelLookups {
     bool saved = false;         ///< a bundle was sent
   };
 
-  LookupEffect begin(const std::string& id, KernelAnswer answer, std::int64_t now_ms);
+  // An episode's kernel and client; looked up by a view (EpisodeRef), so
+  // that a request about an open episode allocates nothing.
+  struct EpisodeId {
+    std::string key;
+    std::uint64_t client = 0;
+  };
+  struct EpisodeRef {
+    std::string_view key;
+    std::uint64_t client = 0;
+  };
+  struct EpisodeHash {
+    using is_transparent = void;
+    std::size_t operator()(const EpisodeRef& id) const noexcept;
+    std::size_t operator()(const EpisodeId& id) const noexcept { return (*this)(EpisodeRef{id.key, id.client}); }
+  };
+  struct EpisodeEqual {
+    using is_transparent = void;
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      return a.client == b.client && std::string_view(a.key) == std::string_view(b.key);
+    }
+  };
+
+  LookupEffect begin(EpisodeRef id, KernelAnswer answer, std::int64_t now_ms);
   static LookupEffect go_on(Episode& episode, KernelAnswer answer);
   void make_room(std::int64_t now_ms);
 
-  std::unordered_map<std::string, Episode> m_episodes;  ///< by key and client
+  std::unordered_map<EpisodeId, Episode, EpisodeHash, EpisodeEqual> m_episodes;  ///< by key and client
 };
 
 }  // namespace opcache::server

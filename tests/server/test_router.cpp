@@ -153,6 +153,43 @@ TEST_CASE("server::route_target does not turn '+' in an entry key path into a sp
   CHECK(routed.route.error_code == "invalid_key");
 }
 
+TEST_CASE("server::route_target routes a bundle's GET and HEAD as the route table does") {
+  // route_target takes GET/HEAD /v1/entries/<key> without walking the table;
+  // its answer must be the table's, field by field, and near misses must
+  // still get the table's answers (400 invalid_key, 405, the query kept).
+  const std::string hex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+  const std::vector<std::string> targets = {
+      "/v1/entries/" + hex, "/v1/entries/" + k_route_key, "/v1/entries/" + std::string(64, '0'),
+      "/v1/entries/" + std::string(64, 'A'), "/v1/entries/" + hex.substr(1), "/v1/entries/" + hex + "0",
+      "/v1/entries/" + hex + "/signatures", "/v1/entries/%61" + std::string(63, 'a'), "/v1/entries/" + hex + "?x=1"};
+  for (const char* method : {"GET", "HEAD", "PUT", "POST", "DELETE"}) {
+    for (const std::string& target : targets) {
+      CAPTURE(method);
+      CAPTURE(target);
+      const RoutedTarget routed = route_target(method, target);
+      auto split = split_target(target);
+      REQUIRE(split);
+      const Route expected = match_route(method, split->path);
+      CHECK(routed.path == split->path);
+      CHECK(routed.parameters == split->parameters);
+      CHECK(routed.route.id == expected.id);
+      CHECK(routed.route.key == expected.key);
+      CHECK(routed.route.resource == expected.resource);
+      CHECK(routed.route.lease_id == expected.lease_id);
+      CHECK(routed.route.scope == expected.scope);
+      CHECK(routed.route.body == expected.body);
+      CHECK(routed.route.error_status == expected.error_status);
+      CHECK(routed.route.error_code == expected.error_code);
+      CHECK(routed.route.error_message == expected.error_message);
+      CHECK(routed.route.allow == expected.allow);
+    }
+  }
+  const RoutedTarget hit = route_target("GET", "/v1/entries/" + hex);
+  CHECK(hit.route.id == RouteId::entry_read);
+  CHECK(hit.route.key == hex);
+  CHECK(hit.route.error_status == 0);
+}
+
 TEST_CASE("server::error_response quotes a decoded path that is not UTF-8 without throwing") {
   // GET /%ff: the 404 message quotes the decoded path, byte 0xFF (found by fuzz_server_request).
   const auto routed = route_target("GET", "/%ff");
