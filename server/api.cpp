@@ -255,34 +255,34 @@ namespace {
 
 // The route of a bundle's GET or HEAD, the request a team server answers
 // most, told without walking the table: "/v1/entries/" and a valid key, no
-// query, nothing percent-encoded. Any other target goes the general way,
-// which routes this one alike (tests/server/test_routes.cpp).
-std::optional<RoutedTarget> route_entry_read(std::string_view method, std::string_view target) {
+// query, nothing percent-encoded; into `routed` (true) or false for any other
+// target, which goes the general way. The general way routes this one alike
+// (tests/server/test_router.cpp).
+bool route_entry_read(std::string_view method, std::string_view target, RoutedTarget& routed) {
   constexpr std::string_view prefix = "/v1/entries/";
   if (!target.starts_with(prefix) || (method != "GET" && method != "HEAD")) {
-    return std::nullopt;
+    return false;
   }
   const std::string_view key = target.substr(prefix.size());
   if (key.size() != 64 || !store::check_key(key)) {
-    return std::nullopt;
+    return false;
   }
   static const RouteSpec& spec = *find_route(RouteId::entry_read);
-  RoutedTarget routed;
-  routed.path = std::string(target);
+  routed.path = target;
   routed.route.id = spec.id;
-  routed.route.key = std::string(key);
+  routed.route.key = key;
   routed.route.scope = spec.scope;
   routed.route.body = spec.body;
-  return routed;
+  return true;
 }
 
 }  // namespace
 
 RoutedTarget route_target(std::string_view method, std::string_view target) {
-  if (auto routed = route_entry_read(method, target)) {
-    return std::move(*routed);
-  }
   RoutedTarget routed;
+  if (route_entry_read(method, target, routed)) {
+    return routed;
+  }
   auto split = split_target(target);
   if (!split) {
     routed.path = std::string(target.substr(0, target.find('?')));
