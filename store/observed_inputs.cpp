@@ -5,6 +5,7 @@
 
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <set>
 
@@ -179,10 +180,36 @@ void collect_outputs(const EventIndex& index, const std::string& out, ObservedBu
 
 }  // namespace
 
+namespace {
+
+// Room for identity_text: five 64-bit numbers (20 digits and a sign at most) and four spaces.
+constexpr std::size_t k_identity_text_room = 5 * 21 + 4;
+
+// Writes identity_text's characters at `out`; returns their end.
+char* format_identity(const trace::FileIdentity& identity, char* out) {
+  char* const end = out + k_identity_text_room;
+  out = std::to_chars(out, end, identity.size).ptr;
+  *out++ = ' ';
+  out = std::to_chars(out, end, identity.mtime_ns).ptr;
+  *out++ = ' ';
+  out = std::to_chars(out, end, identity.ctime_ns).ptr;
+  *out++ = ' ';
+  out = std::to_chars(out, end, identity.inode).ptr;
+  *out++ = ' ';
+  return std::to_chars(out, end, identity.device).ptr;
+}
+
+// Whether identity_text(identity) is `text`, without making the string (a hit checks each file input).
+bool has_identity_text(const trace::FileIdentity& identity, std::string_view text) {
+  char buffer[k_identity_text_room];
+  return std::string_view(buffer, static_cast<std::size_t>(format_identity(identity, buffer) - buffer)) == text;
+}
+
+}  // namespace
+
 std::string identity_text(const trace::FileIdentity& identity) {
-  return std::to_string(identity.size) + " " + std::to_string(identity.mtime_ns) + " " +
-         std::to_string(identity.ctime_ns) + " " + std::to_string(identity.inode) + " " +
-         std::to_string(identity.device);
+  char buffer[k_identity_text_room];
+  return std::string(buffer, format_identity(identity, buffer));
 }
 
 bool identity_settled(const trace::FileIdentity& identity) { return base::DigestCache::settled(identity.ctime_ns); }
@@ -257,7 +284,7 @@ bool still_seen(const std::string& path, const std::map<std::string, std::string
     return false;
   }
   const auto now = trace::file_identity(path);
-  return now && identity_text(*now) == recorded->second;
+  return now && has_identity_text(*now, recorded->second);
 }
 
 std::optional<std::string> input_difference(const ObservedInput& input, const std::string& path,

@@ -6,6 +6,8 @@
 
 #include <sys/stat.h>
 
+#include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -43,6 +45,21 @@ const opcache::store::ObservedInput* find_input(const opcache::store::ObservedBu
 }
 
 // (the test cases below stay in namespace observed_inputs_test: the unity build shares helpers' names)
+
+TEST_CASE("store::identity_text is \"size mtime ctime inode device\" in decimal, at every extreme") {
+  // Manifests written by earlier versions hold this text: a hit compares it character by character.
+  constexpr auto low = std::numeric_limits<std::int64_t>::min();
+  constexpr auto high = std::numeric_limits<std::int64_t>::max();
+  constexpr auto top = std::numeric_limits<std::uint64_t>::max();
+  const opcache::trace::FileIdentity cases[] = {
+      {}, {1, 2, 3, 4, 5}, {top, top, high, high, high}, {0, 0, low, low, low}, {7, 123456789, -1, 1700000000123456789, 0}};
+  for (const auto& identity : cases) {
+    const std::string expected = std::to_string(identity.size) + " " + std::to_string(identity.mtime_ns) + " " +
+                                 std::to_string(identity.ctime_ns) + " " + std::to_string(identity.inode) + " " +
+                                 std::to_string(identity.device);
+    CHECK(opcache::store::identity_text(identity) == expected);
+  }
+}
 
 TEST_CASE("store::observe_build: files read are inputs, created ones are not, outputs are what the tree wrote in --out") {
   TempDir temp;
