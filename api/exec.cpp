@@ -12,6 +12,8 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <system_error>
+#include <thread>
 
 #include "api/build_clock.hpp"
 #include "api/exec_process.hpp"
@@ -148,6 +150,31 @@ struct ExecContext {
 };
 
 // One exec's lookup and build, under single flight on its command key.
+// Opens the store's index on a thread of its own while the command runs, so
+// that storing its build does not wait for SQLite to load and the index to
+// open (about a millisecond and a half of a miss, on the compile's critical
+// path otherwise). Joined when it goes out of scope. Without a thread, the
+// store opens its index when it first writes, as it would anyway.
+class IndexWarmup {
+ public:
+  explicit IndexWarmup(store::LocalStore& local) {
+    try {
+      m_thread = std::thread([&local] { local.warm_index(); });
+    } catch (const std::system_error&) {
+    }
+  }
+  IndexWarmup(const IndexWarmup&) = delete;
+  IndexWarmup& operator=(const IndexWarmup&) = delete;
+  ~IndexWarmup() {
+    if (m_thread.joinable()) {
+      m_thread.join();
+    }
+  }
+
+ private:
+  std::thread m_thread;
+};
+
 class ExecRun {
  public:
   ExecRun(const ExecContext& context, ExecPlan& plan, ExecResult& result)
@@ -251,6 +278,7 @@ class ExecRun {
   // refused, runs it untraced and stores nothing.
   Status build_locally() {
     const auto start = std::chrono::steady_clock::now();
+    IndexWarmup warmup(m_context.local);
     const auto programs = programs_by(m_plan.compiler_check, m_plan.request.command[0]);  // a miss only: a PATH search
     store::DigestPrefetch prefetch(m_plan.digests, programs.digested);
     trace::TraceRequest traced{m_plan.request.command, m_plan.input.fd,

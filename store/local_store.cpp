@@ -74,6 +74,11 @@ bool LocalStore::index_opened() {
   return m_index.has_value();
 }
 
+void LocalStore::warm_index() {
+  base::MutexLock lock(m_index_mutex);
+  (void)open_index();
+}
+
 std::optional<IndexEntry> LocalStore::key_record(const std::string& key) {
   {
     base::MutexLock lock(m_records_mutex);

@@ -237,6 +237,12 @@ class LocalStore {
   /// does not). For tests and diagnostics.
   bool index_opened();
 
+  /// Opens the index now (loading SQLite, creating index.db in a new store)
+  /// rather than at its first use, for a caller with time to spare before
+  /// it writes: exec while its command runs. Thread-safe; an error is left
+  /// for the first use, which meets it again.
+  void warm_index();
+
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
   /// Counts a miss in the transaction of the next row this store writes

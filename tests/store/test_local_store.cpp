@@ -17,6 +17,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -301,6 +302,41 @@ TEST_CASE("store::LocalStore opened with NewIndex::on_first_use creates no index
   CHECK(store.index_opened());
   CHECK(fs::is_regular_file(store.layout().index()));
   CHECK(local_store_counter(store, "stores") == 1);
+}
+
+TEST_CASE("store::LocalStore::warm_index opens the index ahead of its first use, from any thread") {
+  TempDir temp;
+  auto square = make_kernel(temp / "src", "square", 16);
+  opcache::store::StoreOptions options;
+  options.root = temp / "cache";
+  options.new_index = opcache::store::NewIndex::on_first_use;
+  auto opened = LocalStore::open(options);
+  REQUIRE(opened.ok());
+  LocalStore& store = **opened;
+  REQUIRE_FALSE(store.index_opened());
+  std::thread warm([&store] { store.warm_index(); });  // as exec does while its command runs
+  warm.join();
+  CHECK(store.index_opened());
+  CHECK(fs::is_regular_file(store.layout().index()));
+  store.warm_index();  // once opened, again is nothing
+  CHECK(put_ok(store, input_for(square, opcache::test::k_test_scenario, 10)).stored);
+  CHECK(local_store_counter(store, "stores") == 1);
+}
+
+TEST_CASE("store::LocalStore::warm_index leaves an index it cannot open to the first use, which reports it") {
+  TempDir temp;
+  auto square = make_kernel(temp / "src", "square", 16);
+  opcache::store::StoreOptions options;
+  options.root = temp / "cache";
+  options.new_index = opcache::store::NewIndex::on_first_use;
+  auto opened = LocalStore::open(options);
+  REQUIRE(opened.ok());
+  LocalStore& store = **opened;
+  fs::create_directory(store.layout().index());  // index.db is a directory: SQLite cannot open it
+  store.warm_index();
+  CHECK_FALSE(store.index_opened());
+  auto put = store.put(input_for(square, opcache::test::k_test_scenario, 10), ReplacePolicy::keep_existing);
+  CHECK_FALSE(put.ok());
 }
 
 TEST_CASE("store::LocalStore record_miss_with_next_write counts the miss once, in the put's commit or when flushed") {
