@@ -98,6 +98,16 @@ bool has_counter(LocalStore& store, const std::string& name) {
   return stats->counters.count(name) != 0;
 }
 
+// A store opened as --mode disable opens it (NewIndex::on_first_use): no index until something uses it.
+std::unique_ptr<LocalStore> open_without_index(const fs::path& root) {
+  opcache::store::StoreOptions options;
+  options.root = root;
+  options.new_index = opcache::store::NewIndex::on_first_use;
+  auto opened = LocalStore::open(options);
+  REQUIRE_MESSAGE(opened.ok(), (opened.ok() ? "" : opened.error().message()));
+  return std::move(*opened);
+}
+
 opcache::PutResult put_ok(LocalStore& store, const BundleInput& input,
                           ReplacePolicy policy = ReplacePolicy::keep_existing) {
   auto put = store.put(input, policy);
@@ -286,12 +296,8 @@ TEST_CASE("store::LocalStore opened with NewIndex::on_first_use creates no index
     REQUIRE(eager.ok());
     CHECK(fs::is_regular_file((*eager)->layout().index()));  // the default: with the layout
   }
-  opcache::store::StoreOptions options;
-  options.root = temp / "cache";
-  options.new_index = opcache::store::NewIndex::on_first_use;
-  auto opened = LocalStore::open(options);
-  REQUIRE(opened.ok());
-  LocalStore& store = **opened;
+  auto opened = open_without_index(temp / "cache");
+  LocalStore& store = *opened;
   // Opening makes the layout only: a run that never touches the index
   // (--mode disable) leaves no index.db.
   CHECK(fs::is_directory(store.layout().objects()));
@@ -307,12 +313,8 @@ TEST_CASE("store::LocalStore opened with NewIndex::on_first_use creates no index
 TEST_CASE("store::LocalStore::warm_index opens the index ahead of its first use, from any thread") {
   TempDir temp;
   auto square = make_kernel(temp / "src", "square", 16);
-  opcache::store::StoreOptions options;
-  options.root = temp / "cache";
-  options.new_index = opcache::store::NewIndex::on_first_use;
-  auto opened = LocalStore::open(options);
-  REQUIRE(opened.ok());
-  LocalStore& store = **opened;
+  auto opened = open_without_index(temp / "cache");
+  LocalStore& store = *opened;
   REQUIRE_FALSE(store.index_opened());
   std::thread warm([&store] { store.warm_index(); });  // as exec does while its command runs
   warm.join();
@@ -326,12 +328,8 @@ TEST_CASE("store::LocalStore::warm_index opens the index ahead of its first use,
 TEST_CASE("store::LocalStore::warm_index leaves an index it cannot open to the first use, which reports it") {
   TempDir temp;
   auto square = make_kernel(temp / "src", "square", 16);
-  opcache::store::StoreOptions options;
-  options.root = temp / "cache";
-  options.new_index = opcache::store::NewIndex::on_first_use;
-  auto opened = LocalStore::open(options);
-  REQUIRE(opened.ok());
-  LocalStore& store = **opened;
+  auto opened = open_without_index(temp / "cache");
+  LocalStore& store = *opened;
   fs::create_directory(store.layout().index());  // index.db is a directory: SQLite cannot open it
   store.warm_index();
   CHECK_FALSE(store.index_opened());
