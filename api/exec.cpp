@@ -282,7 +282,8 @@ class ExecRun {
     const auto programs = programs_by(m_plan.compiler_check, m_plan.request.command[0]);  // a miss only: a PATH search
     store::DigestPrefetch prefetch(m_plan.digests, programs.digested);
     trace::TraceRequest traced{m_plan.request.command, m_plan.input.fd,
-                               [&prefetch](const trace::PathEvent& event) { prefetch.offer(event); }};
+                               [&prefetch](const trace::PathEvent& event) { prefetch.offer(event); },
+                               std::nullopt};
     auto outcome = trace::run_traced(traced);
     if (!outcome && trace::is_tracing_refused(outcome.error())) {
       OPCACHE_TRY_ASSIGN(m_result.command_status, api::run_untraced(m_plan.request.command, m_plan.input.fd));
@@ -498,7 +499,7 @@ Result<std::vector<fs::path>> declared_outputs_of_untraced_run(const ExecRequest
 // The outputs of a run keyed on the descriptor alone: what the trace shows
 // the command wrote in --out (or the declared outputs, where it cannot be traced).
 Result<std::vector<fs::path>> run_for_outputs(const ExecRequest& request, std::optional<int>& status) {
-  auto outcome = trace::run_traced({request.command, request.stdin_fd, {}});
+  auto outcome = trace::run_traced({request.command, request.stdin_fd, {}, std::nullopt});
   if (!outcome && trace::is_tracing_refused(outcome.error())) {
     return declared_outputs_of_untraced_run(request, status);
   }

@@ -9,15 +9,19 @@
 #include <cstring>
 #include <exception>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <string_view>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
 
+#include "base/mutex.hpp"
 #include "base/program_search.hpp"
 #include "base/try.hpp"
 #include "trace/access_classifier.hpp"
 #include "trace/event_log.hpp"
+#include "trace/notify_listener.hpp"
 #include "trace/syscall_table.hpp"
 #include "trace/traced_child.hpp"
 #include "trace/tracee_paths.hpp"
@@ -31,6 +35,9 @@ constexpr int k_tracer_options = PTRACE_O_TRACESECCOMP | PTRACE_O_TRACEFORK | PT
 
 // execvp(3)'s search path when PATH is not set.
 constexpr const char* k_default_search_path = "/bin:/usr/bin";
+
+// Forces a mechanism: "ptrace" or "notify" (default_trace_mechanism).
+constexpr const char* k_mechanism_variable = "OPCACHE_TRACE_MECHANISM";
 
 int exit_status_of(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -57,13 +64,40 @@ unsigned long event_message(pid_t tid) {
   return message;
 }
 
+// The EventLog of one traced command, written by the thread that follows
+// its tree and, under user_notification, by its listener's thread.
+class SharedLog {
+ public:
+  explicit SharedLog(std::function<void(const PathEvent&)> observer) : m_log(std::move(observer)) {}
+
+  // classify_syscall into the log.
+  void classify(const SyscallStop& stop) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    classify_syscall(stop, m_log);
+  }
+
+  // EventLog::set_blind: the first reason given, by either thread, is kept.
+  void set_blind(std::string reason) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    m_log.set_blind(std::move(reason));
+  }
+
+  // EventLog::move_into, once both threads are done.
+  void move_into(TraceOutcome& outcome) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    m_log.move_into(outcome);
+  }
+
+ private:
+  base::Mutex m_mutex;
+  EventLog m_log GUARDED_BY(m_mutex);
+};
+
 // The waitpid loop of one traced command, on the thread that is the tracer
 // of its whole tree.
 class TraceSession {
  public:
-  TraceSession(pid_t root, std::function<void(const PathEvent&)> observer) : m_root(root), m_log(std::move(observer)) {
-    m_tracees.emplace(root, true);
-  }
+  TraceSession(pid_t root, SharedLog& log) : m_root(root), m_log(log) { m_tracees.emplace(root, true); }
 
   // Follows the tree until every tracee has ended.
   Status run() {
@@ -92,16 +126,11 @@ class TraceSession {
   // Whether the root ran the program (its execve succeeded).
   bool root_started() const { return m_root_started; }
 
-  TraceOutcome outcome() {
-    if (m_seccomp_stops == 0) {
-      // The root's own execve stops under the filter: without that stop, the filter's stops go elsewhere.
-      m_log.set_blind("the seccomp filter's stops do not reach the tracer (the command's execve ran unseen)");
-    }
-    TraceOutcome outcome;
-    outcome.status = m_root_status;
-    m_log.move_into(outcome);
-    return outcome;
-  }
+  // The root's exit status, once run() returned.
+  int root_status() const { return m_root_status; }
+
+  // How many seccomp stops the tree made.
+  std::size_t seccomp_stops() const { return m_seccomp_stops; }
 
  private:
   void on_ended(pid_t tid, int status) {
@@ -135,7 +164,7 @@ class TraceSession {
     } else if (!*stop) {
       return;  // killed meanwhile
     } else {
-      classify_syscall(**stop, m_log);
+      m_log.classify(**stop);
     }
     resume_tracee(tid, 0);
   }
@@ -174,31 +203,74 @@ class TraceSession {
   bool m_root_started = false;
   int m_root_status = -1;
   std::size_t m_seccomp_stops = 0;
-  EventLog m_log;
+  SharedLog& m_log;
 };
 
-// Runs `program` traced on the calling thread, which becomes the tracer.
-Result<TraceOutcome> trace_on_this_thread(const std::string& program, const TraceRequest& request) {
-  TracedChild child(program, request.argv, request.stdin_fd);
-  OPCACHE_TRY_ASSIGN(const pid_t root, child.start(k_tracer_options));
-  TraceSession session(root, request.on_event);
-  OPCACHE_TRY(session.run());
+// Answers the notifications of `started`'s listener, when it has one, into
+// `log`: nullptr under ptrace_stop.
+Result<std::unique_ptr<NotifyListener>> listen_to(StartedChild& started, SharedLog& log) {
+  if (!started.listener.valid()) {
+    return std::unique_ptr<NotifyListener>();
+  }
+  return NotifyListener::start(std::move(started.listener), [&log](const SyscallStop& stop) { log.classify(stop); });
+}
+
+// Stops `listener` (the tree has ended) and returns how many notifications
+// it answered; a failure of its thread makes `log` blind.
+std::size_t finish_listening(NotifyListener& listener, SharedLog& log) {
+  if (auto finished = listener.finish(); !finished) {
+    log.set_blind(finished.error().message());
+  }
+  return listener.notifications();
+}
+
+TraceOutcome outcome_of(SharedLog& log, int status, std::size_t calls_handed, TraceMechanism mechanism) {
+  if (calls_handed == 0) {
+    // The root's own execve is handed to the tracer: without it, the filter's stops go elsewhere.
+    log.set_blind("the seccomp filter's stops do not reach the tracer (the command's execve ran unseen)");
+  }
+  TraceOutcome outcome;
+  outcome.status = status;
+  outcome.mechanism = mechanism;
+  log.move_into(outcome);
+  return outcome;
+}
+
+// Runs `program` traced on the calling thread, which becomes the tracer;
+// under user_notification, a thread of the listener's answers the calls
+// that name a file meanwhile.
+Result<TraceOutcome> trace_on_this_thread(const std::string& program, const TraceRequest& request,
+                                          TraceMechanism mechanism) {
+  TracedChild child(program, request.argv, request.stdin_fd, mechanism);
+  OPCACHE_TRY_ASSIGN(auto started, child.start(k_tracer_options));
+  SharedLog log(request.on_event);
+  TraceSession session(started.pid, log);
+  auto listener = listen_to(started, log);
+  if (!listener) {
+    ::kill(started.pid, SIGKILL);  // blocked in its execve, which nothing would answer
+    (void)session.run();
+    return listener.error();
+  }
+  const Status traced = session.run();
+  const std::size_t notified = *listener ? finish_listening(**listener, log) : 0;
+  OPCACHE_TRY(traced);
   if (!session.root_started()) {
     return child.failure();
   }
-  return session.outcome();
+  return outcome_of(log, session.root_status(), session.seccomp_stops() + notified, child.mechanism());
 }
 
 // Runs `program` traced on a thread of its own: ptrace ties tracees to one
 // tracer thread, and waiting for "any tracee" on it must not reap the
 // children the caller's thread started for other reasons. When the thread
 // ends, PTRACE_O_EXITKILL kills any tracee left.
-Result<TraceOutcome> trace_on_own_thread(const std::string& program, const TraceRequest& request) {
+Result<TraceOutcome> trace_on_own_thread(const std::string& program, const TraceRequest& request,
+                                         TraceMechanism mechanism) {
   Result<TraceOutcome> result = Error::internal("the tracing thread did not run");
   try {
     std::thread tracer([&] {
       try {
-        result = trace_on_this_thread(program, request);
+        result = trace_on_this_thread(program, request, mechanism);
       } catch (const std::exception& exception) {
         result = Error::internal(std::string("tracing failed: ") + exception.what());
       }
@@ -217,7 +289,7 @@ std::optional<std::string> probe_tracing() {
   }
   TraceRequest request;
   request.argv = {program->string()};
-  auto outcome = trace_on_own_thread(program->string(), request);
+  auto outcome = trace_on_own_thread(program->string(), request, default_trace_mechanism());
   if (!outcome) {
     return outcome.error().message();
   }
@@ -233,7 +305,45 @@ std::optional<std::string> probe_tracing() {
   return "the seccomp filter's stops do not reach the tracer (" + expected + " ran unseen)";
 }
 
+// The mechanism OPCACHE_TRACE_MECHANISM names, when it names one.
+std::optional<TraceMechanism> mechanism_in_environment() {
+  const char* value = std::getenv(k_mechanism_variable);
+  if (value == nullptr) {
+    return std::nullopt;
+  }
+  const std::string_view name(value);
+  if (name == "ptrace") {
+    return TraceMechanism::ptrace_stop;
+  }
+  if (name == "notify") {
+    return TraceMechanism::user_notification;
+  }
+  return std::nullopt;
+}
+
+// `wanted`, or ptrace_stop where this kernel has no listener to notify.
+TraceMechanism available(TraceMechanism wanted) {
+  if (wanted == TraceMechanism::user_notification && notification_support() == NotificationSupport::none) {
+    return TraceMechanism::ptrace_stop;
+  }
+  return wanted;
+}
+
+TraceMechanism choose_default_mechanism() {
+  if (const auto forced = mechanism_in_environment()) {
+    return available(*forced);
+  }
+  // A listener woken on any CPU is slower than a ptrace stop (15.5 vs 11.5 us a call, 2 vCPUs).
+  return notification_support() == NotificationSupport::synchronous ? TraceMechanism::user_notification
+                                                                    : TraceMechanism::ptrace_stop;
+}
+
 }  // namespace
+
+TraceMechanism default_trace_mechanism() {
+  static const TraceMechanism mechanism = choose_default_mechanism();
+  return mechanism;
+}
 
 std::optional<std::string> tracing_unavailable() {
   static std::once_flag once;
@@ -252,7 +362,8 @@ Result<TraceOutcome> run_traced(const TraceRequest& request) {
   if (!program) {
     return Error::usage("cannot run \"" + request.argv.front() + "\": no such program in PATH");
   }
-  return trace_on_own_thread(program->string(), request);
+  const auto mechanism = request.mechanism ? available(*request.mechanism) : default_trace_mechanism();
+  return trace_on_own_thread(program->string(), request, mechanism);
 }
 
 }  // namespace opcache::trace

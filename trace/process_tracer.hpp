@@ -1,9 +1,12 @@
 // Runs a command and records what its whole process tree does to the file
 // system: the files it reads or executes, the paths it looks up and does not
 // find, the directories it lists, and the files it creates, writes or
-// removes. Built on ptrace(2) with a seccomp-bpf filter that stops a tracee
-// only on the system calls that name a file, so that statically linked
-// programs are seen too and the other system calls run at full speed.
+// removes. Built on ptrace(2), which follows the tree, with a seccomp-bpf
+// filter that hands the tracer only the system calls that name a file, so
+// that statically linked programs are seen too and the other system calls
+// run at full speed. Those calls reach the tracer as seccomp user
+// notifications where the kernel can wake their listener on the caller's
+// CPU (Linux 6.6), else as ptrace stops (TraceMechanism).
 // readlink(2) is not among them (glibc's realpath(3) calls it once per path
 // component, three quarters of a compile's stops): a path that only
 // readlink looks up is not reported `absent` (trace/syscall_table.cpp,
@@ -62,15 +65,46 @@ struct PathEvent {
   std::optional<FileIdentity> identity;
 };
 
+/// How the system calls that name a file reach the tracer. Under either,
+/// the kernel's seccomp filter picks them at their entry, the tracer
+/// classifies each before it runs, and ptrace follows the tree (fork, exec,
+/// exits, signals); the events reported are the same.
+enum class TraceMechanism {
+  /// SECCOMP_RET_TRACE: a ptrace stop, which the thread that follows the tree
+  /// resumes. Each costs two wake-ups across CPUs (~11 us on 2 vCPUs).
+  ptrace_stop,
+  /// SECCOMP_RET_USER_NOTIF: a notification answered, with
+  /// SECCOMP_USER_NOTIF_FLAG_CONTINUE, by a listener thread woken on the
+  /// caller's CPU (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP, Linux 6.6: ~5 us; a
+  /// kernel without that flag makes it slower than a ptrace stop). Calls of
+  /// another architecture's convention and x32 calls still stop under
+  /// ptrace. A process of the tree cannot install a seccomp filter of its
+  /// own with a listener (EBUSY: one listener per filter chain).
+  user_notification,
+};
+
+/// The mechanism run_traced uses when the request names none:
+/// `user_notification` when this kernel lets its listener be woken on the
+/// caller's CPU, `ptrace_stop` otherwise; the environment variable
+/// OPCACHE_TRACE_MECHANISM=ptrace or =notify forces one (`notify` even
+/// without that wake-up, where the kernel has listeners at all: Linux 5.6).
+/// Computed once per process (the environment is read once and the kernel
+/// probed once, on a short-lived thread); thread-safe.
+TraceMechanism default_trace_mechanism();
+
 /// A command to run under the tracer.
 struct TraceRequest {
   std::vector<std::string> argv;           ///< argv[0] is searched in PATH as execvp(3) does
   int stdin_fd = -1;                       ///< the command's standard input; -1: this process's
   /// Called with each event as the tracer records it (each (path, access)
-  /// pair once), on the tracing thread while the command runs: a hook to
-  /// start work on a file before the command ends (exec digests them).
-  /// It must be quick and must not throw.
+  /// pair once), on one of the tracer's threads while the command runs, one
+  /// call at a time: a hook to start work on a file before the command ends
+  /// (exec digests them). It must be quick and must not throw.
   std::function<void(const PathEvent&)> on_event;
+  /// Forces a mechanism (tests, benchmarks); `user_notification` falls back
+  /// to `ptrace_stop` where the kernel has no listeners (TraceOutcome says
+  /// which ran). std::nullopt: default_trace_mechanism().
+  std::optional<TraceMechanism> mechanism;
 };
 
 /// What the tracer saw.
@@ -87,6 +121,8 @@ struct TraceOutcome {
   /// and `status` is its status, but `events` is incomplete and must not be
   /// used to decide what the command depends on.
   std::optional<std::string> blind;
+  /// How the calls that name a file reached the tracer.
+  TraceMechanism mechanism = TraceMechanism::ptrace_stop;
 };
 
 /// Why this machine cannot trace commands (ptrace or seccomp refused: a
@@ -114,7 +150,8 @@ bool is_tracing_refused(const Error& error);
 /// called from any thread, one traced command per call. The tracing runs on
 /// a thread of its own (ptrace ties tracees to one thread), so the children
 /// the calling thread started for other reasons are neither waited for nor
-/// reaped.
+/// reaped; under `user_notification`, a second thread answers the
+/// notifications.
 Result<TraceOutcome> run_traced(const TraceRequest& request);
 
 }  // namespace opcache::trace

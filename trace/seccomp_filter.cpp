@@ -43,6 +43,14 @@ sock_filter return_trace(FilterVerdict verdict) {
   return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | static_cast<std::uint32_t>(verdict));
 }
 
+// The verdict of a call that names a file, native convention.
+sock_filter return_path_call(TraceMechanism mechanism) {
+  if (mechanism == TraceMechanism::user_notification) {
+    return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_USER_NOTIF);
+  }
+  return return_trace(FilterVerdict::path_call);
+}
+
 sock_filter return_allow() {
   return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 }
@@ -62,41 +70,52 @@ void append_prologue(std::vector<sock_filter>& code) {
 
 // With the number in the accumulator: a match returns (so a rule may clobber
 // it), a miss falls through to the next rule.
-void append_rule(std::vector<sock_filter>& code, const SyscallRule& rule) {
+void append_rule(std::vector<sock_filter>& code, const SyscallRule& rule, TraceMechanism mechanism) {
   const auto number = static_cast<std::uint32_t>(rule.number);
   if (rule.untraced_flag == 0) {
     code.push_back(jump_if_equal(number, 0, 1));
-    code.push_back(return_trace(FilterVerdict::path_call));
+    code.push_back(return_path_call(mechanism));
     return;
   }
   code.push_back(jump_if_equal(number, 0, 4));
   code.push_back(load_word(argument_low_word_offset(rule.flags_argument)));
   code.push_back(jump_if_any_bit(rule.untraced_flag, 0, 1));
   code.push_back(return_allow());
-  code.push_back(return_trace(FilterVerdict::path_call));
+  code.push_back(return_path_call(mechanism));
+}
+
+// seccomp(2) SECCOMP_SET_MODE_FILTER with `flags`: a listener descriptor
+// (SECCOMP_FILTER_FLAG_NEW_LISTENER), 0, or -1 with errno set.
+int set_mode_filter(unsigned flags, const sock_fprog& program) noexcept {
+  return static_cast<int>(::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, flags, &program));
 }
 
 }  // namespace
 
-SeccompFilter::SeccompFilter() {
+SeccompFilter::SeccompFilter(TraceMechanism mechanism) : m_mechanism(mechanism) {
   append_prologue(m_code);
   for (const auto& rule : traced_syscalls()) {
-    append_rule(m_code, rule);
+    append_rule(m_code, rule, mechanism);
   }
   m_code.push_back(return_allow());
   m_program.len = static_cast<unsigned short>(m_code.size());
   m_program.filter = m_code.data();
 }
 
-int SeccompFilter::install() const noexcept {
-  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_SPEC_ALLOW, &m_program) == 0) {
-    return 0;
+int SeccompFilter::install(int& listener) const noexcept {
+  const unsigned flags =
+      m_mechanism == TraceMechanism::user_notification ? unsigned{SECCOMP_FILTER_FLAG_NEW_LISTENER} : 0U;
+  listener = set_mode_filter(flags | SECCOMP_FILTER_FLAG_SPEC_ALLOW, m_program);
+  if (listener < 0 && errno == EINVAL) {  // a kernel older than SECCOMP_FILTER_FLAG_SPEC_ALLOW
+    listener = set_mode_filter(flags, m_program);
   }
-  if (errno == EINVAL &&  // a kernel older than SECCOMP_FILTER_FLAG_SPEC_ALLOW
-      ::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &m_program) == 0) {
-    return 0;
+  if (listener < 0) {
+    return errno;
   }
-  return errno;
+  if (flags == 0) {
+    listener = -1;
+  }
+  return 0;
 }
 
 }  // namespace opcache::trace

@@ -1,6 +1,7 @@
 #include "trace/traced_child.hpp"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -8,8 +9,11 @@
 
 #include <csignal>
 #include <cstring>
+#include <optional>
 #include <string_view>
 
+#include "base/try.hpp"
+#include "trace/notify_listener.hpp"
 #include "trace/process_tracer.hpp"
 
 extern char** environ;
@@ -18,12 +22,13 @@ namespace opcache::trace {
 
 namespace {
 
-// The step of the child's set-up that failed, as it reports it.
-enum class ChildStep : int { trace_me = 1, standard_input, no_new_privs, seccomp_filter, exec };
+// The step of the child's set-up that failed, as it reports it, or
+// `listener`: the descriptor of its filter's listener, reported before it stops.
+enum class ChildStep : int { trace_me = 1, standard_input, no_new_privs, seccomp_filter, exec, listener };
 
 struct ChildReport {
   ChildStep step;
-  int error_number;
+  int value;  ///< the errno value of the failed step, or the listener's descriptor
 };
 
 const char* step_name(ChildStep step) {
@@ -38,14 +43,21 @@ const char* step_name(ChildStep step) {
       return "seccomp(SECCOMP_SET_MODE_FILTER)";
     case ChildStep::exec:
       return "execve";
+    case ChildStep::listener:
+      return "the seccomp listener";
   }
   return "?";
 }
 
+// Async-signal-safe: reports `step` and `value` through `fd`.
+void send_report(int fd, ChildStep step, int value) noexcept {
+  const ChildReport report{step, value};
+  [[maybe_unused]] const ssize_t written = ::write(fd, &report, sizeof report);
+}
+
 // Async-signal-safe: reports `step` and errno through `fd` and exits.
 [[noreturn]] void report_and_exit(int fd, ChildStep step, int error_number) noexcept {
-  const ChildReport report{step, error_number};
-  [[maybe_unused]] const ssize_t written = ::write(fd, &report, sizeof report);
+  send_report(fd, step, error_number);
   ::_exit(127);
 }
 
@@ -55,6 +67,22 @@ pid_t wait_for_traced_child(pid_t pid, int& status) {
     got = ::waitpid(pid, &status, __WALL);
   } while (got < 0 && errno == EINTR);
   return got;
+}
+
+void kill_and_reap(pid_t pid) {
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  wait_for_traced_child(pid, status);
+}
+
+// The report waiting in the pipe `fd` now, if a whole one is.
+std::optional<ChildReport> waiting_report(int fd) {
+  pollfd readable{fd, POLLIN, 0};
+  ChildReport report{};
+  if (::poll(&readable, 1, 0) != 1 || ::read(fd, &report, sizeof report) != static_cast<ssize_t>(sizeof report)) {
+    return std::nullopt;
+  }
+  return report;
 }
 
 constexpr std::string_view k_refused_prefix = "cannot trace ";
@@ -69,8 +97,9 @@ bool is_tracing_refused(const Error& error) {
   return error.code() == ErrorCode::io && error.message().starts_with(k_refused_prefix);
 }
 
-TracedChild::TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd)
+TracedChild::TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd, TraceMechanism mechanism)
     : m_program(std::move(program)), m_arguments(std::move(argv)), m_stdin_fd(stdin_fd) {
+  m_filter.emplace(mechanism);
   for (auto& argument : m_arguments) {
     m_argv.push_back(argument.data());
   }
@@ -85,13 +114,19 @@ void TracedChild::run_child() const noexcept {
   if (m_stdin_fd >= 0 && m_stdin_fd != STDIN_FILENO && ::dup2(m_stdin_fd, STDIN_FILENO) < 0) {
     report_and_exit(report, ChildStep::standard_input, errno);
   }
-  ::raise(SIGSTOP);  // the tracer sets its options meanwhile
   if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     report_and_exit(report, ChildStep::no_new_privs, errno);
   }
-  if (const int error_number = m_filter.install(); error_number != 0) {
+  // Installed before the stop: no call until execve is one it hands the
+  // tracer, and a listener must be taken while this process still holds it.
+  int listener = -1;
+  if (const int error_number = m_filter->install(listener); error_number != 0) {
     report_and_exit(report, ChildStep::seccomp_filter, error_number);
   }
+  if (listener >= 0) {
+    send_report(report, ChildStep::listener, listener);
+  }
+  ::raise(SIGSTOP);  // the tracer sets its options (and takes the listener) meanwhile
   ::execve(m_program.c_str(), m_argv.data(), environ);
   report_and_exit(report, ChildStep::exec, errno);
 }
@@ -105,15 +140,37 @@ Status TracedChild::wait_for_first_stop(pid_t pid) const {
     return failure();
   }
   if (WSTOPSIG(status) != SIGSTOP) {
-    ::kill(pid, SIGKILL);
-    wait_for_traced_child(pid, status);
+    kill_and_reap(pid);
     return Error::io("the traced child of " + m_program + " stopped with signal " + std::to_string(WSTOPSIG(status)) +
                      " instead of SIGSTOP");
   }
   return {};
 }
 
-Result<pid_t> TracedChild::start(int ptrace_options) {
+std::optional<base::FileDescriptor> TracedChild::take_listener(pid_t pid) const {
+  const auto report = waiting_report(m_report_read.get());
+  if (!report || report->step != ChildStep::listener) {
+    return std::nullopt;
+  }
+  // The child is stopped and not reaped: `pid` is still its own.
+  auto listener = take_descriptor(pid, report->value);
+  if (!listener.valid()) {
+    return std::nullopt;
+  }
+  return listener;
+}
+
+Result<StartedChild> TracedChild::start(int ptrace_options) {
+  OPCACHE_TRY_ASSIGN(auto started, start_once(ptrace_options));
+  if (started) {
+    return std::move(*started);
+  }
+  m_filter.emplace(TraceMechanism::ptrace_stop);
+  OPCACHE_TRY_ASSIGN(auto fallback, start_once(ptrace_options));
+  return std::move(*fallback);  // a ptrace_stop start has no listener to miss
+}
+
+Result<std::optional<StartedChild>> TracedChild::start_once(int ptrace_options) {
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     return Error::io(std::string("cannot create a pipe to start a traced command: ") + std::strerror(errno));
@@ -131,15 +188,22 @@ Result<pid_t> TracedChild::start(int ptrace_options) {
   if (auto stopped = wait_for_first_stop(pid); !stopped) {
     return stopped.error();
   }
+  StartedChild started{pid, {}};
+  if (mechanism() == TraceMechanism::user_notification) {
+    auto listener = take_listener(pid);
+    if (!listener) {
+      kill_and_reap(pid);
+      return std::optional<StartedChild>();
+    }
+    started.listener = std::move(*listener);
+  }
   if (::ptrace(PTRACE_SETOPTIONS, pid, nullptr, reinterpret_cast<void*>(static_cast<long>(ptrace_options))) != 0 ||
       ::ptrace(PTRACE_CONT, pid, nullptr, nullptr) != 0) {
     const int error_number = errno;
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    wait_for_traced_child(pid, status);
+    kill_and_reap(pid);
     return refused_tracing(m_program, std::string("ptrace(PTRACE_SETOPTIONS): ") + std::strerror(error_number));
   }
-  return pid;
+  return std::optional<StartedChild>(std::move(started));
 }
 
 Error TracedChild::failure() const {
@@ -147,11 +211,12 @@ Error TracedChild::failure() const {
   ssize_t got = 0;
   do {
     got = ::read(m_report_read.get(), &report, sizeof report);
-  } while (got < 0 && errno == EINTR);
+  } while ((got < 0 && errno == EINTR) ||
+           (got == static_cast<ssize_t>(sizeof report) && report.step == ChildStep::listener));
   if (got != static_cast<ssize_t>(sizeof report)) {
     return Error::io("the traced child of " + m_program + " ended before it ran the program");
   }
-  const std::string reason = std::string(step_name(report.step)) + ": " + std::strerror(report.error_number);
+  const std::string reason = std::string(step_name(report.step)) + ": " + std::strerror(report.value);
   if (report.step == ChildStep::exec || report.step == ChildStep::standard_input) {
     return Error::usage("cannot run " + m_program + ": " + reason);
   }

@@ -1,12 +1,14 @@
 // Starting a command under the tracer: a forked child asks to be traced,
-// stops until the tracer has set its options, installs the seccomp filter and
-// runs the program. Between fork and execve the child makes only
-// async-signal-safe calls, since the calling process may have threads;
-// everything it needs is prepared before the fork.
+// installs the seccomp filter (and reports its listener's descriptor, under
+// TraceMechanism::user_notification), stops until the tracer has set its
+// options (and taken that listener) and runs the program. Between fork and
+// execve the child makes only async-signal-safe calls, since the calling
+// process may have threads; everything it needs is prepared before the fork.
 #pragma once
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,23 +22,40 @@ namespace opcache::trace {
 /// `io`, "cannot trace <program>: <why>". is_tracing_refused knows it.
 Error refused_tracing(const std::string& program, const std::string& why);
 
+/// A child started under the tracer.
+struct StartedChild {
+  pid_t pid = -1;
+  /// The seccomp listener of its filter, a descriptor of this process
+  /// (O_CLOEXEC), under TraceMechanism::user_notification; invalid under
+  /// `ptrace_stop`. Its first notification is the child's execve, which
+  /// waits for an answer.
+  base::FileDescriptor listener;
+};
+
 /// One command to start traced. Not thread-safe; one per command, used by
 /// the thread that traces it (ptrace ties a tracee to one tracer thread).
 class TracedChild {
  public:
   /// `program`: the file to execute (argv[0] already searched in PATH);
   /// `argv`: its arguments, argv[0] included; `stdin_fd`: its standard
-  /// input (-1: this process's).
-  TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd);
+  /// input (-1: this process's); `mechanism`: how its filter hands the
+  /// tracer the calls that name a file.
+  TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd, TraceMechanism mechanism);
   TracedChild(const TracedChild&) = delete;
   TracedChild& operator=(const TracedChild&) = delete;
 
-  /// Forks the child, waits for it to stop, makes the calling thread its
-  /// tracer with `ptrace_options` (PTRACE_SETOPTIONS) and resumes it towards
-  /// its filter and execve, whose seccomp stop is the next thing it reports.
-  /// Returns its pid. `io` when it cannot be forked or traced (the child is
-  /// then gone); a refusal to be traced is made by refused_tracing.
-  Result<pid_t> start(int ptrace_options);
+  /// Forks the child, waits for it to stop (its filter installed), takes
+  /// its listener under `user_notification` (pidfd_getfd), makes the
+  /// calling thread its tracer with `ptrace_options` (PTRACE_SETOPTIONS)
+  /// and resumes it towards its execve, the first call its filter hands the
+  /// tracer. When the listener cannot be taken, that child is killed and
+  /// another started under `ptrace_stop` (mechanism() says so). `io` when
+  /// it cannot be forked or traced (the child is then gone); a refusal to
+  /// be traced is made by refused_tracing.
+  Result<StartedChild> start(int ptrace_options);
+
+  /// The mechanism of the child started last (or to be started).
+  TraceMechanism mechanism() const noexcept { return m_filter->mechanism(); }
 
   /// Why the child ended without running the program, once it has ended
   /// (it reports the step that failed before it exits): `usage` when
@@ -47,15 +66,20 @@ class TracedChild {
  private:
   /// The child's side; never returns.
   [[noreturn]] void run_child() const noexcept;
+  /// start() with the current filter; std::nullopt when its listener could
+  /// not be taken (the child is then gone).
+  Result<std::optional<StartedChild>> start_once(int ptrace_options);
   Status wait_for_first_stop(pid_t pid) const;
+  /// The listener the stopped child `pid` reported, or std::nullopt.
+  std::optional<base::FileDescriptor> take_listener(pid_t pid) const;
 
   std::string m_program;
   std::vector<std::string> m_arguments;
   std::vector<char*> m_argv;  ///< m_arguments' strings and a null pointer
   int m_stdin_fd;
-  SeccompFilter m_filter;
-  base::FileDescriptor m_report_read;   ///< the child writes the step that failed, then exits
-  base::FileDescriptor m_report_write;  ///< closed in the parent once forked; O_CLOEXEC in the child
+  std::optional<SeccompFilter> m_filter;  ///< always set; replaced when falling back to ptrace stops
+  base::FileDescriptor m_report_read;     ///< the child writes the step that failed, then exits
+  base::FileDescriptor m_report_write;    ///< closed in the parent once forked; O_CLOEXEC in the child
 };
 
 }  // namespace opcache::trace
