@@ -15,6 +15,7 @@
 #include <system_error>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "base/mutex.hpp"
 #include "base/program_search.hpp"
@@ -97,7 +98,7 @@ class SharedLog {
 // of its whole tree.
 class TraceSession {
  public:
-  TraceSession(pid_t root, SharedLog& log) : m_root(root), m_log(log) { m_tracees.emplace(root, true); }
+  TraceSession(pid_t root, SharedLog& log) : m_root(root), m_log(log) { m_tracees.emplace(root, Tracee{true, true}); }
 
   // Follows the tree until every tracee has ended.
   Status run() {
@@ -134,7 +135,13 @@ class TraceSession {
 
  private:
   void on_ended(pid_t tid, int status) {
-    m_tracees.erase(tid);
+    const auto tracee = m_tracees.find(tid);
+    if (tracee == m_tracees.end() || !tracee->second.announced) {
+      m_ended_unannounced.insert(tid);
+    }
+    if (tracee != m_tracees.end()) {
+      m_tracees.erase(tracee);
+    }
     if (tid != m_root) {
       return;
     }
@@ -171,7 +178,7 @@ class TraceSession {
 
   void on_ptrace_event(pid_t tid, int event) {
     if (event == PTRACE_EVENT_FORK || event == PTRACE_EVENT_VFORK || event == PTRACE_EVENT_CLONE) {
-      m_tracees.try_emplace(static_cast<pid_t>(event_message(tid)), false);
+      on_created(static_cast<pid_t>(event_message(tid)));
     } else if (event == PTRACE_EVENT_EXEC) {
       // A thread other than the leader that runs execve takes the leader's
       // id; its own disappears without a report.
@@ -184,11 +191,19 @@ class TraceSession {
     resume_tracee(tid, 0);
   }
 
+  // The creator's event of tracee `tid`, which may come after the new
+  // tracee's first stop, or even after its end (then it is not tracked again).
+  void on_created(pid_t tid) {
+    if (m_ended_unannounced.erase(tid) == 0) {
+      m_tracees[tid].announced = true;
+    }
+  }
+
   void on_signal_stop(pid_t tid, int signal) {
     // Unknown: a new tracee whose creator's event is still to come.
-    const auto tracee = m_tracees.try_emplace(tid, false).first;
-    const bool first_stop = !tracee->second;
-    tracee->second = true;
+    auto& tracee = m_tracees[tid];
+    const bool first_stop = !tracee.stopped;
+    tracee.stopped = true;
     if (first_stop && signal == SIGSTOP) {
       return resume_tracee(tid, 0);  // a new tracee's initial stop
     }
@@ -198,8 +213,15 @@ class TraceSession {
     resume_tracee(tid, signal);
   }
 
+  // What the loop knows of a live tracee.
+  struct Tracee {
+    bool stopped = false;    ///< it has had its initial stop
+    bool announced = false;  ///< its creator's event has come (the root: always)
+  };
+
   pid_t m_root;
-  std::unordered_map<pid_t, bool> m_tracees;  ///< live tracees → whether each has had its initial stop
+  std::unordered_map<pid_t, Tracee> m_tracees;    ///< live tracees
+  std::unordered_set<pid_t> m_ended_unannounced;  ///< tracees that ended before their creator's event came
   bool m_root_started = false;
   int m_root_status = -1;
   std::size_t m_seccomp_stops = 0;
