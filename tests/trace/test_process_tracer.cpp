@@ -9,8 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -23,6 +27,7 @@
 #include "tests/support/skip.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "trace/exec_image.hpp"
+#include "trace/notify_listener.hpp"
 #include "trace/process_tracer.hpp"
 #include "trace/tracee_memory.hpp"
 #include "trace/tracee_paths.hpp"
@@ -334,21 +339,22 @@ TEST_CASE("trace::run_traced classifies directories made, files renamed and remo
   CHECK(has_trace_event(outcome, dir / "missing", Access::absent));
 }
 
-TEST_CASE("trace::run_traced goes blind on a 32-bit and on an x32 system call") {
-  TRACE_TEST_REQUIRE_TRACING();
-  const auto assembler = trace_test_program("as");
-  const auto linker = trace_test_program("ld");
-  OPCACHE_SKIP_IF(!assembler || !linker, "binutils (as, ld) are not installed");
+namespace {
+
+/// Builds `dir`/i386, which calls getpid then exit(0) with the i386
+/// convention (int $0x80), and `dir`/x32, which calls getpid as an x32 call
+/// then exits natively. The reason to skip when they cannot be built or run.
+std::optional<std::string> build_foreign_convention_programs(const TraceTestDir& dir) {
+  if (!trace_test_program("as") || !trace_test_program("ld")) {
+    return "binutils (as, ld) are not installed";
+  }
 #if !defined(__x86_64__)
-  opcache::test::report_skip("32-bit and x32 programs are built for x86_64 only");
-  return;
+  return "32-bit and x32 programs are built for x86_64 only";
 #endif
-  TraceTestDir dir;
-  // getpid then exit(0), with the i386 convention (int $0x80)...
   opcache::test::write_text(dir / "i386.s",
                             ".globl _start\n_start:\n movl $20, %eax\n int $0x80\n"
                             " movl $1, %eax\n xorl %ebx, %ebx\n int $0x80\n");
-  // ...and as an x32 call (__X32_SYSCALL_BIT | getpid), then a native exit(0).
+  // __X32_SYSCALL_BIT | getpid, then a native exit(0).
   opcache::test::write_text(dir / "x32.s",
                             ".globl _start\n_start:\n movl $0x40000027, %eax\n syscall\n"
                             " movl $60, %eax\n xorl %edi, %edi\n syscall\n");
@@ -356,10 +362,22 @@ TEST_CASE("trace::run_traced goes blind on a 32-bit and on an x32 system call") 
       {"sh", "-c", "cd '" + dir.path.string() + "' && as --32 -o i386.o i386.s && ld -m elf_i386 -o i386 i386.o"});
   const auto built_x32 = opcache::test::run_process(
       {"sh", "-c", "cd '" + dir.path.string() + "' && as -o x32.o x32.s && ld -o x32 x32.o"});
-  OPCACHE_SKIP_IF(built_i386.exit_code != 0 || built_x32.exit_code != 0,
-                  "cannot build the test programs: " + built_i386.err + built_x32.err);
-  OPCACHE_SKIP_IF(opcache::test::run_process({dir / "i386"}).exit_code != 0,
-                  "this kernel does not run 32-bit programs (IA32 emulation)");
+  if (built_i386.exit_code != 0 || built_x32.exit_code != 0) {
+    return "cannot build the test programs: " + built_i386.err + built_x32.err;
+  }
+  if (opcache::test::run_process({dir / "i386"}).exit_code != 0) {
+    return "this kernel does not run 32-bit programs (IA32 emulation)";
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+TEST_CASE("trace::run_traced goes blind on a 32-bit and on an x32 system call") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  const auto skip = build_foreign_convention_programs(dir);
+  OPCACHE_SKIP_IF(skip.has_value(), *skip);
 
   const auto i386 = run_traced_ok({dir / "i386"});
   CHECK(i386.status == 0);
@@ -476,4 +494,306 @@ TEST_CASE("trace::read_tracee_string reads across pages and stops at an unmapped
   REQUIRE(bytes_faulting.ok());
   CHECK_FALSE(*bytes_faulting);
   ::munmap(mapped, 3 * page);
+}
+
+namespace {
+
+using opcache::trace::TraceMechanism;
+
+const char* mechanism_name(TraceMechanism mechanism) {
+  return mechanism == TraceMechanism::user_notification ? "user_notification" : "ptrace_stop";
+}
+
+/// Why user notifications cannot be compared with ptrace stops here, if they cannot.
+std::optional<std::string> notification_unavailable() {
+  if (opcache::trace::notification_support() == opcache::trace::NotificationSupport::none) {
+    return "this kernel has no seccomp listener for the tracer (before Linux 5.6, or refused)";
+  }
+  return std::nullopt;
+}
+
+/// Runs `argv` traced under `mechanism`; REQUIREs that it ran, under that one.
+TraceOutcome run_traced_under(TraceMechanism mechanism, const std::vector<std::string>& argv) {
+  opcache::trace::TraceRequest request;
+  request.argv = argv;
+  request.mechanism = mechanism;
+  auto outcome = opcache::trace::run_traced(request);
+  REQUIRE_MESSAGE(outcome.ok(), (outcome.ok() ? "" : outcome.error().message()));
+  REQUIRE(outcome->mechanism == mechanism);
+  return std::move(*outcome);
+}
+
+/// `text` with each "process <digits>" as "process N": a tracee's id differs from run to run.
+std::string without_process_ids(std::string text) {
+  const std::string marker = "process ";
+  for (auto at = text.find(marker); at != std::string::npos; at = text.find(marker, at + 1)) {
+    const auto digits = at + marker.size();
+    auto end = digits;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end])) != 0) {
+      ++end;
+    }
+    text.replace(digits, end - digits, "N");
+  }
+  return text;
+}
+
+/// The events of a run in `dir`, comparable with another run's in another
+/// directory: `dir` written "<dir>", the files the run made in <dir>/tmp
+/// (gcc's temporary files, named at random) numbered by first appearance,
+/// and the identity of a file in `dir` reduced to its presence (another
+/// copy, another inode).
+std::vector<std::string> comparable_events(const TraceOutcome& outcome, const TraceTestDir& dir) {
+  const std::string root = dir.path.string();
+  const std::string temporary = dir / "tmp/";
+  std::vector<std::string> temporaries;
+  std::vector<std::string> lines;
+  for (const auto& event : outcome.events) {
+    std::string path = event.path;
+    const bool inside = path == root || path.rfind(root + "/", 0) == 0;
+    if (path.rfind(temporary, 0) == 0) {
+      auto known = std::find(temporaries.begin(), temporaries.end(), path);
+      if (known == temporaries.end()) {
+        known = temporaries.insert(temporaries.end(), path);
+      }
+      path = "<dir>/tmp/#" + std::to_string(known - temporaries.begin());
+    } else if (inside) {
+      path = "<dir>" + path.substr(root.size());
+    }
+    std::string identity = "-";
+    if (event.identity) {
+      identity = inside ? "identity" : std::to_string(event.identity->inode) + ":" + std::to_string(event.identity->size);
+    }
+    lines.push_back(std::to_string(static_cast<int>(event.access)) + " " + path + " " + identity);
+  }
+  return lines;
+}
+
+/// One traced run under each mechanism of `command` (a shell command run in
+/// a fresh directory that `prepare` fills, with TMPDIR=<dir>/tmp): REQUIREs
+/// the same status, the same blind reason (process ids aside) and the same
+/// events, in the same order when `ordered` (a tree that does one thing at
+/// a time), else as sets; returns the user_notification run's outcome and
+/// directory for the caller's own checks.
+enum class EventOrder { same, any };
+
+struct ComparedRuns {
+  std::unique_ptr<TraceTestDir> dir;  ///< the user_notification run's
+  TraceOutcome outcome;               ///< the user_notification run's
+};
+
+ComparedRuns check_mechanisms_agree(const std::function<void(const TraceTestDir&)>& prepare,
+                                    const std::string& command, EventOrder order) {
+  std::vector<std::vector<std::string>> events;
+  std::vector<std::optional<std::string>> blinds;
+  std::vector<int> statuses;
+  ComparedRuns notified;
+  for (const auto mechanism : {TraceMechanism::ptrace_stop, TraceMechanism::user_notification}) {
+    auto dir = std::make_unique<TraceTestDir>();
+    fs::create_directories(*dir / "tmp");
+    prepare(*dir);
+    auto outcome = run_traced_under(
+        mechanism, {"sh", "-c", "cd '" + dir->path.string() + "' && export TMPDIR=\"$PWD/tmp\" && " + command});
+    check_trace_invariants(outcome);
+    auto lines = comparable_events(outcome, *dir);
+    if (order == EventOrder::any) {
+      std::sort(lines.begin(), lines.end());
+    }
+    events.push_back(std::move(lines));
+    blinds.push_back(outcome.blind ? std::optional(without_process_ids(*outcome.blind)) : std::nullopt);
+    statuses.push_back(outcome.status);
+    if (mechanism == TraceMechanism::user_notification) {
+      notified = ComparedRuns{std::move(dir), std::move(outcome)};
+    }
+  }
+  CHECK(statuses[0] == statuses[1]);
+  CHECK_MESSAGE(blinds[0] == blinds[1], blinds[0].value_or("not blind") << " | " << blinds[1].value_or("not blind"));
+  CHECK(events[0].size() == events[1].size());
+  for (std::size_t i = 0; i < std::min(events[0].size(), events[1].size()); ++i) {
+    CHECK_MESSAGE(events[0][i] == events[1][i], "event " << i);
+  }
+  return notified;
+}
+
+/// Builds the C program `source` as `dir`/`name`; false when gcc cannot.
+bool build_c_program(const TraceTestDir& dir, const std::string& name, const std::string& source) {
+  opcache::test::write_text(dir / (name + ".c"), source);
+  return opcache::test::run_process({"gcc", "-O2", "-pthread", "-o", dir / name, dir / (name + ".c")}).exit_code == 0;
+}
+
+}  // namespace
+
+TEST_CASE("trace::default_trace_mechanism notifies where the kernel wakes the listener on the caller's CPU") {
+  const auto support = opcache::trace::notification_support();
+  OPCACHE_SKIP_IF(std::getenv("OPCACHE_TRACE_MECHANISM") != nullptr,
+                  "OPCACHE_TRACE_MECHANISM is set: it chooses the default");
+  CHECK(opcache::trace::default_trace_mechanism() == (support == opcache::trace::NotificationSupport::synchronous
+                                                          ? TraceMechanism::user_notification
+                                                          : TraceMechanism::ptrace_stop));
+  TRACE_TEST_REQUIRE_TRACING();
+  CHECK(run_traced_ok({"true"}).mechanism == opcache::trace::default_trace_mechanism());
+}
+
+TEST_CASE("trace::run_traced reports the same events of a gcc compile under ptrace stops and user notifications") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  OPCACHE_SKIP_IF(!trace_test_program("gcc"), "gcc is not installed");
+  const auto prepare = [](const TraceTestDir& dir) {
+    opcache::test::write_text(dir / "k.c", "#include <stdio.h>\n#include \"k.h\"\nint k(void) { return K; }\n");
+    opcache::test::write_text(dir / "inc2/k.h", "#define K 7\n");
+    fs::create_directories(dir / "inc1");
+    fs::create_directories(dir / "out");
+  };
+  const auto run = check_mechanisms_agree(prepare, "gcc -O2 -c k.c -Iinc1 -Iinc2 -o out/k.o", EventOrder::same);
+  CHECK(run.outcome.status == 0);
+  CHECK_FALSE(run.outcome.blind.has_value());
+  check_read_with_identity(run.outcome, *run.dir / "k.c");
+  CHECK(has_trace_event(run.outcome, *run.dir / "inc1/k.h", Access::absent));
+  CHECK(has_trace_event(run.outcome, *run.dir / "out/k.o", Access::written));
+  CHECK(trace_event_named(run.outcome, "cc1", Access::executed) != nullptr);
+}
+
+TEST_CASE("trace::run_traced reports the same events of a shell pipeline under ptrace stops and user notifications") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  const auto prepare = [](const TraceTestDir& dir) {
+    opcache::test::write_text(dir / "a.txt", "b\na\n");
+    opcache::test::write_text(dir / "sub/x", "");
+  };
+  const auto run = check_mechanisms_agree(
+      prepare, "cat a.txt | sort | tee b.txt > /dev/null && ls sub > c.txt && mv c.txt d.txt && rm b.txt",
+      EventOrder::any);
+  CHECK(run.outcome.status == 0);
+  CHECK_FALSE(run.outcome.blind.has_value());
+  check_read_with_identity(run.outcome, *run.dir / "a.txt");
+  CHECK(has_trace_event(run.outcome, *run.dir / "sub", Access::listed));
+  CHECK(has_trace_event(run.outcome, *run.dir / "b.txt", Access::removed));
+  CHECK(has_trace_event(run.outcome, *run.dir / "d.txt", Access::written));
+}
+
+TEST_CASE("trace::run_traced reports the same events of a static busybox under ptrace stops and user notifications") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  OPCACHE_SKIP_IF(!fs::exists("/bin/busybox"), "/bin/busybox is not installed (Debian's busybox-static)");
+  const auto prepare = [](const TraceTestDir& dir) { opcache::test::write_text(dir / "b.txt", "beta\n"); };
+  const auto run = check_mechanisms_agree(
+      prepare, "exec /bin/busybox sh -c 'cat b.txt > c.txt && /bin/busybox ls . > /dev/null && test ! -e missing'",
+      EventOrder::same);
+  CHECK(run.outcome.status == 0);
+  CHECK_FALSE(run.outcome.blind.has_value());
+  CHECK(has_trace_event(run.outcome, "/bin/busybox", Access::executed));
+  check_read_with_identity(run.outcome, *run.dir / "b.txt");
+  CHECK(has_trace_event(run.outcome, *run.dir / "c.txt", Access::written));
+  CHECK(has_trace_event(run.outcome, *run.dir / "missing", Access::absent));
+}
+
+TEST_CASE("trace::run_traced reports the same events of a vfork'd child under ptrace stops and user notifications") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  OPCACHE_SKIP_IF(!trace_test_program("gcc"), "gcc is not installed");
+  const std::string source =
+      "#include <fcntl.h>\n#include <sys/wait.h>\n#include <unistd.h>\n"
+      "int main(void) {\n"
+      "  pid_t child = vfork();\n"
+      "  if (child == 0) { execl(\"/bin/cat\", \"cat\", \"a.txt\", (char*)0); _exit(127); }\n"
+      "  int status = 1;\n"
+      "  waitpid(child, &status, 0);\n"
+      "  return open(\"b.txt\", O_RDONLY) < 0 || status != 0;\n"
+      "}\n";
+  const auto prepare = [&source](const TraceTestDir& dir) {
+    REQUIRE(build_c_program(dir, "vforks", source));
+    opcache::test::write_text(dir / "a.txt", "alpha\n");
+    opcache::test::write_text(dir / "b.txt", "beta\n");
+  };
+  const auto run = check_mechanisms_agree(prepare, "./vforks > out.txt", EventOrder::same);
+  CHECK(run.outcome.status == 0);
+  CHECK_FALSE(run.outcome.blind.has_value());
+  check_read_with_identity(run.outcome, *run.dir / "a.txt");
+  check_read_with_identity(run.outcome, *run.dir / "b.txt");
+  CHECK(trace_event_index(run.outcome, *run.dir / "a.txt", Access::read) <
+        trace_event_index(run.outcome, *run.dir / "b.txt", Access::read));
+  CHECK(opcache::test::read_text(*run.dir / "out.txt") == "alpha\n");
+}
+
+TEST_CASE("trace::run_traced reports the same events of a multithreaded program under both mechanisms") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  OPCACHE_SKIP_IF(!trace_test_program("gcc"), "gcc is not installed");
+  // Four threads open a file each; then a thread other than the leader runs cat.
+  const std::string source =
+      "#include <fcntl.h>\n#include <pthread.h>\n#include <unistd.h>\n"
+      "static void* reader(void* name) { int fd = open(name, O_RDONLY); if (fd >= 0) close(fd); return 0; }\n"
+      "static void* runner(void* name) { execl(\"/bin/cat\", \"cat\", (char*)name, (char*)0); return 0; }\n"
+      "int main(void) {\n"
+      "  char* names[4] = {\"f0\", \"f1\", \"f2\", \"f3\"};\n"
+      "  pthread_t threads[4];\n"
+      "  for (int i = 0; i < 4; ++i) pthread_create(&threads[i], 0, reader, names[i]);\n"
+      "  for (int i = 0; i < 4; ++i) pthread_join(threads[i], 0);\n"
+      "  pthread_t exec_thread;\n"
+      "  pthread_create(&exec_thread, 0, runner, \"g.txt\");\n"
+      "  pthread_join(exec_thread, 0);\n"
+      "  return 1;\n"
+      "}\n";
+  const auto prepare = [&source](const TraceTestDir& dir) {
+    REQUIRE(build_c_program(dir, "threads", source));
+    for (const char* name : {"f0", "f1", "f2", "f3"}) {
+      opcache::test::write_text(dir / name, name);
+    }
+    opcache::test::write_text(dir / "g.txt", "gamma\n");
+  };
+  const auto run = check_mechanisms_agree(prepare, "./threads > out.txt", EventOrder::any);
+  CHECK(run.outcome.status == 0);
+  CHECK_FALSE(run.outcome.blind.has_value());
+  for (const char* name : {"f0", "f1", "f2", "f3", "g.txt"}) {
+    check_read_with_identity(run.outcome, *run.dir / name);
+  }
+  CHECK(trace_event_named(run.outcome, "cat", Access::executed) != nullptr);
+  CHECK(opcache::test::read_text(*run.dir / "out.txt") == "gamma\n");
+}
+
+TEST_CASE("trace::run_traced goes blind alike on 32-bit and x32 calls and on a process that outlives the command") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  TraceTestDir programs;
+  const auto skip = build_foreign_convention_programs(programs);
+  OPCACHE_SKIP_IF(skip.has_value(), *skip);
+  for (const char* program : {"i386", "x32"}) {
+    CAPTURE(program);
+    const auto by_stop = run_traced_under(TraceMechanism::ptrace_stop, {programs / program});
+    const auto notified = run_traced_under(TraceMechanism::user_notification, {programs / program});
+    CHECK(notified.status == 0);
+    REQUIRE(notified.blind.has_value());
+    REQUIRE(by_stop.blind.has_value());
+    CHECK(without_process_ids(*notified.blind) == without_process_ids(*by_stop.blind));
+    CHECK(notified.events.size() == by_stop.events.size());
+  }
+  const auto prepare = [](const TraceTestDir&) {};
+  const auto run = check_mechanisms_agree(prepare, "(sleep 0.3; echo late > late.txt) &", EventOrder::same);
+  REQUIRE(run.outcome.blind.has_value());
+  CHECK(run.outcome.blind->find("outlived the command") != std::string::npos);
+  CHECK(has_trace_event(run.outcome, *run.dir / "late.txt", Access::written));
+}
+
+TEST_CASE("trace::run_traced refuses and fails alike under ptrace stops and user notifications") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(notification_unavailable().has_value(), *notification_unavailable());
+  TraceTestDir dir;
+  opcache::test::write_executable(dir / "garbage", std::string("\x01\x02\x03 not a program\n"));
+  for (const auto mechanism : {TraceMechanism::ptrace_stop, TraceMechanism::user_notification}) {
+    CAPTURE(mechanism_name(mechanism));
+    CHECK(run_traced_under(mechanism, {"sh", "-c", "exit 7"}).status == 7);
+    CHECK(run_traced_under(mechanism, {"sh", "-c", "kill -TERM $$"}).status == 128 + 15);
+    CHECK(run_traced_under(mechanism, {"sh", "-c", "kill -STOP $$; exit 3"}).status == 3);
+    opcache::trace::TraceRequest unrunnable;
+    unrunnable.argv = {dir / "garbage"};
+    unrunnable.mechanism = mechanism;
+    const auto refused = opcache::trace::run_traced(unrunnable);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().code() == opcache::ErrorCode::usage);
+    CHECK(refused.error().message() == "cannot run " + (dir / "garbage") + ": execve: Exec format error");
+    opcache::trace::TraceRequest closed_input;
+    closed_input.argv = {"true"};
+    closed_input.stdin_fd = 987;  // not open
+    closed_input.mechanism = mechanism;
+    CHECK(opcache::trace::run_traced(closed_input).error().code() == opcache::ErrorCode::usage);
+  }
 }
