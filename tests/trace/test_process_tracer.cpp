@@ -561,28 +561,30 @@ std::vector<std::string> comparable_events(const TraceOutcome& outcome, const Tr
     }
     std::string identity = "-";
     if (event.identity) {
-      identity = inside ? "identity" : std::to_string(event.identity->inode) + ":" + std::to_string(event.identity->size);
+      identity =
+          inside ? "identity" : std::to_string(event.identity->inode) + ":" + std::to_string(event.identity->size);
     }
     lines.push_back(std::to_string(static_cast<int>(event.access)) + " " + path + " " + identity);
   }
   return lines;
 }
 
-/// One traced run under each mechanism of `command` (a shell command run in
-/// a fresh directory that `prepare` fills, with TMPDIR=<dir>/tmp): REQUIREs
-/// the same status, the same blind reason (process ids aside) and the same
-/// events, in the same order when `ordered` (a tree that does one thing at
-/// a time), else as sets; returns the user_notification run's outcome and
-/// directory for the caller's own checks.
+/// How two runs' events are compared: in order (a tree that does one thing
+/// at a time), or as sets (processes or threads that run at once).
 enum class EventOrder { same, any };
 
+/// The user_notification run of check_mechanisms_agree, for the caller's own checks.
 struct ComparedRuns {
   std::unique_ptr<TraceTestDir> dir;  ///< the user_notification run's
   TraceOutcome outcome;               ///< the user_notification run's
 };
 
-ComparedRuns check_mechanisms_agree(const std::function<void(const TraceTestDir&)>& prepare,
-                                    const std::string& command, EventOrder order) {
+/// One traced run under each mechanism of `command` (a shell command run in
+/// a fresh directory that `prepare` fills, with TMPDIR=<dir>/tmp): CHECKs
+/// the same status, the same blind reason (process ids aside) and the same
+/// events, compared as `order` says.
+ComparedRuns check_mechanisms_agree(const std::function<void(const TraceTestDir&)>& prepare, const std::string& command,
+                                    EventOrder order) {
   std::vector<std::vector<std::string>> events;
   std::vector<std::optional<std::string>> blinds;
   std::vector<int> statuses;
