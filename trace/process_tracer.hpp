@@ -4,9 +4,8 @@
 // removes. Built on ptrace(2), which follows the tree, with a seccomp-bpf
 // filter that hands the tracer only the system calls that name a file, so
 // that statically linked programs are seen too and the other system calls
-// run at full speed. Those calls reach the tracer as seccomp user
-// notifications where the kernel can wake their listener on the caller's
-// CPU (Linux 6.6), else as ptrace stops (TraceMechanism).
+// run at full speed. Those calls reach the tracer as ptrace stops, or on
+// request as seccomp user notifications (TraceMechanism).
 // readlink(2) is not among them (glibc's realpath(3) calls it once per path
 // component, three quarters of a compile's stops): a path that only
 // readlink looks up is not reported `absent` (trace/syscall_table.cpp,
@@ -79,15 +78,19 @@ enum class TraceMechanism {
   /// kernel without that flag makes it slower than a ptrace stop). Calls of
   /// another architecture's convention and x32 calls still stop under
   /// ptrace. A process of the tree cannot install a seccomp filter of its
-  /// own with a listener (EBUSY: one listener per filter chain).
+  /// own with a listener (EBUSY: one listener per filter chain). Not the
+  /// default: a call interrupted while it waits to be received (a signal
+  /// whose handler lacks SA_RESTART, in the microseconds before the
+  /// listener takes it) fails with EINTR, which a file's open or stat never
+  /// does untraced or under ptrace stops, and programs do not retry.
   user_notification,
 };
 
 /// The mechanism run_traced uses when the request names none:
-/// `user_notification` when this kernel lets its listener be woken on the
-/// caller's CPU, `ptrace_stop` otherwise; the environment variable
-/// OPCACHE_TRACE_MECHANISM=ptrace or =notify forces one (`notify` even
-/// without that wake-up, where the kernel has listeners at all: Linux 5.6).
+/// `ptrace_stop`, unless the environment variable OPCACHE_TRACE_MECHANISM
+/// says `notify` (and the kernel has listeners at all: Linux 5.6; cheaper
+/// than ptrace stops only with the wake-up on the caller's CPU of Linux
+/// 6.6) or `ptrace`.
 /// Computed once per process (the environment is read once and the kernel
 /// probed once, on a short-lived thread); thread-safe.
 TraceMechanism default_trace_mechanism();

@@ -43,6 +43,13 @@ sock_filter return_trace(FilterVerdict verdict) {
   return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_TRACE | static_cast<std::uint32_t>(verdict));
 }
 
+// SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19), for headers older than it.
+#ifdef SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV
+constexpr unsigned k_wait_killable_recv = SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV;
+#else
+constexpr unsigned k_wait_killable_recv = 1U << 5;
+#endif
+
 // The verdict of a call that names a file, native convention.
 sock_filter return_path_call(TraceMechanism mechanism) {
   if (mechanism == TraceMechanism::user_notification) {
@@ -103,8 +110,9 @@ SeccompFilter::SeccompFilter(TraceMechanism mechanism) : m_mechanism(mechanism) 
 }
 
 int SeccompFilter::install(int& listener) const noexcept {
-  const unsigned flags =
-      m_mechanism == TraceMechanism::user_notification ? unsigned{SECCOMP_FILTER_FLAG_NEW_LISTENER} : 0U;
+  const unsigned flags = m_mechanism == TraceMechanism::user_notification
+                            ? unsigned{SECCOMP_FILTER_FLAG_NEW_LISTENER | k_wait_killable_recv}
+                            : 0U;
   listener = set_mode_filter(flags | SECCOMP_FILTER_FLAG_SPEC_ALLOW, m_program);
   if (listener < 0 && errno == EINVAL) {  // a kernel older than SECCOMP_FILTER_FLAG_SPEC_ALLOW
     listener = set_mode_filter(flags, m_program);

@@ -41,8 +41,14 @@ class SeccompFilter {
   /// filter is installed with SECCOMP_FILTER_FLAG_NEW_LISTENER (Linux 5.0):
   /// `listener` is set to the new listener's descriptor (O_CLOEXEC: closed
   /// by a successful execve), and to -1 for a `ptrace_stop` filter or on
-  /// failure. Returns 0 or an errno value. Async-signal-safe: for a child
-  /// between fork and execve.
+  /// failure; and with SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV (Linux 5.19,
+  /// older than the sync wake-up user notifications need): once the
+  /// listener has received a call, only a fatal signal interrupts it, so a
+  /// call the tracer classified always runs. (A signal whose handler lacks
+  /// SA_RESTART and that comes in the microseconds before, makes the call
+  /// fail with EINTR unclassified, as it would interrupt any slow call.)
+  /// Returns 0 or an errno value. Async-signal-safe: for a child between
+  /// fork and execve.
   int install(int& listener) const noexcept;
 
   /// The mechanism it was built for.
