@@ -4,17 +4,24 @@
 //
 //   bench_http_floor --root DIR --threads N --port-file FILE
 //
-// Serves every file under DIR/v1/entries at /v1/entries/<name>, held in
-// memory from the start, with a head made once per file. What it shares with
-// opcache serve is the framework and its use: Boost.Asio with one io_context
-// per I/O thread and connections dealt round-robin, a beast::tcp_stream with
-// a timeout armed for every read, Boost.Beast's request parser, keep-alive,
-// and the answer's head and body sent by one non-blocking sendmsg(2) when the
-// socket takes it all (async_write of the rest otherwise). What it leaves out
+// Serves every file under DIR/v1/entries at /v1/entries/<name> with a head
+// made once per file: held in memory from the start, and those of 32 KiB or
+// more also kept open. What it shares with opcache serve is the framework
+// and its use: Boost.Asio with one io_context per I/O thread and connections
+// dealt round-robin, a beast::tcp_stream with a timeout armed for every read,
+// Boost.Beast's request parser, keep-alive, a small answer's head and body
+// sent by one non-blocking sendmsg(2) when the socket takes it all
+// (async_write of the rest otherwise), a large one's head then its file by
+// sendfile(2) (waiting for the socket when it is full). What it leaves out
 // is everything opcache serve does per request beyond that: routing, access
 // control, the store, metrics, usage statistics and the request log. A GET of
 // another path answers 404; any other method 405.
+#include <fcntl.h>
+#include <sys/sendfile.h>
 #include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <utility>  // before Boost 1.74's Asio, which uses std::exchange without it
 
@@ -23,6 +30,7 @@
 #include <boost/beast/http.hpp>
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -46,10 +54,14 @@ namespace {
 
 constexpr auto k_read_timeout = std::chrono::seconds(30);
 
-// One answer, ready to send: its head and its body.
+// opcache serve's threshold for sending a bundle by sendfile (server/storage.hpp k_zero_copy_bytes).
+constexpr std::size_t k_zero_copy_bytes = 32 * 1024;
+
+// One answer, ready to send: its head, its body, and for a large body its file, open.
 struct Answer {
   std::string head;
   std::string body;
+  int file = -1;
 };
 
 using AnswerTable = std::unordered_map<std::string, Answer>;
@@ -65,7 +77,8 @@ AnswerTable load_answers(const fs::path& root) {
   for (const auto& file : fs::directory_iterator(root / "v1" / "entries")) {
     std::ifstream in(file.path(), std::ios::binary);
     std::string body{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    Answer answer{head_for(200, "OK", body.size()), std::move(body)};
+    const int file_descriptor = body.size() >= k_zero_copy_bytes ? ::open(file.path().c_str(), O_RDONLY | O_CLOEXEC) : -1;
+    Answer answer{head_for(200, "OK", body.size()), std::move(body), file_descriptor};
     answers.emplace("/v1/entries/" + file.path().filename().string(), std::move(answer));
   }
   return answers;
@@ -111,8 +124,52 @@ class Session : public std::enable_shared_from_this<Session> {
     send(answer_for(request));
   }
 
+  // A large answer's head (held back by MSG_MORE), then its file by sendfile,
+  // as far as the socket takes them; then again once the socket can take more.
+  void send_file(const Answer& answer, std::size_t head_sent, off_t offset) {
+    beast::error_code ec;
+    if (!m_stream.socket().native_non_blocking()) {
+      m_stream.socket().native_non_blocking(true, ec);  // sendfile(2) has no MSG_DONTWAIT
+    }
+    const int socket = m_stream.socket().native_handle();
+    bool failed = static_cast<bool>(ec);
+    while (head_sent < answer.head.size()) {
+      const ssize_t sent = ::send(socket, answer.head.data() + head_sent, answer.head.size() - head_sent,
+                                  MSG_MORE | MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (sent <= 0) {
+        failed = !(sent < 0 && (errno == EAGAIN || errno == EINTR));
+        break;
+      }
+      head_sent += static_cast<std::size_t>(sent);
+    }
+    while (!failed && head_sent == answer.head.size() && static_cast<std::size_t>(offset) < answer.body.size()) {
+      const ssize_t sent =
+          ::sendfile(socket, answer.file, &offset, answer.body.size() - static_cast<std::size_t>(offset));
+      if (sent <= 0) {
+        failed = !(sent < 0 && (errno == EAGAIN || errno == EINTR));
+        break;
+      }
+    }
+    if (failed) {
+      return close();
+    }
+    if (head_sent == answer.head.size() && static_cast<std::size_t>(offset) == answer.body.size()) {
+      return after_answer();
+    }
+    m_stream.socket().async_wait(tcp::socket::wait_write,
+                                 [self = shared_from_this(), &answer, head_sent, offset](beast::error_code ec) {
+                                   if (ec) {
+                                     return self->close();
+                                   }
+                                   self->send_file(answer, head_sent, offset);
+                                 });
+  }
+
   // Head and body in one sendmsg when the socket takes them; the rest by async_write.
   void send(const Answer& answer) {
+    if (answer.file >= 0) {
+      return send_file(answer, 0, 0);
+    }
     iovec parts[2] = {{const_cast<char*>(answer.head.data()), answer.head.size()},
                       {const_cast<char*>(answer.body.data()), answer.body.size()}};
     msghdr message{};
@@ -217,6 +274,7 @@ int main(int argc, char** argv) {
     std::cerr << "usage: bench_http_floor --root DIR --threads N --port-file FILE\n";
     return 2;
   }
+  std::signal(SIGPIPE, SIG_IGN);  // sendfile(2) to a connection the client closed: EPIPE, not the end
   try {
     const AnswerTable answers = load_answers(options->root);
     std::vector<std::unique_ptr<net::io_context>> contexts;

@@ -59,8 +59,7 @@ def _server_floor_rows(floor, nginx):
     cell's nginx; none for results without it."""
     if not floor:
         return []
-    what = ("floor: `bench_http_floor`, opcache serve's framework alone (Asio, Beast's parser, a timed stream, one "
-            "sendmsg per answer) answering from memory; the ratio is what a server built this way reaches here")
+    what = "floor: `bench_http_floor`, opcache serve's framework doing no work of its own per request (bench/README.md)"
     rps, p99 = floor["requests_per_second"], floor["latency_us"]["p99"]
     return [_row(f"{what}: requests/s", _fmt(nginx["requests_per_second"]), _fmt(rps),
                  f"{rps / nginx['requests_per_second']:.2f}×", "—", None),
