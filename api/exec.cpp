@@ -149,7 +149,6 @@ struct ExecContext {
   std::function<void(const std::string& key, const remote::Remote* except)> after_store;
 };
 
-// One exec's lookup and build, under single flight on its command key.
 // Opens the store's index on a thread of its own while the command runs, so
 // that storing its build does not wait for SQLite to load and the index to
 // open (about a millisecond and a half of a miss, on the compile's critical
@@ -175,6 +174,7 @@ class IndexWarmup {
   std::thread m_thread;
 };
 
+// One exec's lookup and build, under single flight on its command key.
 class ExecRun {
  public:
   ExecRun(const ExecContext& context, ExecPlan& plan, ExecResult& result)

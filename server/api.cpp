@@ -264,7 +264,7 @@ bool route_entry_read(std::string_view method, std::string_view target, RoutedTa
     return false;
   }
   const std::string_view key = target.substr(prefix.size());
-  if (key.size() != 64 || !store::check_key(key)) {
+  if (!store::check_key(key)) {
     return false;
   }
   static const RouteSpec& spec = *find_route(RouteId::entry_read);

@@ -178,10 +178,6 @@ void collect_outputs(const EventIndex& index, const std::string& out, ObservedBu
   }
 }
 
-}  // namespace
-
-namespace {
-
 // Room for identity_text: five 64-bit numbers (20 digits and a sign at most) and four spaces.
 constexpr std::size_t k_identity_text_room = 5 * 21 + 4;
 
