@@ -36,7 +36,10 @@
 
 #include "opcache/opcache.hpp"
 #include "opcache/version.hpp"
+#include "store/bundle_reader.hpp"
 #include "store/index.hpp"
+#include "base/byte_stream.hpp"
+#include "base/file_io.hpp"
 #include "base/sha256.hpp"
 #include "support/bench_util.hpp"
 #include "support/corpus.hpp"
@@ -155,6 +158,7 @@ struct StoreResults {
   std::uint64_t bundle_bytes = 0;
   Latency hit_get, hit_copy, hit_copy_hash;  // into an output directory without the files
   Latency hit_publish;                       // the copy through temp files renamed into place
+  Latency hit_verify;                        // the object read and decoded as get does, into no files
   Latency replace_get, replace_copy;         // over the same files written earlier
 };
 
@@ -203,8 +207,9 @@ void remove_outputs(const Kernel& kernel, const fs::path& directory) {
 // The hit path and its baseline, each timed around one kernel's three files.
 class HitTimer {
  public:
-  HitTimer(opcache::Store& store, const std::vector<Kernel>& kernels, const std::vector<std::string>& keys)
-      : m_store(store), m_kernels(kernels), m_keys(keys) {}
+  HitTimer(opcache::Store& store, const std::vector<Kernel>& kernels, const std::vector<std::string>& keys,
+           const std::vector<fs::path>& objects)
+      : m_store(store), m_kernels(kernels), m_keys(keys), m_objects(objects) {}
 
   Sample get(std::size_t which, const fs::path& out_dir) {
     std::optional<opcache::Result<std::optional<opcache::GetResult>>> hit;
@@ -242,6 +247,34 @@ class HitTimer {
     });
   }
 
+  // What a hit does besides writing its files, read as get reads it (its
+  // object whole, the manifest scanned, the members decoded, the object's
+  // digest compared) into a sink that keeps nothing. With the publish floor,
+  // the two halves of a hit, measured apart.
+  Sample verify(std::size_t which) {
+    opcache::Status decoded;
+    Sample sample = time_once([&] {
+      auto bytes = opcache::base::read_file(m_objects[which]);
+      if (!bytes) {
+        decoded = opcache::Status(bytes.error());
+        return;
+      }
+      opcache::base::MemorySource source(*bytes);
+      opcache::store::BundleReader reader(source, {}, opcache::store::KeyCheck::trust_digest,
+                                          opcache::store::ReadFor::local_hit);
+      opcache::store::DiscardingSink sink;
+      auto manifest = reader.read_manifest();
+      decoded = manifest ? reader.read_members(sink) : opcache::Status(manifest.error());
+      if (decoded && reader.finish_digest() != m_objects[which].filename().string()) {
+        decoded = opcache::Error::corrupt("digest differs");
+      }
+    });
+    if (!decoded) {
+      fail("decoding " + m_objects[which].string() + " as a hit does: " + decoded.error().message());
+    }
+    return sample;
+  }
+
   Sample copy_and_hash(std::size_t which, const fs::path& out_dir) {
     return time_once([&] {
       for (const auto& file : m_kernels[which].files) {
@@ -256,6 +289,7 @@ class HitTimer {
   opcache::Store& m_store;
   const std::vector<Kernel>& m_kernels;
   const std::vector<std::string>& m_keys;
+  const std::vector<fs::path>& m_objects;
 };
 
 StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario& scenario, const fs::path& work,
@@ -287,9 +321,11 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   // Get, three passes: (1) objects evicted from the page cache, into a new
   // directory; (2) warm, into another new directory; (3) warm, over the files
   // of pass 2 once they are on disk.
+  std::vector<fs::path> objects;
   for (const auto& key : keys) {
     auto entry = must(store.lookup(key), "lookup " + key);
-    evict_from_page_cache(config.cache_dir / "objects" / entry->digest.substr(0, 2) / entry->digest);
+    objects.push_back(config.cache_dir / "objects" / entry->digest.substr(0, 2) / entry->digest);
+    evict_from_page_cache(objects.back());
   }
   progress("get: pass 1 (objects evicted from the page cache, new files) into " + (work / "get-1").string());
   results.get_cold = get_all(store, kernels, keys, work / "get-1", corpus.raw_bytes);
@@ -307,7 +343,7 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   // noise on the machine land on both alike; after a short unmeasured warm-up.
   // Outputs are removed (untimed) after each fetch, so every fetch writes new
   // files, as into a fresh kernel_meta directory.
-  HitTimer timer(store, kernels, keys);
+  HitTimer timer(store, kernels, keys, objects);
   const fs::path get_dir = work / "hit-get";
   const fs::path copy_dir = work / "hit-copy";
   const fs::path copy_hash_dir = work / "hit-copy-sha256";
@@ -321,16 +357,18 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   const std::size_t warmup = std::min<std::size_t>(100, hit_count);
   progress("hit latency: " + std::to_string(hit_count) + " random hits (+" + std::to_string(warmup) +
            " warm-up), get vs plain copy, new files");
-  std::vector<Sample> get_samples, copy_samples, copy_hash_samples, publish_samples;
+  std::vector<Sample> get_samples, copy_samples, copy_hash_samples, publish_samples, verify_samples;
   for (std::size_t i = 0; i < warmup + hit_count; ++i) {
     const std::size_t which = pick(random);
-    Sample g, c, h, a;
+    Sample g, c, h, a, v;
     if (i % 2 == 0) {
       g = timer.get(which, get_dir);
       c = timer.copy(which, copy_dir);
       h = timer.copy_and_hash(which, copy_hash_dir);
       a = timer.publish(which, publish_dir);
+      v = timer.verify(which);
     } else {
+      v = timer.verify(which);
       a = timer.publish(which, publish_dir);
       h = timer.copy_and_hash(which, copy_hash_dir);
       c = timer.copy(which, copy_dir);
@@ -344,6 +382,7 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
       copy_samples.push_back(c);
       copy_hash_samples.push_back(h);
       publish_samples.push_back(a);
+      verify_samples.push_back(v);
       if ((i - warmup + 1) % 1000 == 0) {
         progress("  " + std::to_string(i - warmup + 1) + "/" + std::to_string(hit_count) + " hits");
       }
@@ -353,6 +392,7 @@ StoreResults run_store_benchmarks(const Corpus& corpus, const opcache::Scenario&
   results.hit_copy = summarize(copy_samples);
   results.hit_copy_hash = summarize(copy_hash_samples);
   results.hit_publish = summarize(publish_samples);
+  results.hit_verify = summarize(verify_samples);
 
   // The same over existing files (a second fetch into the same directory):
   // every kernel's files are written first and flushed, untimed.
@@ -664,6 +704,7 @@ std::string render_table(const json& report, const Corpus& corpus, const StoreRe
   out << latency_row("(reference) copy + SHA-256", store.hit_copy_hash);
   out << latency_row("(floor) copy to temp files + rename", store.hit_publish);
   out << ratio_row("ratio floor / plain copy", store.hit_publish, store.hit_copy);
+  out << latency_row("(bound) object read + decoded as get does", store.hit_verify);
   out << "\n";
   out << row("Hit latency, us: replacing files", {"p50", "p90", "p99", "max", "mean", "cpu p50", "cpu p99"});
   out << latency_row("opcache get (" + std::to_string(store.replace_get.wall.samples) + " hits)", store.replace_get);
@@ -737,6 +778,7 @@ json store_json(const StoreResults& store) {
             {"plain_copy", store.hit_copy.to_json()},
             {"plain_copy_sha256", store.hit_copy_hash.to_json()},
             {"plain_copy_publish", store.hit_publish.to_json()},
+            {"object_verified_in_memory", store.hit_verify.to_json()},
             {"ratio_p50", store.hit_get.wall.p50 / store.hit_copy.wall.p50},
             {"ratio_p99", store.hit_get.wall.p99 / store.hit_copy.wall.p99}}},
           {"hit_latency_replacing_files",

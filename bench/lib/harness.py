@@ -125,6 +125,23 @@ def rss_kib(pid, field="VmRSS"):
     return 0
 
 
+def cpu_ns(pids):
+    """Nanoseconds the processes `pids` have run on a CPU, summed over their threads
+    (/proc/PID/task/*/schedstat); a process or thread gone counts 0."""
+    total = 0
+    for pid in pids:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                total += int((task / "schedstat").read_text().split()[0])
+            except (OSError, IndexError, ValueError):
+                pass
+    return total
+
+
 def wait_until(condition, seconds, what):
     """Polls `condition()` every 50 ms until true; raises BenchError after `seconds`."""
     deadline = time.monotonic() + seconds

@@ -86,11 +86,15 @@ http {{
         if self.process.poll() is not None:
             raise BenchError(f"nginx exited: {(prefix / 'logs/error.log').read_text()[-500:]}")
 
-    def rss_kib(self):
-        """RSS of the master and its workers together."""
+    def pids(self):
+        """The master and its workers."""
         children = subprocess.run(["pgrep", "-P", str(self.process.pid)], stdout=subprocess.PIPE,
                                   text=True).stdout.split()
-        return sum(rss_kib(p) for p in [self.process.pid, *map(int, children)])
+        return [self.process.pid, *map(int, children)]
+
+    def rss_kib(self):
+        """RSS of the master and its workers together."""
+        return sum(rss_kib(p) for p in self.pids())
 
 
 def start_on_port_file(cleanup, command, port_file: Path, log_path: Path, what, env=None):
@@ -123,6 +127,9 @@ class OpcacheServe:
         self.url = f"http://127.0.0.1:{self.port}"
         wait_until(lambda: http_ok(self.url + "/healthz"), 20, "opcache serve /healthz")
 
+    def pids(self):
+        return [self.process.pid]
+
     def rss_kib(self, field="VmRSS"):
         return rss_kib(self.process.pid, field)
 
@@ -140,6 +147,9 @@ class HttpFloor:
             cleanup, [binary, "--root", root, "--threads", threads, "--port-file", port_file], port_file,
             logdir / "server.log", "bench_http_floor", env=clean_env())
         self.url = f"http://127.0.0.1:{self.port}"
+
+    def pids(self):
+        return [self.process.pid]
 
 
 class DelayProxy:

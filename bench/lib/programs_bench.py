@@ -43,7 +43,8 @@ def store_figures(ctx, kernels, hits, index_entries):
     fallback = {"hit_p50_us": dig(hit, "get", "wall", "p50_us"), "hit_p99_us": dig(hit, "get", "wall", "p99_us"),
                 "copy_p50_us": dig(hit, "plain_copy", "wall", "p50_us"),
                 "copy_p99_us": dig(hit, "plain_copy", "wall", "p99_us"),
-                "publish_p50_us": dig(hit, "plain_copy_publish", "wall", "p50_us")}
+                "publish_p50_us": dig(hit, "plain_copy_publish", "wall", "p50_us"),
+                "verify_p50_us": dig(hit, "object_verified_in_memory", "wall", "p50_us")}
     figures = {}
     for key, value in fallback.items():
         direct = find_key(doc, key)

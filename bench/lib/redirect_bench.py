@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import BenchError, Cleanup, clean_env, free_port, log, run, wait_until  # noqa: E402
+from harness import BenchError, Cleanup, clean_env, cpu_ns, free_port, log, run, wait_until  # noqa: E402
 from peers import OpcacheServe, http_ok  # noqa: E402
 
 TOKEN = "bench-redirect-token"
@@ -35,12 +35,7 @@ SCENARIO = "device=single,phase=train,toolchain=8.0.RC2,soc=Ascend910B1"
 
 def server_cpu(pid: int):
     """(nanoseconds on a CPU summed over the process's threads, utime + stime in seconds)."""
-    ns = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            ns += int((task / "schedstat").read_text().split()[0])
-        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
-            pass
+    ns = cpu_ns([pid])
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     ticks = int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat(5)
     return ns, ticks / os.sysconf("SC_CLK_TCK")

@@ -67,6 +67,20 @@ def _server_floor_rows(floor, nginx):
                  f"{p99 / nginx['latency_us']['p99']:.2f}×", "—", None)]
 
 
+def _server_cpu_rows(what, opcache, nginx, floor):
+    """The server's CPU time per request in one cell, opcache serve's against nginx's, with the
+    floor's: on a machine whose cores wrk shares, this bounds the requests/s a server can reach,
+    so it is the profile beside the throughput figure. None for results without it."""
+    mine, peer = opcache.get("server_cpu_us_per_request"), nginx.get("server_cpu_us_per_request")
+    if not mine or not peer:
+        return []
+    at_floor = (floor or {}).get("server_cpu_us_per_request")
+    floor_text = f"; bench_http_floor {_fmt(at_floor, ' µs')}" if at_floor else ""
+    return [_row(f"{what}: server CPU per request, all its processes and threads (what bounds requests/s when wrk "
+                 f"shares the cores{floor_text})", _fmt(peer, " µs"), _fmt(mine, " µs"), f"{mine / peer:.2f}×",
+                 "—", None)]
+
+
 def _row(figure, peer, opcache, ratio, target, met):
     return {"figure": figure, "peer": peer, "opcache": opcache, "ratio": ratio, "target": target,
             "met": None if ratio is None and met is None else met}
@@ -195,6 +209,7 @@ def figure_rows(r):
         rows.append(_row(f"{what}: p99 latency", _fmt(n["latency_us"]["p99"] / 1000, " ms"),
                          _fmt(o["latency_us"]["p99"] / 1000, " ms"), f"{cell['ratio_p99']:.2f}×",
                          f"≤ {SERVER_P99_RATIO}× nginx", cell["ratio_p99"] <= SERVER_P99_RATIO))
+        rows += _server_cpu_rows(what, o, n, _floor_of(server, cell))
         rows += _server_floor_rows(_floor_of(server, cell), n)
     s = (r.get("server") or {}).get("soak")
     if s:
@@ -221,6 +236,13 @@ def figure_rows(r):
             rows.append(_row("in-process hit (`Store::get`) vs that atomic-publish floor, p50 (issue 39)",
                              _fmt(s["publish_p50_us"], " µs"), _fmt(s["hit_p50_us"], " µs"), f"{floor_ratio:.2f}×",
                              f"≤ {STORE_FLOOR_RATIO}× the floor", floor_ratio <= STORE_FLOOR_RATIO))
+            if s.get("verify_p50_us"):
+                both = s["publish_p50_us"] + s["verify_p50_us"]
+                rows.append(_row("what bounds it: the publish floor plus the object read whole, its SHA-256, the "
+                                 "manifest and every member decoded and checked in memory (`verify_bundle`, "
+                                 f"{_fmt(s['verify_p50_us'], ' µs')} p50), the two halves of a hit measured apart",
+                                 _fmt(s["publish_p50_us"], " µs"), _fmt(both, " µs"),
+                                 f"{both / s['publish_p50_us']:.2f}×", "—", None))
         rows.append(_row(f"index lookup p99 at {s['index_entries']:,} entries (bench_store)", "—",
                          _fmt(s.get("index_lookup_p99_us"), " µs"), None, "(< 200 µs at 10⁶: see bench_aging)", None))
     s = r.get("aging")

@@ -13,7 +13,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from harness import BenchError, log, median, ratio, run, timed
+from harness import BenchError, cpu_ns, log, median, ratio, run, timed
 from peers import LIB, wrk
 
 
@@ -157,9 +157,12 @@ def pull_vs_curl(ctx, sets, passes, serve_url, nginx_url, parallel=8, subdir="pu
 
 def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup, tag="log off"):
     """wrk GETs of each key set at each connection count, servers in turn (the order reversed every
-    other pass); per cell the median pass by requests/s. `servers` names opcache_serve and nginx,
+    other pass); per cell the median pass by requests/s. `servers` maps opcache_serve and nginx,
     and optionally http_floor (bench_http_floor: the cell then has its figures and their ratios to
-    nginx's). `tag` names the pair in the progress lines (request logs off or on)."""
+    nginx's), to the running server (its `url` and `pids()`): each run also gives the server's CPU
+    time per request (`server_cpu_us_per_request`, all its processes and threads), which on a
+    machine whose cores wrk shares says how much of the throughput the server's own work allows.
+    `tag` names the pair in the progress lines (request logs off or on)."""
     work = ctx.work / "wrk"
     work.mkdir(parents=True, exist_ok=True)
     threads = os.cpu_count()
@@ -167,9 +170,9 @@ def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup, tag="lo
     for name, keys in sets.items():
         paths[name] = work / f"{name}.paths"
         paths[name].write_text("".join(f"/v1/entries/{k}\n" for k in keys))
-    for server, url in servers.items():
-        log(f"wrk warm-up: {server}, {warmup} s")
-        wrk(url, paths["small"], 64, warmup, threads)
+    for name, server in servers.items():
+        log(f"wrk warm-up: {name}, {warmup} s")
+        wrk(server.url, paths["small"], 64, warmup, threads)
     cells = []
     for name in sets:
         for c in connections:
@@ -177,9 +180,14 @@ def wrk_matrix(ctx, sets, servers, connections, seconds, passes, warmup, tag="lo
             for p in range(passes):
                 order = list(servers) if p % 2 == 0 else list(servers)[::-1]
                 for server in order:
-                    figures = wrk(servers[server], paths[name], c, seconds, threads)
+                    pids = servers[server].pids()
+                    before = cpu_ns(pids)
+                    figures = wrk(servers[server].url, paths[name], c, seconds, threads)
+                    figures["server_cpu_us_per_request"] = round((cpu_ns(pids) - before) / 1e3 /
+                                                                 max(figures["requests"], 1), 2)
                     runs[server].append(figures)
                     log(f"wrk {tag} {name} c={c} {server}: {figures['requests_per_second']:.0f} req/s, "
+                        f"{figures['server_cpu_us_per_request']} µs of server CPU per request, "
                         f"p50 {figures['latency_us']['p50']} µs, p99 {figures['latency_us']['p99']} µs, "
                         f"non-2xx {figures['non_2xx']}, socket errors {figures['socket_errors']}")
             pick = {s: sorted(v, key=lambda f: f["requests_per_second"])[(len(v) - 1) // 2] for s, v in runs.items()}
@@ -207,7 +215,8 @@ def log_pair_summary(tag, matrix):
                  if "http_floor" in c else "")
         log(f"server ({tag}) {c['bundles']} c={c['connections']}: {o['requests_per_second']:.0f} vs "
             f"{n['requests_per_second']:.0f} req/s ({x(c['ratio_rps'])} nginx), p99 {o['latency_us']['p99']} vs "
-            f"{n['latency_us']['p99']} µs ({x(c['ratio_p99'])}){floor}")
+            f"{n['latency_us']['p99']} µs ({x(c['ratio_p99'])}), server CPU per request "
+            f"{o.get('server_cpu_us_per_request')} vs {n.get('server_cpu_us_per_request')} µs{floor}")
 
 
 def soak(ctx, serve, paths_keys, seconds, connections=512, every=10):
