@@ -19,6 +19,7 @@
 #include <system_error>
 #include <vector>
 
+#include "base/try.hpp"
 #include "trace/seccomp_filter.hpp"
 
 // Linux 6.6's, for C library headers older than it (Debian 12's are 6.1's).

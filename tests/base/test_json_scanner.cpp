@@ -82,7 +82,7 @@ TEST_CASE("base::JsonScanner::plain_string reads UTF-8 whole and goes on after t
 namespace json_scanner_test {
 
 TEST_CASE("base::JsonScanner::string reads the short escapes as nlohmann does, and gives up on \\u") {
-  for (const std::string value : {std::string("plain"), std::string(R"({"device_mode":"single","phase":"train"})"),
+  for (const std::string& value : {std::string("plain"), std::string(R"({"device_mode":"single","phase":"train"})"),
                                   std::string("tab\tnew\nline\rback\\slash/quote\"\bf\f"), std::string(),
                                   std::string(40, '"')}) {
     CAPTURE(value);
