@@ -3,6 +3,7 @@ and whether it is met), docs/performance.md, and SVG charts drawn with gnuplot."
 import subprocess
 from pathlib import Path
 
+from bounds import bounds_section
 from harness import log
 
 
@@ -448,6 +449,7 @@ def markdown(r, rows, drawn, report_dir: Path):
         out.append(f"| {row['figure']} | {row['peer']} | {row['opcache']} | {row['ratio'] or '—'} | "
                    f"{row['target']} | {met} |")
     out.append("")
+    out += bounds_section(r, rows)
     if drawn:
         out += ["## Charts", ""]
         titles = {"hit_latency": "Warm hit latency distribution (per-kernel medians, CDF)",
