@@ -57,7 +57,14 @@ std::uint64_t source_size(int fd) {
   return ::fstat(fd, &info) == 0 ? static_cast<std::uint64_t>(info.st_size) : 0;
 }
 
-std::string quoted_etag(const std::string& digest) { return "\"" + digest + "\""; }
+std::string quoted_etag(const std::string& digest) {
+  std::string etag;
+  etag.reserve(digest.size() + 2);  // one allocation ("\"" + digest + "\"" made two)
+  etag += '"';
+  etag += digest;
+  etag += '"';
+  return etag;
+}
 
 }  // namespace
 
@@ -302,8 +309,6 @@ Api::Api(Storage& storage, Metrics& metrics, const ServerConfig& config)
 
 ApiResponse entry_response(const std::string& digest, const store::Signatures& signatures,
                            std::string_view if_none_match) {
-  // Initialized here, content_type skips its "application/json" default
-  // (longer than a string keeps inline): one allocation less per hit.
   ApiResponse response{.status = 200,
                        .content_type = "application/vnd.opcache.bundle",
                        .body = {},
@@ -323,6 +328,9 @@ ApiResponse entry_response(const std::string& digest, const store::Signatures& s
 }
 
 DownloadRedirect download_redirect(std::string_view header_value) {
+  if (header_value.empty()) {
+    return DownloadRedirect::no;  // absent, as on most requests: no refusal's message made and dropped
+  }
   auto value = base::parse_bool(header_value);
   return value && *value ? DownloadRedirect::allowed : DownloadRedirect::no;
 }

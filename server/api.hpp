@@ -100,7 +100,10 @@ Route match_route(std::string_view method, std::string_view path);
 /// A response before it is turned into HTTP.
 struct ApiResponse {
   int status = 200;
-  std::string content_type = "application/json";
+  /// A literal or other text that outlives the response (a string kept
+  /// here would be allocated per answer: a bundle's type is too long to be
+  /// held inline).
+  std::string_view content_type = "application/json";
   std::string body;
   std::optional<StoredBundle> bundle;  ///< streamed as the body instead of `body`
   bool head_only = false;              ///< HEAD: headers (incl. Content-Length) without a body

@@ -164,7 +164,7 @@ ApiResponse Api::fetch(const std::string& body) {
   }
   m_metrics.record_lookups(stream.hits(), stream.misses());
   ApiResponse response;
-  response.content_type = std::string(remote::k_bundle_stream_type);
+  response.content_type = remote::k_bundle_stream_type;
   response.body = stream.finish();
   response.fetched = stream.kernels();
   return response;

@@ -109,7 +109,7 @@ ApiResponse ui_file(std::string_view file, const std::string& noscript_html) {
       continue;
     }
     ApiResponse response;
-    response.content_type = std::string(asset.content_type);
+    response.content_type = asset.content_type;
     response.body = std::string(asset.bytes);
     if (asset.name == "index.html") {
       if (auto at = response.body.find(k_noscript_marker); at != std::string::npos) {

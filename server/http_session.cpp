@@ -240,7 +240,7 @@ class Session : public SessionBase {
     }
     auto decision = m_state->current_tokens()->authorize(request[http::field::authorization], m_request.route.scope,
                                                          m_state->config.anonymous_read);
-    m_request.identity = decision.identity;
+    m_request.identity = std::move(decision.identity);
     m_request.may_read =
         m_request.route.id == RouteId::ui &&
         m_state->current_tokens()

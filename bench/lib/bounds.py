@@ -8,12 +8,14 @@ cannot run inside the timed passes without changing them.
 # Profiles taken by hand (issue 39's "profile first"). Each: what it shows, and how it was taken.
 SERVER_PROFILE = [
     "Per small GET, `valgrind --tool=callgrind opcache-serve --threads 2 --anonymous-read --access-log off` "
-    "under `wrk -t2 -c512 -d8s` over 100 small bundles, start-up subtracted (2026-11-29): **16.7K instructions "
-    "per request, against 9.1K for bench_http_floor**. The 7.6K of opcache's own work: malloc/free ≈ 2.0K; the "
-    "answer's head rendered per request (`respond`, `to_message`, `bundle_memory_message`) ≈ 1.6K; usage "
-    "statistics ≈ 1.1K; the bundle cache's lookup and the `StoredBundle` copy ≈ 1.1K; `entry_response` (ETag and "
-    "signature headers) ≈ 1.0K; the handler's plan and call ≈ 1.1K; metrics ≈ 0.6K; header look-ups ≈ 0.5K. No "
-    "single item is large.",
+    "under `wrk -t2 -c512 -d8s` over 100 small bundles, start-up subtracted (2026-11-29): **15.7K instructions "
+    "per request, against 9.1K for bench_http_floor** (17.0K before this session's last cuts: the bundle's "
+    "content type, the ETag and an absent X-Opcache-Redirect no longer allocate). What is left of opcache's "
+    "own work: 11 allocations per request with their frees, about 150 instructions each (the route's path and "
+    "key, the route copied into the handler's job, the job itself, the ETag, the header list, the bundle's "
+    "digest copied out of the cache; Beast's two and Asio's one the floor pays too); the answer's head rendered "
+    "per request ≈ 1.6K; usage statistics ≈ 1.1K; the bundle cache's lookup ≈ 1.1K; the handler's plan and "
+    "call ≈ 1.1K; metrics ≈ 0.6K; header look-ups ≈ 0.5K. No single item is large.",
     "What grows from 64 to 512 connections, `perf record -F 5000 -g -p <opcache-serve>` during `wrk -t2` at each "
     "(2026-11-29), in points of the server's CPU: the session's request state written in `Session::on_header` "
     "(`std::string` assignments: 0.65 → 2.23), Beast's parser (1.30 → 2.04), malloc/free (2.5 → 3.9), Asio's "
