@@ -67,29 +67,26 @@ def _missed(rows, words):
     return any(row["met"] is False and all(w in row["figure"] for w in words) for row in rows)
 
 
-def _server_lines(r):
-    """The run's CPU per request at each missed-prone cell: opcache, nginx, the floor."""
-    lines = []
-    server = r.get("server") or {}
-    pairs = (("logs off", server.get("cells", [])), ("logs on", (server.get("log_on") or {}).get("cells", [])))
-    for logs, cells in pairs:
-        lines += [_cpu_line(cell, logs) for cell in cells if cell["opcache_serve"].get("server_cpu_us_per_request")]
-    return lines
+def _server_lines(server_cells):
+    """The run's CPU per request in every server cell, as (cell, pair) of report._server_cells."""
+    return [_cpu_line(cell, pair) for cell, pair in server_cells
+            if cell["opcache_serve"].get("server_cpu_us_per_request")]
 
 
-def _cpu_line(cell, logs):
+def _cpu_line(cell, pair):
     """One cell's CPU per request: opcache serve's, nginx's and (logs off) the floor's."""
     o, n, f = cell["opcache_serve"], cell["nginx"], cell.get("http_floor") or {}
     floor = f.get("server_cpu_us_per_request")
     floor_text = (f", bench_http_floor {floor} µs ({f['requests_per_second'] / n['requests_per_second']:.2f}× "
                   f"nginx's requests/s)") if floor else ""
-    return (f"* {cell['bundles']} bundles, {cell['connections']} connections, {logs}: opcache serve "
+    return (f"* {cell['bundles']} bundles, {cell['connections']} connections, {pair}: opcache serve "
             f"{o['server_cpu_us_per_request']} µs of CPU per request ({cell['ratio_rps']:.2f}× nginx's "
             f"requests/s), nginx {n['server_cpu_us_per_request']} µs{floor_text}.")
 
 
-def bounds_section(r, rows):
-    """Markdown lines for the missed targets of results `r` (rows as figure_rows made them)."""
+def bounds_section(r, rows, server_cells):
+    """Markdown lines for the missed targets of results `r` (rows as figure_rows made them;
+    server_cells: every server cell with the name of its pair, report._server_cells)."""
     out = []
     if _missed(rows, ["GETs of"]):
         out += ["### The server (issue 39)", "",
@@ -97,7 +94,7 @@ def bounds_section(r, rows):
                 "doing no work of its own per request) shows what the framework allows, and the CPU each server "
                 "spent per request in the same passes shows what bounds the throughput: wrk shares the two cores, "
                 "so a server that spends more CPU per request answers fewer of them. In this run:", ""]
-        out += _server_lines(r) + [""]
+        out += _server_lines(server_cells) + [""]
         out += [f"* {p}" for p in SERVER_PROFILE] + [""]
     s = r.get("store") or {}
     if _missed(rows, ["Store::get", "atomic-publish floor"]):

@@ -449,7 +449,7 @@ def markdown(r, rows, drawn, report_dir: Path):
         out.append(f"| {row['figure']} | {row['peer']} | {row['opcache']} | {row['ratio'] or '—'} | "
                    f"{row['target']} | {met} |")
     out.append("")
-    out += bounds_section(r, rows)
+    out += bounds_section(r, rows, list(_server_cells(r.get("server") or {})))
     if drawn:
         out += ["## Charts", ""]
         titles = {"hit_latency": "Warm hit latency distribution (per-kernel medians, CDF)",
