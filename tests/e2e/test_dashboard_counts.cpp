@@ -30,6 +30,7 @@
 #include "tests/support/server.hpp"
 #include "tests/support/temp_dir.hpp"
 #include "tests/support/tokens.hpp"
+#include "opcache_test_paths.hpp"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
