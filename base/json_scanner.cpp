@@ -73,7 +73,11 @@ bool JsonScanner::plain_string(std::string& out) {
   if (end == std::string_view::npos || m_text[end] != '"') {
     return false;
   }
-  out.assign(m_text.data() + m_pos, end - m_pos);
+  if (out.empty()) {
+    out = std::string(m_text.data() + m_pos, end - m_pos);  // constructed: cheaper than assign's general case
+  } else {
+    out.assign(m_text.data() + m_pos, end - m_pos);
+  }
   m_pos = end + 1;
   return true;
 }

@@ -3,15 +3,27 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <string>
+
 namespace opcache::base {
 
 namespace fs = std::filesystem;
 
 namespace {
 
-bool is_executable_file(const fs::path& path) {
+bool is_executable_file(const char* path) {
   struct stat info {};
-  return ::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && ::access(path.c_str(), X_OK) == 0;
+  return ::stat(path, &info) == 0 && S_ISREG(info.st_mode) && ::access(path, X_OK) == 0;
+}
+
+// `directory` / `name` as fs::path's operator/ spells it, as plain text:
+// PATH is searched on every exec, and most of its entries lack the program.
+void join_into(std::string& out, std::string_view directory, const std::string& name) {
+  out.assign(directory);
+  if (!out.empty() && out.back() != '/') {
+    out.push_back('/');
+  }
+  out.append(name);
 }
 
 }  // namespace
@@ -21,15 +33,16 @@ std::optional<fs::path> find_program(const std::string& name, std::string_view p
     return std::nullopt;
   }
   if (name.find('/') != std::string::npos) {
-    return is_executable_file(name) ? std::optional<fs::path>(name) : std::nullopt;
+    return is_executable_file(name.c_str()) ? std::optional<fs::path>(name) : std::nullopt;
   }
+  std::string candidate;
   while (true) {
     const auto colon = path_list.find(':');
     const std::string_view directory = path_list.substr(0, colon);
     if (!directory.empty() || empty_entry == EmptyPathEntry::current_directory) {
-      const fs::path candidate = (directory.empty() ? fs::path(".") : fs::path(directory)) / name;
-      if (is_executable_file(candidate)) {
-        return candidate;
+      join_into(candidate, directory.empty() ? std::string_view(".") : directory, name);
+      if (is_executable_file(candidate.c_str())) {
+        return fs::path(candidate);
       }
     }
     if (colon == std::string_view::npos) {

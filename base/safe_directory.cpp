@@ -42,6 +42,23 @@ Result<SafeDirectory> SafeDirectory::open_root(const std::filesystem::path& root
   return from_fd(fd, root);
 }
 
+namespace {
+
+// Refuses what `info` (fstatat of `name` in the directory reached by
+// `parent`, not followed) says is not a directory to work in.
+Status check_child_kind(const struct stat& info, const std::filesystem::path& parent, const std::string& name) {
+  if (S_ISLNK(info.st_mode)) {
+    return Error::usage((parent / name).string() +
+                        " is a symlink; refusing to follow it (remove it or choose another directory)");
+  }
+  if (!S_ISDIR(info.st_mode)) {
+    return Error::usage((parent / name).string() + " exists and is not a directory");
+  }
+  return {};
+}
+
+}  // namespace
+
 Result<SafeDirectory> SafeDirectory::child(const std::string& name, bool create) const {
   const auto display = m_display / name;
   if (!is_single_name(name)) {
@@ -50,13 +67,7 @@ Result<SafeDirectory> SafeDirectory::child(const std::string& name, bool create)
   bool created = false;
   struct stat info {};
   if (::fstatat(m_fd.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) == 0) {
-    if (S_ISLNK(info.st_mode)) {
-      return Error::usage(display.string() + " is a symlink; refusing to follow it (remove it or choose another "
-                                             "directory)");
-    }
-    if (!S_ISDIR(info.st_mode)) {
-      return Error::usage(display.string() + " exists and is not a directory");
-    }
+    OPCACHE_TRY(check_child_kind(info, m_display, name));
   } else if (errno == ENOENT && create) {
     if (::mkdirat(m_fd.get(), name.c_str(), 0755) != 0 && errno != EEXIST) {
       return errno_error("cannot create directory", display, errno);
@@ -77,6 +88,21 @@ Result<SafeDirectory> SafeDirectory::child(const std::string& name, bool create)
     OPCACHE_TRY(share_with_group_like(m_mode, fd, display));
   }
   return from_fd(fd, display);
+}
+
+Result<std::optional<DirectoryStatus>> SafeDirectory::child_status(const std::string& name) const {
+  if (!is_single_name(name)) {
+    return Error::usage("\"" + name + "\" is not a single directory name");
+  }
+  struct stat info {};
+  if (::fstatat(m_fd.get(), name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+    if (errno == ENOENT) {
+      return std::optional<DirectoryStatus>();
+    }
+    return errno_error("cannot open directory", m_display / name, errno);
+  }
+  OPCACHE_TRY(check_child_kind(info, m_display, name));
+  return std::optional<DirectoryStatus>(DirectoryStatus{info.st_uid, info.st_mode & 07777u});
 }
 
 Result<SafeDirectory> SafeDirectory::descend(const std::filesystem::path& relative, bool create) const {

@@ -7,12 +7,19 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "opcache/result.hpp"
 #include "base/file_io.hpp"
 
 namespace opcache::base {
+
+/// Owner and permission bits (with setgid/sticky) of a directory.
+struct DirectoryStatus {
+  unsigned owner = 0;
+  unsigned mode = 0;
+};
 
 /// An open directory and the owner and mode it had when opened. Move-only.
 class SafeDirectory {
@@ -28,6 +35,14 @@ class SafeDirectory {
   /// creates in a group-shared directory (see is_group_shared_mode) is
   /// group-writable and setgid too.
   Result<SafeDirectory> child(const std::string& name, bool create) const;
+
+  /// What child() would check of the child directory `name`, by its status
+  /// alone (fstatat, not followed), without opening it: owner and
+  /// permission bits as owner() and mode() give them, or std::nullopt when
+  /// nothing is there. A symlink or a non-directory is a `usage` error as
+  /// in child(). For callers that only check a directory (a store's
+  /// opening), not work in it.
+  Result<std::optional<DirectoryStatus>> child_status(const std::string& name) const;
 
   /// Opens `relative` (components below this directory, none of them "..")
   /// one child() at a time; the same errors.

@@ -25,17 +25,25 @@ std::string octal(unsigned mode) {
 
 // The StrictModes rule: another user's directory that group or others may
 // write lets them plant files and symlinks where this process writes.
-Status check_owner(const SafeDirectory& directory, Sharing sharing) {
-  const auto me = ::geteuid();
-  if (sharing == Sharing::group || directory.owner() == me || (directory.mode() & (S_IWGRP | S_IWOTH)) == 0) {
-    return {};
-  }
-  return Error::usage("cache directory " + directory.display_path().string() + " is owned by uid " +
-                      std::to_string(directory.owner()) + ", not by you (uid " + std::to_string(me) +
-                      "), and group or others may write to it (mode " + octal(directory.mode()) +
+bool owner_is_safe(base::DirectoryStatus status, Sharing sharing) {
+  return sharing == Sharing::group || status.owner == ::geteuid() || (status.mode & (S_IWGRP | S_IWOTH)) == 0;
+}
+
+Error unsafe_owner_error(base::DirectoryStatus status, const std::filesystem::path& display) {
+  return Error::usage("cache directory " + display.string() + " is owned by uid " + std::to_string(status.owner) +
+                      ", not by you (uid " + std::to_string(::geteuid()) +
+                      "), and group or others may write to it (mode " + octal(status.mode) +
                       "): another user could plant files or symlinks there. Use a directory of your own "
                       "(--cache-dir), remove the group and other write permission, or pass --shared-group "
                       "(OPCACHE_SHARED_GROUP=true) if a team shares it on purpose");
+}
+
+Status check_owner(const SafeDirectory& directory, Sharing sharing) {
+  const base::DirectoryStatus status{directory.owner(), directory.mode()};
+  if (owner_is_safe(status, sharing)) {
+    return {};
+  }
+  return unsafe_owner_error(status, directory.display_path());
 }
 
 // With Sharing::group: group-writable and setgid when this process owns it.
@@ -52,6 +60,30 @@ Result<SafeDirectory> checked_child(const SafeDirectory& parent, const std::stri
   OPCACHE_TRY(check_owner(child, sharing));
   OPCACHE_TRY(share(child, sharing));
   return child;
+}
+
+// checked_child for a directory that is only checked, not worked in: an
+// existing one by its status alone (nothing to open unless the store is
+// group-shared, where it may need its mode set). False when it is missing
+// and `create` is false.
+Result<bool> check_child(const SafeDirectory& parent, const std::string& name, bool create, Sharing sharing) {
+  if (sharing != Sharing::group) {
+    OPCACHE_TRY_ASSIGN(const auto status, parent.child_status(name));
+    if (status) {
+      if (!owner_is_safe(*status, sharing)) {
+        return unsafe_owner_error(*status, parent.display_path() / name);
+      }
+      return true;
+    }
+    if (!create) {
+      return false;
+    }
+  }
+  auto child = checked_child(parent, name, create, sharing);
+  if (!child) {
+    return child.error().code() == ErrorCode::not_found && !create ? Result<bool>(false) : Result<bool>(child.error());
+  }
+  return true;
 }
 
 // SQLite follows symlinks: a planted index.db (or -wal, -shm) link would
@@ -120,13 +152,10 @@ Status StoreLayout::create_directories() const {
   OPCACHE_TRY(check_index_files(root));
   OPCACHE_TRY(share(root, m_sharing));
   for (const char* name : {"objects", "tmp", "locks"}) {
-    OPCACHE_TRY(checked_child(root, name, /*create=*/true, m_sharing));
+    OPCACHE_TRY(check_child(root, name, /*create=*/true, m_sharing));
   }
   for (const char* name : {"outbox", "remotes", "digests", "revocations", "keys"}) {
-    auto present = checked_child(root, name, /*create=*/false, m_sharing);
-    if (!present && present.error().code() != ErrorCode::not_found) {
-      return present.error();
-    }
+    OPCACHE_TRY(check_child(root, name, /*create=*/false, m_sharing));
   }
   if (m_sharing == Sharing::group) {
     OPCACHE_TRY(create_shared_index(root));

@@ -2,6 +2,7 @@
 #include <doctest/doctest.h>
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -30,6 +31,33 @@ TEST_CASE("base::SafeDirectory::child refuses a symlink, even one to a directory
   auto missing = root->child("missing", /*create=*/false);
   REQUIRE_FALSE(missing.ok());
   CHECK(missing.error().code() == opcache::ErrorCode::not_found);
+}
+
+TEST_CASE("base::SafeDirectory::child_status gives an existing child's owner and mode without opening it") {
+  TempDir temp;
+  fs::create_directories(temp / "root" / "sub");
+  fs::permissions(temp / "root" / "sub", fs::perms(0750), fs::perm_options::replace);
+  fs::create_directories(temp / "outside");
+  fs::create_directory_symlink(temp / "outside", temp / "root" / "link");
+  opcache::test::write_text(temp / "root" / "file", "x");
+  auto root = SafeDirectory::open_root(temp / "root", /*create=*/false);
+  REQUIRE(root.ok());
+  auto sub = root->child_status("sub");
+  REQUIRE(sub.ok());
+  REQUIRE(sub->has_value());
+  CHECK((*sub)->owner == ::geteuid());
+  CHECK((*sub)->mode == 0750u);
+  auto missing = root->child_status("missing");
+  REQUIRE(missing.ok());
+  CHECK_FALSE(missing->has_value());
+  auto link = root->child_status("link");
+  REQUIRE_FALSE(link.ok());
+  CHECK(link.error().code() == opcache::ErrorCode::usage);
+  CHECK(link.error().message().find((temp / "root" / "link").string() + " is a symlink") != std::string::npos);
+  auto file = root->child_status("file");
+  REQUIRE_FALSE(file.ok());
+  CHECK(file.error().message().find("exists and is not a directory") != std::string::npos);
+  CHECK_FALSE(root->child_status("..").ok());
 }
 
 TEST_CASE("base::ensure_directory_beneath creates every component and refuses a symlink among them") {
