@@ -88,6 +88,7 @@ SyscallStop stop_of(const seccomp_notif& notification) {
   stop.arch = notification.data.arch;
   stop.number = static_cast<std::uint64_t>(static_cast<std::int64_t>(notification.data.nr));  // as ptrace widens it
   std::copy(std::begin(notification.data.args), std::end(notification.data.args), stop.arguments.begin());
+  stop.instruction_pointer = notification.data.instruction_pointer;
   // Only the native calls that name a file are notified (seccomp_filter.hpp).
   stop.filter_data = static_cast<std::uint32_t>(FilterVerdict::path_call);
   return stop;

@@ -22,6 +22,7 @@
 #include "base/try.hpp"
 #include "trace/access_classifier.hpp"
 #include "trace/event_log.hpp"
+#include "trace/interrupted_call.hpp"
 #include "trace/notify_listener.hpp"
 #include "trace/syscall_table.hpp"
 #include "trace/traced_child.hpp"
@@ -98,7 +99,10 @@ class SharedLog {
 // of its whole tree.
 class TraceSession {
  public:
-  TraceSession(pid_t root, SharedLog& log) : m_root(root), m_log(log) { m_tracees.emplace(root, Tracee{true, true}); }
+  // `received`: the listener's record under user_notification, nullptr under ptrace_stop.
+  TraceSession(pid_t root, SharedLog& log, ReceivedCalls* received) : m_root(root), m_log(log), m_received(received) {
+    m_tracees.emplace(root, Tracee{true, true});
+  }
 
   // Follows the tree until every tracee has ended.
   Status run() {
@@ -141,6 +145,9 @@ class TraceSession {
     }
     if (tracee != m_tracees.end()) {
       m_tracees.erase(tracee);
+    }
+    if (m_received != nullptr) {
+      m_received->forget(tid);
     }
     if (tid != m_root) {
       return;
@@ -210,7 +217,24 @@ class TraceSession {
     if (is_stopping_signal(signal) && in_group_stop(tid)) {
       return resume_tracee(tid, 0);  // job control is not kept under the tracer
     }
+    restart_if_never_received(tid);
     resume_tracee(tid, signal);
+  }
+
+  // Under user_notification: a traced call that the signal about to be
+  // delivered to `tid` interrupted before the listener received it runs
+  // again once the handler has run (trace/interrupted_call.hpp).
+  void restart_if_never_received(pid_t tid) {
+    if (m_received == nullptr) {
+      return;
+    }
+    const auto call = call_interrupted_before_running(tid);
+    if (!call) {
+      return;
+    }
+    if (!m_received->take_if_received(tid, *call) && find_syscall_rule(call->number) != nullptr) {
+      restart_interrupted_call(tid);
+    }
   }
 
   // What the loop knows of a live tracee.
@@ -226,15 +250,19 @@ class TraceSession {
   int m_root_status = -1;
   std::size_t m_seccomp_stops = 0;
   SharedLog& m_log;
+  ReceivedCalls* m_received;
 };
 
 // Answers the notifications of `started`'s listener, when it has one, into
-// `log`: nullptr under ptrace_stop.
-Result<std::unique_ptr<NotifyListener>> listen_to(StartedChild& started, SharedLog& log) {
+// `log`, each recorded in `received` first: nullptr under ptrace_stop.
+Result<std::unique_ptr<NotifyListener>> listen_to(StartedChild& started, SharedLog& log, ReceivedCalls& received) {
   if (!started.listener.valid()) {
     return std::unique_ptr<NotifyListener>();
   }
-  return NotifyListener::start(std::move(started.listener), [&log](const SyscallStop& stop) { log.classify(stop); });
+  return NotifyListener::start(std::move(started.listener), [&log, &received](const SyscallStop& stop) {
+    received.record(stop);
+    log.classify(stop);
+  });
 }
 
 // Stops `listener` (the tree has ended) and returns how many notifications
@@ -266,8 +294,9 @@ Result<TraceOutcome> trace_on_this_thread(const std::string& program, const Trac
   TracedChild child(program, request.argv, request.stdin_fd, mechanism);
   OPCACHE_TRY_ASSIGN(auto started, child.start(k_tracer_options));
   SharedLog log(request.on_event);
-  TraceSession session(started.pid, log);
-  auto listener = listen_to(started, log);
+  ReceivedCalls received;
+  TraceSession session(started.pid, log, started.listener.valid() ? &received : nullptr);
+  auto listener = listen_to(started, log, received);
   if (!listener) {
     ::kill(started.pid, SIGKILL);  // blocked in its execve, which nothing would answer
     (void)session.run();
@@ -355,10 +384,13 @@ TraceMechanism choose_default_mechanism() {
   if (const auto forced = mechanism_in_environment()) {
     return available(*forced);
   }
-  // Not user notifications, though cheaper where the listener wakes on the caller's CPU (5.4 vs
-  // 14.6 us a call, 2 vCPUs): a signal caught without SA_RESTART while a call waits to be received
-  // fails that call with EINTR, which untraced (and under ptrace stops) it never does; 3 % of the
-  // stat(2) calls of a program with a 50 us itimer, even with SECCOMP_FILTER_FLAG_WAIT_KILLABLE_RECV.
+  // User notifications where the listener wakes on the caller's CPU (Linux 6.6: 5.4 against 14.6
+  // us a call under ptrace stops, 2 vCPUs) and the tracer can restart the calls a signal
+  // interrupts before the listener receives them (x86_64: trace/interrupted_call.hpp); ptrace
+  // stops elsewhere, where a listener is slower than a stop or such a call would fail with EINTR.
+  if (notification_support() == NotificationSupport::synchronous && can_restart_interrupted_calls()) {
+    return TraceMechanism::user_notification;
+  }
   return TraceMechanism::ptrace_stop;
 }
 

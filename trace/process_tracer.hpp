@@ -78,19 +78,20 @@ enum class TraceMechanism {
   /// kernel without that flag makes it slower than a ptrace stop). Calls of
   /// another architecture's convention and x32 calls still stop under
   /// ptrace. A process of the tree cannot install a seccomp filter of its
-  /// own with a listener (EBUSY: one listener per filter chain). Not the
-  /// default: a call interrupted while it waits to be received (a signal
-  /// whose handler lacks SA_RESTART, in the microseconds before the
-  /// listener takes it) fails with EINTR, which a file's open or stat never
-  /// does untraced or under ptrace stops, and programs do not retry.
+  /// own with a listener (EBUSY: one listener per filter chain). A call a
+  /// signal interrupts before the listener receives it is restarted by the
+  /// tracer at the signal's delivery, whatever the handler's SA_RESTART
+  /// (trace/interrupted_call.hpp; x86_64), so no open or stat fails with
+  /// EINTR that would not fail untraced.
   user_notification,
 };
 
 /// The mechanism run_traced uses when the request names none:
-/// `ptrace_stop`, unless the environment variable OPCACHE_TRACE_MECHANISM
-/// says `notify` (and the kernel has listeners at all: Linux 5.6; cheaper
-/// than ptrace stops only with the wake-up on the caller's CPU of Linux
-/// 6.6) or `ptrace`.
+/// `user_notification` where the listener wakes on the caller's CPU (Linux
+/// 6.6) and the tracer can restart interrupted calls (x86_64), else
+/// `ptrace_stop`; the environment variable OPCACHE_TRACE_MECHANISM forces
+/// `ptrace` or `notify` (the latter where the kernel has listeners at all:
+/// Linux 5.6).
 /// Computed once per process (the environment is read once and the kernel
 /// probed once, on a short-lived thread); thread-safe.
 TraceMechanism default_trace_mechanism();

@@ -209,6 +209,7 @@ Result<std::optional<SyscallStop>> read_syscall_stop(pid_t tid) {
   stop.arch = info.arch;
   stop.number = info.seccomp.nr;
   std::copy(std::begin(info.seccomp.args), std::end(info.seccomp.args), stop.arguments.begin());
+  stop.instruction_pointer = info.instruction_pointer;
   stop.filter_data = info.seccomp.ret_data;
   return std::optional<SyscallStop>(stop);
 }

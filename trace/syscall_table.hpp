@@ -68,6 +68,7 @@ struct SyscallStop {
   std::uint32_t arch = 0;
   std::uint64_t number = 0;
   std::array<std::uint64_t, 6> arguments{};
+  std::uint64_t instruction_pointer = 0;  ///< where the call was made (just after its instruction)
   std::uint32_t filter_data = 0;
 };
 

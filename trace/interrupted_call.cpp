@@ -1,0 +1,85 @@
+#include "trace/interrupted_call.hpp"
+
+#include <sys/ptrace.h>
+#include <sys/user.h>
+
+#include <cerrno>
+#include <cstddef>
+
+namespace opcache::trace {
+
+namespace {
+
+// Linux's restart codes (include/linux/errno.h: not in the UAPI headers).
+constexpr long k_restart_if_sa_restart = 512;  // ERESTARTSYS
+constexpr long k_restart_always = 513;         // ERESTARTNOINTR
+
+#if defined(__x86_64__)
+// The code segment selector of a 64-bit thread (__USER_CS); 32-bit threads
+// use another, and their calls are not notified.
+constexpr unsigned long long k_user_code_segment_64 = 0x33;
+#endif
+
+}  // namespace
+
+CallSignature signature_of(const SyscallStop& stop) {
+  return CallSignature{stop.number, stop.arguments, stop.instruction_pointer};
+}
+
+#if defined(__x86_64__)
+
+bool can_restart_interrupted_calls() { return true; }
+
+std::optional<CallSignature> call_interrupted_before_running(pid_t tid) {
+  user_regs_struct registers{};
+  if (::ptrace(PTRACE_GETREGS, tid, nullptr, &registers) != 0) {
+    return std::nullopt;  // ESRCH: gone
+  }
+  const auto returned = static_cast<long long>(registers.rax);
+  if (registers.cs != k_user_code_segment_64 || static_cast<long long>(registers.orig_rax) < 0 ||
+      returned != -k_restart_if_sa_restart) {
+    return std::nullopt;
+  }
+  return CallSignature{registers.orig_rax,
+                       {registers.rdi, registers.rsi, registers.rdx, registers.r10, registers.r8, registers.r9},
+                       registers.rip};
+}
+
+bool restart_interrupted_call(pid_t tid) {
+  const long restart_always = -k_restart_always;
+  return ::ptrace(PTRACE_POKEUSER, tid, reinterpret_cast<void*>(offsetof(user_regs_struct, rax)),
+                  reinterpret_cast<void*>(restart_always)) == 0;
+}
+
+#else
+
+bool can_restart_interrupted_calls() { return false; }
+
+std::optional<CallSignature> call_interrupted_before_running(pid_t) { return std::nullopt; }
+
+bool restart_interrupted_call(pid_t) { return false; }
+
+#endif
+
+void ReceivedCalls::record(const SyscallStop& stop) {
+  base::MutexLock lock(m_mutex);
+  m_last[stop.tid] = signature_of(stop);
+}
+
+bool ReceivedCalls::take_if_received(pid_t tid, const CallSignature& call) {
+  base::MutexLock lock(m_mutex);
+  const auto last = m_last.find(tid);
+  if (last == m_last.end()) {
+    return false;
+  }
+  const bool received = last->second == call;
+  m_last.erase(last);
+  return received;
+}
+
+void ReceivedCalls::forget(pid_t tid) {
+  base::MutexLock lock(m_mutex);
+  m_last.erase(tid);
+}
+
+}  // namespace opcache::trace
