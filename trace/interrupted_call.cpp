@@ -30,7 +30,7 @@ CallSignature signature_of(const SyscallStop& stop) {
 
 bool can_restart_interrupted_calls() { return true; }
 
-std::optional<CallSignature> call_interrupted_before_running(pid_t tid) {
+std::optional<CallSignature> interrupted_call(pid_t tid) {
   user_regs_struct registers{};
   if (::ptrace(PTRACE_GETREGS, tid, nullptr, &registers) != 0) {
     return std::nullopt;  // ESRCH: gone
@@ -55,7 +55,7 @@ bool restart_interrupted_call(pid_t tid) {
 
 bool can_restart_interrupted_calls() { return false; }
 
-std::optional<CallSignature> call_interrupted_before_running(pid_t) { return std::nullopt; }
+std::optional<CallSignature> interrupted_call(pid_t) { return std::nullopt; }
 
 bool restart_interrupted_call(pid_t) { return false; }
 

@@ -43,12 +43,13 @@ CallSignature signature_of(const SyscallStop& stop);
 bool can_restart_interrupted_calls();
 
 /// The native call that tracee `tid`, in a signal-delivery stop, was making
-/// when the signal interrupted it with -ERESTARTSYS; std::nullopt when it
-/// was in no call, the call returned anything else, the tracee is gone, or
-/// this build cannot tell (can_restart_interrupted_calls()).
-std::optional<CallSignature> call_interrupted_before_running(pid_t tid);
+/// when the signal interrupted it with -ERESTARTSYS (before it ran, waiting
+/// for the listener, or while it waited itself); std::nullopt when it was
+/// in no call, the call returned anything else, the tracee is gone, or this
+/// build cannot tell (can_restart_interrupted_calls()).
+std::optional<CallSignature> interrupted_call(pid_t tid);
 
-/// Makes the interrupted call of tracee `tid` (call_interrupted_before_running)
+/// Makes the interrupted call of tracee `tid` (interrupted_call)
 /// restart after the signal's handler, whatever its SA_RESTART. False when
 /// the tracee is gone or this build cannot.
 bool restart_interrupted_call(pid_t tid);

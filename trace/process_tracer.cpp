@@ -228,7 +228,7 @@ class TraceSession {
     if (m_received == nullptr) {
       return;
     }
-    const auto call = call_interrupted_before_running(tid);
+    const auto call = interrupted_call(tid);
     if (!call) {
       return;
     }
