@@ -43,22 +43,28 @@ STORE_PROFILE = [
 ]
 
 HIT_PROFILE = [
-    "A warm hit against /bin/true started the same way (the floor row): `perf stat -r 300` shows 1.8 ms of CPU "
-    "and 133 page faults for the hit (2026-11-29); callgrind counts 1.63M instructions: the store's opening and "
-    "the exec manifest's scan ≈ 0.38M, the bundle's decode ≈ 0.2M, CLI11's option registration ≈ 0.13M, "
-    "malloc/free ≈ 0.33M across all of them. 236 system calls, 133 of them stats (69 of the manifest's absent "
-    "paths, which must be checked; vouching for them by their directories' identities instead measured no "
-    "faster: `farm-bench -n 100` A/B 0.99–1.00).",
+    "A warm hit against /bin/true started the same way (the floor row): `perf stat -r 200` shows 129 page faults "
+    "for the hit (2026-11-29, after the hit-path order was regenerated: 134 before); callgrind counts 1.56M "
+    "instructions (1.63M before the store's opening checked its subdirectories by fstatat alone and PATH was "
+    "searched as text): the store's opening and the exec manifest's scan ≈ 0.33M, the bundle's decode ≈ 0.2M, "
+    "CLI11's option registration ≈ 0.13M, malloc/free ≈ 0.3M across all of them (1,417 allocations). 219 system "
+    "calls, most of them stats (69 of the manifest's absent paths, which must be checked; vouching for them by "
+    "their directories' identities instead measured no faster: `farm-bench -n 100` A/B 0.99–1.00). In "
+    "`perf record` of 300 hits, the kernel (exec, page faults, the calls) takes 45 % of the hit's time, the "
+    "dynamic loader 12 % (a third of it the CPUID probes of glibc's start-up, which every process pays), "
+    "opcache's own code 21 % and libc 13 %.",
 ]
 
 MISS_PROFILE = [
-    "One seeded miss split by timestamps in the process (2026-11-29, 24 kernels, medians): 1.2 ms from the "
-    "harness's spawn to `main`, 1.1 ms from `main` to the trace (options, key, manifest lookup, the compiler's "
-    "path), the compile under the tracer (≈ 190 seccomp "
-    "stops at ≈ 15 µs each under ptrace: ≈ 3 ms over the untraced compile; seccomp user notifications, "
-    "`OPCACHE_TRACE_MECHANISM=notify`, take ≈ 5 µs each), then 3.4 ms to exit: observing the inputs 0.56 ms, "
-    "the key 0.17 ms, the bundle and index row 1.34 ms, the manifest 0.43 ms, closing the store and exiting "
-    "0.85 ms. An empty store also digests cc1, as and their libraries once (the row `miss − seeded miss`).",
+    "One seeded miss split by timestamps in the process (2026-11-29, 24 kernels, medians, before user "
+    "notifications became the default): 1.2 ms from the harness's spawn to `main`, 1.1 ms from `main` to the "
+    "trace (options, key, manifest lookup, the compiler's path), the compile under the tracer (≈ 190 calls that "
+    "name a file: ≈ 15 µs each as ptrace stops, ≈ 3 ms over the untraced compile; ≈ 5 µs each as the seccomp "
+    "user notifications that are the default since, with the calls a signal interrupts restarted), then 3.4 ms "
+    "to exit: observing the inputs 0.56 ms, the key 0.17 ms, the bundle and index row 1.34 ms (SQLite is loaded "
+    "and the index opened on a thread of its own during the compile), the manifest 0.43 ms, closing the store "
+    "and exiting 0.85 ms. An empty store also digests cc1, as and their libraries once, ≈ 35 MB of SHA-256 on "
+    "the core the compiler leaves (the row `miss − seeded miss`).",
 ]
 
 
