@@ -73,10 +73,11 @@ bool JsonScanner::plain_string(std::string& out) {
   if (end == std::string_view::npos || m_text[end] != '"') {
     return false;
   }
-  if (out.empty()) {
-    out = std::string(m_text.data() + m_pos, end - m_pos);  // constructed: cheaper than assign's general case
+  const std::size_t length = end - m_pos;
+  if (out.capacity() < length) {
+    out = std::string(m_text.data() + m_pos, length);  // a new buffer: constructing is cheaper than growing
   } else {
-    out.assign(m_text.data() + m_pos, end - m_pos);
+    out.assign(m_text.data() + m_pos, length);  // fits in what `out` already has
   }
   m_pos = end + 1;
   return true;

@@ -3,10 +3,20 @@
 #include <sys/ptrace.h>
 #include <sys/user.h>
 
-#include <cerrno>
 #include <cstddef>
 
 namespace opcache::trace {
+
+namespace {
+
+// The signature of a stop's call.
+CallSignature signature_of(const SyscallStop& stop) {
+  return CallSignature{stop.number, stop.arguments, stop.instruction_pointer};
+}
+
+}  // namespace
+
+#if defined(__x86_64__)
 
 namespace {
 
@@ -14,19 +24,11 @@ namespace {
 constexpr long k_restart_if_sa_restart = 512;  // ERESTARTSYS
 constexpr long k_restart_always = 513;         // ERESTARTNOINTR
 
-#if defined(__x86_64__)
 // The code segment selector of a 64-bit thread (__USER_CS); 32-bit threads
 // use another, and their calls are not notified.
 constexpr unsigned long long k_user_code_segment_64 = 0x33;
-#endif
 
 }  // namespace
-
-CallSignature signature_of(const SyscallStop& stop) {
-  return CallSignature{stop.number, stop.arguments, stop.instruction_pointer};
-}
-
-#if defined(__x86_64__)
 
 bool can_restart_interrupted_calls() { return true; }
 

@@ -36,9 +36,6 @@ struct CallSignature {
   bool operator==(const CallSignature&) const = default;
 };
 
-/// The signature of a stop's call.
-CallSignature signature_of(const SyscallStop& stop);
-
 /// Whether this build can read and restart an interrupted call (x86_64).
 bool can_restart_interrupted_calls();
 
