@@ -100,8 +100,12 @@ std::string normal_path(std::string_view absolute) {
 }
 
 bool is_pseudo_file_path(std::string_view path) {
-  return has_prefix_directory(path, "/proc") || has_prefix_directory(path, "/sys") ||
-         has_prefix_directory(path, "/dev");
+  if (has_prefix_directory(path, "/dev")) {
+    // /dev/shm is a tmpfs of ordinary files (scratch trees, headers, models):
+    // a compiler's read there is an input like any other.
+    return !has_prefix_directory(path, "/dev/shm");
+  }
+  return has_prefix_directory(path, "/proc") || has_prefix_directory(path, "/sys");
 }
 
 std::string describe_tracee(pid_t tid) {

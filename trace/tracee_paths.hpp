@@ -20,7 +20,8 @@ namespace opcache::trace {
 std::string normal_path(std::string_view absolute);
 
 /// Whether `path` (absolute, normal) is /proc, /sys or /dev or under one of
-/// them: files of the kernel and devices, never events.
+/// them: files of the kernel and devices, never events. /dev/shm and what is
+/// under it are not: a tmpfs of ordinary files.
 bool is_pseudo_file_path(std::string_view path);
 
 /// "process <tid> (<its command name>)", for messages; without the name

@@ -155,6 +155,43 @@ TEST_CASE("e2e::exec observed: a header that now shadows another in an earlier -
   CHECK(tree.file("out/k.o") == tree.file("direct.o"));
 }
 
+// A directory of its own under /dev/shm, removed at the end.
+struct SharedMemoryDir {
+  fs::path path;
+  SharedMemoryDir() {
+    char name[] = "/dev/shm/opcache-test-XXXXXX";
+    if (::mkdtemp(name) != nullptr) {
+      path = name;
+    }
+  }
+  SharedMemoryDir(const SharedMemoryDir&) = delete;
+  SharedMemoryDir& operator=(const SharedMemoryDir&) = delete;
+  ~SharedMemoryDir() {
+    std::error_code ignored;
+    fs::remove_all(path, ignored);
+  }
+};
+
+TEST_CASE("e2e::exec observed: files under /dev/shm are inputs and outputs like any other (a tmpfs, not a device)") {
+  SharedMemoryDir shm;
+  OPCACHE_SKIP_IF(shm.path.empty(), "/dev/shm is not a writable directory on this machine");
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(shm.path / "inc" / "k.h", "#define FACTOR 3\n");
+  write_text(tree.dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  const auto out = (shm.path / "out").string();
+  const std::vector<std::string> gcc{"gcc", "-O2", "-I" + (shm.path / "inc").string(), "-c", "k.c", "-o", out + "/k.o"};
+  CHECK(source_of(tree.exec(out, gcc, {"--output", "k.o"})) == "built");
+  CHECK(source_of(tree.exec(out, gcc, {"--output", "k.o"})) == "hit");
+
+  write_text(shm.path / "inc" / "k.h", "#define FACTOR 7\n");
+  auto edited = report_of(tree.exec(out, gcc, {"--output", "k.o"}));
+  CHECK(edited.value("source", "") == "built");
+  CHECK(edited.value("miss_reason", "").find("k.h changed") != std::string::npos);
+  tree.run_directly({"gcc", "-O2", "-I" + (shm.path / "inc").string(), "-c", "k.c", "-o", "direct.o"});
+  CHECK(read_text(fs::path(out) / "k.o") == tree.file("direct.o"));
+}
+
 TEST_CASE("e2e::exec observed: --out . keeps the sources in it as inputs, and takes only what the command wrote") {
   TempDir temp;
   Tree tree(temp.path());

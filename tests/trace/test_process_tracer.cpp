@@ -451,6 +451,9 @@ TEST_CASE("trace::normal_path removes '.', '..' and repeated or trailing '/' wit
   CHECK(opcache::trace::is_pseudo_file_path("/dev/null"));
   CHECK(opcache::trace::is_pseudo_file_path("/sys/kernel"));
   CHECK_FALSE(opcache::trace::is_pseudo_file_path("/devices/x"));
+  CHECK_FALSE(opcache::trace::is_pseudo_file_path("/dev/shm"));
+  CHECK_FALSE(opcache::trace::is_pseudo_file_path("/dev/shm/inc/k.h"));
+  CHECK(opcache::trace::is_pseudo_file_path("/dev/shmem"));
   CHECK_FALSE(opcache::trace::is_pseudo_file_path("/usr/proc"));
 }
 
