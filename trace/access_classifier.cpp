@@ -71,6 +71,9 @@ class StopClassifier {
         return classify_create();
       case SyscallOp::truncate:
         return classify_truncate();
+      case SyscallOp::unobservable:
+        return m_log.set_blind(describe_tracee(m_stop.tid) + " called " + m_rule.name +
+                               ", through which it can open files the tracer does not see");
     }
   }
 

@@ -27,6 +27,11 @@ constexpr long k_faccessat2_number = SYS_faccessat2;
 #else
 constexpr long k_faccessat2_number = 439;
 #endif
+#ifdef SYS_io_uring_setup
+constexpr long k_io_uring_setup_number = SYS_io_uring_setup;
+#else
+constexpr long k_io_uring_setup_number = 425;
+#endif
 
 // Whether readlink and readlinkat stop the tracee. They would add only
 // `absent` events (a stat-like look-up), and glibc's realpath(3) calls
@@ -151,11 +156,19 @@ void add_writing_rules(std::vector<SyscallRule>& rules) {
   rules.push_back(path_rule(SYS_truncate, "truncate", SyscallOp::truncate, none, 0));
 }
 
+// Ways to open files that no path argument shows: the trace goes blind.
+void add_unobservable_rules(std::vector<SyscallRule>& rules) {
+  constexpr int none = k_no_argument;
+  rules.push_back(path_rule(k_io_uring_setup_number, "io_uring_setup", SyscallOp::unobservable, none, none));
+  rules.push_back(path_rule(SYS_open_by_handle_at, "open_by_handle_at", SyscallOp::unobservable, none, none));
+}
+
 std::vector<SyscallRule> build_rules() {
   std::vector<SyscallRule> rules;
   add_reading_rules(rules);
   add_look_up_rules(rules);
   add_writing_rules(rules);
+  add_unobservable_rules(rules);
   return rules;
 }
 

@@ -27,6 +27,10 @@ enum class SyscallOp : std::uint8_t {
   rename,    ///< source removed, target written (both written when RENAME_EXCHANGE)
   create,    ///< mkdir, link, symlink: the new name, written when it did not exist
   truncate,  ///< truncate: written
+  /// io_uring_setup, open_by_handle_at: files reached through them (an
+  /// io_uring's IORING_OP_OPENAT, a file handle) are out of the filter's
+  /// sight, so the trace is blind from the first such call.
+  unobservable,
 };
 
 /// An argument index that is not there.
