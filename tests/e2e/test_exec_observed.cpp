@@ -181,11 +181,17 @@ TEST_CASE("e2e::exec observed: files under /dev/shm are inputs and outputs like 
   write_text(tree.dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
   const auto out = (shm.path / "out").string();
   const std::vector<std::string> gcc{"gcc", "-O2", "-I" + (shm.path / "inc").string(), "-c", "k.c", "-o", out + "/k.o"};
-  CHECK(source_of(tree.exec(out, gcc, {"--output", "k.o"})) == "built");
-  CHECK(source_of(tree.exec(out, gcc, {"--output", "k.o"})) == "hit");
+  const auto built = tree.exec(out, gcc, {"--output", "k.o"});
+  INFO("first exec: ", built.out, built.err);
+  CHECK(source_of(built) == "built");
+  const auto hit = tree.exec(out, gcc, {"--output", "k.o"});
+  INFO("second exec: ", hit.out, hit.err);
+  CHECK(source_of(hit) == "hit");
 
   write_text(shm.path / "inc" / "k.h", "#define FACTOR 7\n");
-  auto edited = report_of(tree.exec(out, gcc, {"--output", "k.o"}));
+  const auto after_edit = tree.exec(out, gcc, {"--output", "k.o"});
+  INFO("exec after the edit: ", after_edit.out, after_edit.err);
+  auto edited = report_of(after_edit);
   CHECK(edited.value("source", "") == "built");
   CHECK(edited.value("miss_reason", "").find("k.h changed") != std::string::npos);
   tree.run_directly({"gcc", "-O2", "-I" + (shm.path / "inc").string(), "-c", "k.c", "-o", "direct.o"});
