@@ -568,6 +568,9 @@ Result<ExecResult> Store::exec(const ExecRequest& request) {
   if (plan->input.unkeyable) {
     return run_uncached(request, plan->input.fd, BuildSource::built, "not cached: " + *plan->input.unkeyable);
   }
+  if (auto inherited = api::unseen_inherited_file()) {
+    return run_uncached(request, plan->input.fd, BuildSource::built, "not cached: " + *inherited);
+  }
   m_impl->check_revocations();
   const auto hint = m_impl->lookup_hint(plan->descriptor.op_type, plan->scenario);
   const ExecContext context{*m_impl->local,

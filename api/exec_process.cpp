@@ -8,8 +8,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <dirent.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/sha256.hpp"
@@ -113,6 +116,39 @@ Result<CommandInput> capture_command_input(int fd, const std::filesystem::path& 
                         "it cannot be keyed (give it a file, or </dev/null)"};
   }
   return copy_stream(fd, temp_directory);
+}
+
+std::optional<std::string> unseen_inherited_file() {
+  DIR* listing = ::opendir("/proc/self/fd");
+  if (listing == nullptr) {
+    return std::nullopt;  // no /proc: nothing to tell (the tracer needs /proc anyway)
+  }
+  const int own = ::dirfd(listing);
+  std::optional<std::string> reason;
+  while (const dirent* entry = ::readdir(listing)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd <= 2 || fd == own) {
+      continue;
+    }
+    const int descriptor = static_cast<int>(fd);
+    const int fd_flags = ::fcntl(descriptor, F_GETFD);
+    const int status_flags = ::fcntl(descriptor, F_GETFL);
+    struct stat info {};
+    if (fd_flags < 0 || (fd_flags & FD_CLOEXEC) != 0 || status_flags < 0 || (status_flags & O_PATH) != 0 ||
+        (status_flags & O_ACCMODE) == O_WRONLY || ::fstat(descriptor, &info) != 0 || !S_ISREG(info.st_mode)) {
+      continue;
+    }
+    char target[4096];
+    const auto link = "/proc/self/fd/" + std::to_string(descriptor);
+    const ssize_t length = ::readlink(link.c_str(), target, sizeof target - 1);
+    const std::string file = length > 0 ? std::string(target, static_cast<std::size_t>(length)) : "a file";
+    reason = "the command inherits descriptor " + std::to_string(descriptor) + ", open for reading on " + file +
+             ", whose reads the tracer cannot see (close it for the command: " + std::to_string(descriptor) + "<&-)";
+    break;
+  }
+  ::closedir(listing);
+  return reason;
 }
 
 Result<int> run_untraced(const std::vector<std::string>& argv, int stdin_fd) {

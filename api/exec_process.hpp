@@ -31,6 +31,15 @@ struct CommandInput {
 /// open and empty is `unkeyable`, untouched. `io` error when reading fails.
 Result<CommandInput> capture_command_input(int fd, const std::filesystem::path& temp_directory);
 
+/// Why a command run from this process could read a file the tracer does
+/// not see: the first descriptor above 2 that it would inherit (not
+/// close-on-exec) open for reading on a regular file, whose reads (read,
+/// pread, mmap) pass no path, as the end of a "not cached: …" note; or
+/// std::nullopt. Descriptors on pipes, sockets, devices and directories (a
+/// make job server, a harness's log, a directory whose files are opened by
+/// traced calls) and write-only ones are no reason.
+std::optional<std::string> unseen_inherited_file();
+
 /// Runs `argv` (argv[0] searched in PATH as execvp(3) does) with `stdin_fd`
 /// as its standard input and this process's other descriptors and
 /// environment, and waits for it: its exit status, 128 + the signal when a

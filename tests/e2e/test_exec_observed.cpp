@@ -198,6 +198,42 @@ TEST_CASE("e2e::exec observed: files under /dev/shm are inputs and outputs like 
   CHECK(read_text(fs::path(out) / "k.o") == tree.file("direct.o"));
 }
 
+// `opcache --json --cache-dir CACHE exec …` run by sh after `redirection`
+// (e.g. "3<model.txt"), so that it inherits that descriptor.
+ProcessResult exec_with_descriptor(const Tree& tree, const std::string& redirection, const std::string& script) {
+  const std::string command = "exec " + redirection + "; exec '" + opcache::test::cli_path() + "' --json --cache-dir '" +
+                              tree.cache.string() + "' exec --desc desc.json --scenario " + k_scenario +
+                              " --out out --output m.txt -- sh -c '" + script + "'";
+  return opcache::test::run_process({"sh", "-c", command}, tree.options());
+}
+
+std::vector<std::string> notes_of(const ProcessResult& result) {
+  return report_of(result).value("notes", std::vector<std::string>());
+}
+
+TEST_CASE("e2e::exec observed: a file the command reads through an inherited descriptor makes the run uncached") {
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "model.txt", "weights 1\n");
+  const std::string reads_fd3 = "cat <&3 > out/m.txt";
+  const auto first = exec_with_descriptor(tree, "3<model.txt", reads_fd3);
+  CHECK(source_of(first) == "built");
+  const auto notes = notes_of(first);
+  REQUIRE(notes.size() == 1);
+  CHECK(notes[0].find("not cached: the command inherits descriptor 3, open for reading on ") == 0);
+  CHECK(notes[0].find("model.txt") != std::string::npos);
+  write_text(tree.dir / "model.txt", "weights 2\n");
+  CHECK(source_of(exec_with_descriptor(tree, "3<model.txt", reads_fd3)) == "built");
+  CHECK(tree.file("out/m.txt") == "weights 2\n");
+
+  // A descriptor only written to (a harness's log) is no reason: the run is cached and hits.
+  const std::string writes_fd3 = "echo built >&3; echo out > out/m.txt";
+  CHECK(source_of(exec_with_descriptor(tree, "3>>build.log", writes_fd3)) == "built");
+  const auto again = exec_with_descriptor(tree, "3>>build.log", writes_fd3);
+  CHECK(source_of(again) == "hit");
+  CHECK(notes_of(again).empty());
+}
+
 TEST_CASE("e2e::exec observed: --out . keeps the sources in it as inputs, and takes only what the command wrote") {
   TempDir temp;
   Tree tree(temp.path());
