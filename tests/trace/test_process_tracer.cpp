@@ -662,6 +662,27 @@ int main(int argc, char** argv) {
 }
 )";
 
+// Prints the file argv[1] names, opened O_PATH and reopened for reading
+// through /proc/self/fd/N: the reading open names no file.
+constexpr const char* k_reopen_program = R"(#define _GNU_SOURCE
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  (void)argc;
+  int handle = open(argv[1], O_PATH | O_CLOEXEC);
+  if (handle < 0) return 3;
+  char link[64];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", handle);
+  int fd = open(link, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 4;
+  char text[256];
+  ssize_t got = read(fd, text, sizeof text);
+  if (got > 0) fwrite(text, 1, (size_t)got, stdout);
+  return 0;
+}
+)";
+
 /// Builds the C program `source` as `dir`/`name`; false when gcc cannot.
 bool build_c_program(const TraceTestDir& dir, const std::string& name, const std::string& source) {
   opcache::test::write_text(dir / (name + ".c"), source);
@@ -780,6 +801,20 @@ TEST_CASE("trace::run_traced never fails a file's stat or open with EINTR, signa
     CHECK(outcome.status == 0);
     CHECK_FALSE(outcome.blind.has_value());
   }
+}
+
+TEST_CASE("trace::run_traced takes a file opened O_PATH as read: reopened through /proc/self/fd, it names no file") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  OPCACHE_SKIP_IF(!build_c_program(dir, "reopen", k_reopen_program), "gcc cannot build the test program");
+  opcache::test::write_text(dir / "model.txt", "weights\n");
+  const auto outcome = run_traced_ok({dir / "reopen", dir / "model.txt"});
+  CHECK(outcome.status == 0);
+  CHECK_FALSE(outcome.blind.has_value());
+  check_read_with_identity(outcome, dir / "model.txt");
+  // A directory opened O_PATH stays a look-up: what is read under it is opened by name.
+  const auto listed = run_traced_ok({"sh", "-c", "cd '" + dir.path.string() + "' && ./reopen . ; true"});
+  CHECK_FALSE(has_trace_event(listed, dir.path.string(), Access::read));
 }
 
 TEST_CASE("trace::run_traced goes blind on io_uring_setup: a file opened through a ring passes no path the filter sees") {
