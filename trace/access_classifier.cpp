@@ -2,7 +2,9 @@
 
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <sched.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -74,6 +76,8 @@ class StopClassifier {
       case SyscallOp::unobservable:
         return m_log.set_blind(describe_tracee(m_stop.tid) + " called " + m_rule.name +
                                ", through which it can open files the tracer does not see");
+      case SyscallOp::new_file_system_view:
+        return classify_file_system_view();
     }
   }
 
@@ -215,6 +219,21 @@ class StopClassifier {
         record_program(*path, depth + 1);
       }
     }
+  }
+
+  // Blind when the call may give the tree a view of the file system the
+  // tracer does not share (a namespace call without CLONE_NEWNS does not;
+  // setns with 0 may join any namespace).
+  void classify_file_system_view() {
+    if (m_rule.flags_argument != k_no_argument) {
+      const auto flags = argument(m_rule.flags_argument);
+      const bool any_namespace = m_rule.number == SYS_setns && flags == 0;
+      if ((flags & CLONE_NEWNS) == 0 && !any_namespace) {
+        return;
+      }
+    }
+    m_log.set_blind(describe_tracee(m_stop.tid) + " called " + m_rule.name +
+                    ", after which its paths may name other files than the tracer's");
   }
 
   void record_look_up(const std::string& path, const PathState& state) {

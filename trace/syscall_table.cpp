@@ -27,6 +27,16 @@ constexpr long k_faccessat2_number = SYS_faccessat2;
 #else
 constexpr long k_faccessat2_number = 439;
 #endif
+#ifdef SYS_move_mount
+constexpr long k_move_mount_number = SYS_move_mount;
+#else
+constexpr long k_move_mount_number = 429;
+#endif
+#ifdef SYS_fsmount
+constexpr long k_fsmount_number = SYS_fsmount;
+#else
+constexpr long k_fsmount_number = 432;
+#endif
 #ifdef SYS_io_uring_setup
 constexpr long k_io_uring_setup_number = SYS_io_uring_setup;
 #else
@@ -163,12 +173,27 @@ void add_unobservable_rules(std::vector<SyscallRule>& rules) {
   rules.push_back(path_rule(SYS_open_by_handle_at, "open_by_handle_at", SyscallOp::unobservable, none, none));
 }
 
+// Changing which files the tree's paths name: the trace goes blind.
+void add_file_system_view_rules(std::vector<SyscallRule>& rules) {
+  constexpr int none = k_no_argument;
+  constexpr auto op = SyscallOp::new_file_system_view;
+  rules.push_back(path_rule(SYS_chroot, "chroot", op, none, none));
+  rules.push_back(path_rule(SYS_pivot_root, "pivot_root", op, none, none));
+  rules.push_back(path_rule(SYS_mount, "mount", op, none, none));
+  rules.push_back(path_rule(SYS_umount2, "umount2", op, none, none));
+  rules.push_back(path_rule(k_move_mount_number, "move_mount", op, none, none));
+  rules.push_back(path_rule(k_fsmount_number, "fsmount", op, none, none));
+  rules.push_back(path_rule(SYS_unshare, "unshare", op, none, none, 0));
+  rules.push_back(path_rule(SYS_setns, "setns", op, none, none, 1));
+}
+
 std::vector<SyscallRule> build_rules() {
   std::vector<SyscallRule> rules;
   add_reading_rules(rules);
   add_look_up_rules(rules);
   add_writing_rules(rules);
   add_unobservable_rules(rules);
+  add_file_system_view_rules(rules);
   return rules;
 }
 

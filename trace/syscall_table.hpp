@@ -31,6 +31,11 @@ enum class SyscallOp : std::uint8_t {
   /// io_uring's IORING_OP_OPENAT, a file handle) are out of the filter's
   /// sight, so the trace is blind from the first such call.
   unobservable,
+  /// chroot, pivot_root, mount and the new mount API, and unshare and setns
+  /// into a mount namespace (the CLONE_NEWNS bit of the flags argument; setns
+  /// also with 0, any namespace): the tree's paths may then name other files
+  /// than the tracer's, so the trace is blind from the first such call.
+  new_file_system_view,
 };
 
 /// An argument index that is not there.

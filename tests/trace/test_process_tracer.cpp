@@ -817,6 +817,21 @@ TEST_CASE("trace::run_traced takes a file opened O_PATH as read: reopened throug
   CHECK_FALSE(has_trace_event(listed, dir.path.string(), Access::read));
 }
 
+TEST_CASE("trace::run_traced goes blind when the tree may see other files under its paths: chroot, a mount namespace") {
+  TRACE_TEST_REQUIRE_TRACING();
+  OPCACHE_SKIP_IF(!trace_test_program("unshare"), "util-linux unshare is not installed");
+  // Whether or not this user may make the call, it was made: blind either way.
+  const auto rooted = run_traced_ok({"unshare", "--root=/", "true"});
+  REQUIRE(rooted.blind.has_value());
+  CHECK(rooted.blind->find("called chroot, after which its paths may name other files") != std::string::npos);
+  const auto unshared = run_traced_ok({"unshare", "--mount", "true"});
+  REQUIRE(unshared.blind.has_value());
+  CHECK(unshared.blind->find("called unshare") != std::string::npos);
+  // A namespace of another kind leaves the file system as it was.
+  const auto user_only = run_traced_ok({"unshare", "--user", "true"});
+  CHECK_FALSE(user_only.blind.has_value());
+}
+
 TEST_CASE("trace::run_traced goes blind on io_uring_setup: a file opened through a ring passes no path the filter sees") {
   TRACE_TEST_REQUIRE_TRACING();
   TraceTestDir dir;
