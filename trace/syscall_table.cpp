@@ -15,32 +15,18 @@ namespace opcache::trace {
 
 namespace {
 
-// System calls added after the C library headers some machines have; their
-// numbers are the same on every architecture (the unified table of Linux 5.1+).
-#ifdef SYS_openat2
-constexpr long k_openat2_number = SYS_openat2;
-#else
-constexpr long k_openat2_number = 437;
-#endif
-#ifdef SYS_faccessat2
-constexpr long k_faccessat2_number = SYS_faccessat2;
-#else
-constexpr long k_faccessat2_number = 439;
-#endif
-#ifdef SYS_move_mount
-constexpr long k_move_mount_number = SYS_move_mount;
-#else
-constexpr long k_move_mount_number = 429;
-#endif
-#ifdef SYS_fsmount
-constexpr long k_fsmount_number = SYS_fsmount;
-#else
-constexpr long k_fsmount_number = 432;
-#endif
-#ifdef SYS_io_uring_setup
-constexpr long k_io_uring_setup_number = SYS_io_uring_setup;
-#else
+// System calls added after the C library headers some machines have. From
+// 424 on, Linux numbers every new call the same on every architecture (the
+// unified table, Linux 5.1+), so the numbers are written here once.
 constexpr long k_io_uring_setup_number = 425;
+constexpr long k_move_mount_number = 429;
+constexpr long k_fsmount_number = 432;
+constexpr long k_openat2_number = 437;
+constexpr long k_faccessat2_number = 439;
+#if defined(SYS_faccessat2)  // the newest of them: the others are older
+static_assert(SYS_openat2 == k_openat2_number && SYS_faccessat2 == k_faccessat2_number &&
+              SYS_io_uring_setup == k_io_uring_setup_number && SYS_move_mount == k_move_mount_number &&
+              SYS_fsmount == k_fsmount_number);
 #endif
 
 // Whether readlink and readlinkat stop the tracee. They would add only
