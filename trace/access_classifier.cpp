@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <linux/audit.h>
+#include <linux/openat2.h>
 #include <sched.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -157,15 +158,24 @@ class StopClassifier {
     }
   }
 
+  // openat2: the open(2) flags and the resolve flags of its struct open_how
+  // (their first and third fields). RESOLVE_IN_ROOT makes the directory
+  // descriptor the root of the path ("/" and ".." stop there), a meaning
+  // the tracer's resolution does not give it: blind.
   void classify_open_how() {
-    std::uint64_t open_flags = 0;  // struct open_how's first field
-    auto readable = read_tracee_bytes(m_stop.tid, argument(m_rule.flags_argument), &open_flags, sizeof open_flags);
+    std::uint64_t how[3] = {0, 0, 0};  // flags, mode, resolve
+    auto readable = read_tracee_bytes(m_stop.tid, argument(m_rule.flags_argument), how, sizeof how);
     if (!readable) {
       return go_blind("read the struct open_how", readable.error());
     }
-    if (*readable) {
-      classify_open(static_cast<unsigned>(open_flags));
+    if (!*readable) {
+      return;
     }
+    if ((how[2] & RESOLVE_IN_ROOT) != 0) {
+      return m_log.set_blind(describe_tracee(m_stop.tid) +
+                             " opened a path with openat2's RESOLVE_IN_ROOT, which the tracer does not resolve");
+    }
+    classify_open(static_cast<unsigned>(how[0]));
   }
 
   void classify_exec() {

@@ -683,6 +683,31 @@ int main(int argc, char** argv) {
 }
 )";
 
+// Opens argv[2] below the directory argv[1] with openat2, RESOLVE_IN_ROOT
+// when argv[3] is "in-root", and prints it.
+constexpr const char* k_openat2_program = R"(#define _GNU_SOURCE
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  if (argc < 4) return 2;
+  int root = open(argv[1], O_DIRECTORY | O_CLOEXEC);
+  struct open_how how;
+  memset(&how, 0, sizeof how);
+  how.flags = O_RDONLY | O_CLOEXEC;
+  how.resolve = strcmp(argv[3], "in-root") == 0 ? RESOLVE_IN_ROOT : 0;
+  int fd = (int)syscall(437, root, argv[2], &how, sizeof how);
+  if (fd < 0) return 3;
+  char text[256];
+  ssize_t got = read(fd, text, sizeof text);
+  if (got > 0) fwrite(text, 1, (size_t)got, stdout);
+  return 0;
+}
+)";
+
 /// Builds the C program `source` as `dir`/`name`; false when gcc cannot.
 bool build_c_program(const TraceTestDir& dir, const std::string& name, const std::string& source) {
   opcache::test::write_text(dir / (name + ".c"), source);
@@ -830,6 +855,23 @@ TEST_CASE("trace::run_traced goes blind when the tree may see other files under 
   // A namespace of another kind leaves the file system as it was.
   const auto user_only = run_traced_ok({"unshare", "--user", "true"});
   CHECK_FALSE(user_only.blind.has_value());
+}
+
+TEST_CASE("trace::run_traced goes blind on openat2 with RESOLVE_IN_ROOT, and follows it without") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  OPCACHE_SKIP_IF(!build_c_program(dir, "open2", k_openat2_program), "gcc cannot build the test program");
+  opcache::test::write_text(dir / "tree/inc/k.h", "#define K 1\n");
+  const auto plain = run_traced_ok({dir / "open2", dir / "tree", "inc/k.h", "plain"});
+  OPCACHE_SKIP_IF(plain.status == 3, "this kernel has no openat2");
+  CHECK(plain.status == 0);
+  CHECK_FALSE(plain.blind.has_value());
+  check_read_with_identity(plain, dir / "tree/inc/k.h");
+  // "/inc/k.h" in the root the descriptor names: the tracer would resolve it from the real root.
+  const auto rooted = run_traced_ok({dir / "open2", dir / "tree", "/inc/k.h", "in-root"});
+  CHECK(rooted.status == 0);
+  REQUIRE(rooted.blind.has_value());
+  CHECK(rooted.blind->find("RESOLVE_IN_ROOT") != std::string::npos);
 }
 
 TEST_CASE("trace::run_traced goes blind on io_uring_setup: a file opened through a ring passes no path the filter sees") {
