@@ -630,6 +630,7 @@ constexpr const char* k_io_uring_program = R"(#include <linux/io_uring.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+int print_descriptor(int fd);
 int main(int argc, char** argv) {
   (void)argc;
   struct io_uring_params p;
@@ -655,10 +656,7 @@ int main(int argc, char** argv) {
   unsigned head = __atomic_load_n((unsigned*)(cq + p.cq_off.head), __ATOMIC_ACQUIRE);
   struct io_uring_cqe* cqe = (struct io_uring_cqe*)(cq + p.cq_off.cqes) + (head & *(unsigned*)(cq + p.cq_off.ring_mask));
   if (cqe->res < 0) return 4;
-  char text[256];
-  ssize_t got = read(cqe->res, text, sizeof text);
-  if (got > 0) fwrite(text, 1, (size_t)got, stdout);
-  return 0;
+  return print_descriptor(cqe->res);
 }
 )";
 
@@ -668,6 +666,7 @@ constexpr const char* k_reopen_program = R"(#define _GNU_SOURCE
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
+int print_descriptor(int fd);
 int main(int argc, char** argv) {
   (void)argc;
   int handle = open(argv[1], O_PATH | O_CLOEXEC);
@@ -676,10 +675,7 @@ int main(int argc, char** argv) {
   snprintf(link, sizeof link, "/proc/self/fd/%d", handle);
   int fd = open(link, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 4;
-  char text[256];
-  ssize_t got = read(fd, text, sizeof text);
-  if (got > 0) fwrite(text, 1, (size_t)got, stdout);
-  return 0;
+  return print_descriptor(fd);
 }
 )";
 
@@ -692,6 +688,7 @@ constexpr const char* k_openat2_program = R"(#define _GNU_SOURCE
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+int print_descriptor(int fd);
 int main(int argc, char** argv) {
   if (argc < 4) return 2;
   int root = open(argv[1], O_DIRECTORY | O_CLOEXEC);
@@ -701,6 +698,15 @@ int main(int argc, char** argv) {
   how.resolve = strcmp(argv[3], "in-root") == 0 ? RESOLVE_IN_ROOT : 0;
   int fd = (int)syscall(437, root, argv[2], &how, sizeof how);
   if (fd < 0) return 3;
+  return print_descriptor(fd);
+}
+)";
+
+// Appended to every test program: prints what `fd` reads (up to 256 bytes); 0.
+constexpr const char* k_print_descriptor = R"(
+#include <stdio.h>
+#include <unistd.h>
+int print_descriptor(int fd) {
   char text[256];
   ssize_t got = read(fd, text, sizeof text);
   if (got > 0) fwrite(text, 1, (size_t)got, stdout);
@@ -708,9 +714,9 @@ int main(int argc, char** argv) {
 }
 )";
 
-/// Builds the C program `source` as `dir`/`name`; false when gcc cannot.
+/// Builds the C program `source` (with k_print_descriptor) as `dir`/`name`; false when gcc cannot.
 bool build_c_program(const TraceTestDir& dir, const std::string& name, const std::string& source) {
-  opcache::test::write_text(dir / (name + ".c"), source);
+  opcache::test::write_text(dir / (name + ".c"), source + k_print_descriptor);
   return opcache::test::run_process({"gcc", "-O2", "-pthread", "-o", dir / name, dir / (name + ".c")}).exit_code == 0;
 }
 
