@@ -24,9 +24,10 @@ namespace opcache::store {
 /// Version of the member's layout; part of what is hashed. Version 2: the
 /// files the command reads are observed (exec manifests), not taken from
 /// its arguments; paths below base_dir are keyed as {base}; stdin is keyed.
-/// Version 3: the same layout, from a tracer that observes /dev/shm, takes a
-/// file opened O_PATH as read and goes blind on io_uring (version 2's
-/// manifests may lack inputs reached those ways).
+/// Version 3: the same layout, from a tracer that observes /dev/shm and paths
+/// through /proc/<pid>/cwd, root and fd/<n>, takes a file opened O_PATH as
+/// read and goes blind on io_uring (version 2's manifests may lack inputs
+/// reached those ways).
 inline constexpr int k_exec_key_version = 3;
 
 /// One `opcache exec` invocation, as far as its key is concerned.

@@ -77,6 +77,44 @@ std::string as_seen_by(pid_t tid, std::string path) {
   return path;
 }
 
+// Whether `text` is a non-empty run of decimal digits.
+bool is_number(std::string_view text) {
+  return !text.empty() && text.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
+// `path` (normal) through a process's magic link, /proc/<pid>/cwd, root or
+// fd/<n>: the file it leads to, the link's target with the rest of `path`
+// appended (the kernel opens that file; /proc/self/cwd/k.h reads k.h). The
+// path as it is when it goes through none, or when the link leads to no path
+// of a file (a pipe, a socket, a deleted file: nothing anyone can edit).
+std::string through_proc_link(const std::string& path) {
+  const std::string_view proc = "/proc/";
+  if (path.compare(0, proc.size(), proc) != 0) {
+    return path;
+  }
+  const std::size_t pid_end = std::min(path.find('/', proc.size()), path.size());
+  if (!is_number(std::string_view(path).substr(proc.size(), pid_end - proc.size())) || pid_end == path.size()) {
+    return path;
+  }
+  std::size_t link_end = std::min(path.find('/', pid_end + 1), path.size());
+  const std::string_view entry = std::string_view(path).substr(pid_end + 1, link_end - pid_end - 1);
+  if (entry == "fd" && link_end < path.size()) {
+    const std::size_t fd_end = std::min(path.find('/', link_end + 1), path.size());
+    if (!is_number(std::string_view(path).substr(link_end + 1, fd_end - link_end - 1))) {
+      return path;
+    }
+    link_end = fd_end;
+  } else if (entry != "cwd" && entry != "root") {
+    return path;
+  }
+  const std::string link = path.substr(0, link_end);
+  const auto target = read_proc_link(link);
+  if (!target || !*target || (*target)->empty() || (*target)->front() != '/' || link_target_deleted(link, **target)) {
+    return path;
+  }
+  return normal_path(**target + "/" + path.substr(link_end));
+}
+
 }  // namespace
 
 std::string normal_path(std::string_view absolute) {
@@ -131,14 +169,14 @@ Result<std::optional<std::string>> resolve_tracee_path(pid_t tid, int dirfd, con
     return std::optional<std::string>();
   }
   if (path.front() == '/') {
-    return std::optional<std::string>(as_seen_by(tid, normal_path(path)));
+    return std::optional<std::string>(through_proc_link(as_seen_by(tid, normal_path(path))));
   }
   OPCACHE_TRY_ASSIGN(const auto directory,
                      dirfd == AT_FDCWD ? proc_entry_path(tid, "cwd") : tracee_descriptor_path(tid, dirfd));
   if (!directory) {
     return std::optional<std::string>();
   }
-  return std::optional<std::string>(as_seen_by(tid, normal_path(*directory + "/" + path)));
+  return std::optional<std::string>(through_proc_link(as_seen_by(tid, normal_path(*directory + "/" + path))));
 }
 
 }  // namespace opcache::trace

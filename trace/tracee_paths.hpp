@@ -37,7 +37,9 @@ Result<std::optional<std::string>> tracee_descriptor_path(pid_t tid, int fd);
 /// The absolute, normal path thread `tid` looks up when a system call names
 /// `path` relative to descriptor `dirfd` (AT_FDCWD: its working directory).
 /// /proc/self and /proc/thread-self become /proc/<tid>, and /dev/fd
-/// /proc/<tid>/fd, which this process can read. std::nullopt when the call
+/// /proc/<tid>/fd, which this process can read; a path through a process's
+/// cwd, root or fd/<n> link becomes the file it leads to (/proc/self/cwd/k.h
+/// is k.h), unless the link leads to no file path (a pipe, a deleted file). std::nullopt when the call
 /// fails before looking anything up: an empty `path`, or a relative one
 /// against a descriptor that is not open or names no directory. `io` when the directory cannot be known (deleted, /proc
 /// unreadable): the caller cannot tell what the call touches.

@@ -880,6 +880,24 @@ TEST_CASE("trace::run_traced goes blind on openat2 with RESOLVE_IN_ROOT, and fol
   CHECK(rooted.blind->find("RESOLVE_IN_ROOT") != std::string::npos);
 }
 
+TEST_CASE("trace::run_traced follows a process's cwd, root and fd links in /proc to the files they lead to") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "model.txt", "weights\n");
+  opcache::test::write_text(dir / "other.txt", "more\n");
+  opcache::test::write_text(dir / "inc/k.h", "#define K 1\n");
+  const auto outcome = run_traced_ok(
+      {"sh", "-c",
+       "cd '" + dir.path.string() + "' && cat /proc/self/cwd/model.txt /proc/self/root" + dir.path.string() +
+           "/other.txt > /dev/null && exec 4<inc && cat /dev/fd/4/k.h /proc/self/fd/4/missing.h; true"});
+  CHECK(outcome.status == 0);
+  CHECK_FALSE(outcome.blind.has_value());
+  check_read_with_identity(outcome, dir / "model.txt");
+  check_read_with_identity(outcome, dir / "other.txt");
+  check_read_with_identity(outcome, dir / "inc/k.h");
+  CHECK(has_trace_event(outcome, dir / "inc/missing.h", Access::absent));
+}
+
 TEST_CASE("trace::run_traced goes blind on io_uring_setup: a file opened through a ring passes no path the filter sees") {
   TRACE_TEST_REQUIRE_TRACING();
   TraceTestDir dir;
