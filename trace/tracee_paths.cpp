@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <climits>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/file_io.hpp"
@@ -115,6 +117,37 @@ std::string through_proc_link(const std::string& path) {
   return normal_path(**target + "/" + path.substr(link_end));
 }
 
+// Where the last ".." component of `path` ends; std::string_view::npos when
+// it has none.
+std::size_t end_of_last_dot_dot(std::string_view path) {
+  std::size_t end = std::string_view::npos;
+  for (std::size_t at = path.find(".."); at != std::string_view::npos; at = path.find("..", at + 1)) {
+    if ((at == 0 || path[at - 1] == '/') && (at + 2 == path.size() || path[at + 2] == '/')) {
+      end = at + 2;
+    }
+  }
+  return end;
+}
+
+bool has_dot_dot(std::string_view path) { return end_of_last_dot_dot(path) != std::string_view::npos; }
+
+// `absolute` (not normal: as the tracee named it, or joined to its
+// directory) as the kernel looks it up for thread `tid`: ".." is the parent
+// of the directory reached so far, after any symlink that led there, not the
+// name written before it (link/../k.h is k.h beside what link points to). The
+// part up to the last ".." is resolved with realpath(3), the rest appended;
+// the lexical normal path when that part does not resolve (the call fails
+// there as well).
+std::string looked_up_path(pid_t tid, const std::string& absolute) {
+  const std::string path = as_seen_by(tid, absolute);
+  const std::size_t end = end_of_last_dot_dot(path);
+  char real[PATH_MAX];
+  if (end == std::string::npos || ::realpath(path.substr(0, end).c_str(), real) == nullptr) {
+    return as_seen_by(tid, normal_path(absolute));
+  }
+  return as_seen_by(tid, normal_path(std::string(real) + "/" + path.substr(end)));
+}
+
 }  // namespace
 
 std::string normal_path(std::string_view absolute) {
@@ -169,14 +202,17 @@ Result<std::optional<std::string>> resolve_tracee_path(pid_t tid, int dirfd, con
     return std::optional<std::string>();
   }
   if (path.front() == '/') {
-    return std::optional<std::string>(through_proc_link(as_seen_by(tid, normal_path(path))));
+    return std::optional<std::string>(
+        through_proc_link(has_dot_dot(path) ? looked_up_path(tid, path) : as_seen_by(tid, normal_path(path))));
   }
   OPCACHE_TRY_ASSIGN(const auto directory,
                      dirfd == AT_FDCWD ? proc_entry_path(tid, "cwd") : tracee_descriptor_path(tid, dirfd));
   if (!directory) {
     return std::optional<std::string>();
   }
-  return std::optional<std::string>(through_proc_link(as_seen_by(tid, normal_path(*directory + "/" + path))));
+  const std::string joined = *directory + "/" + path;
+  return std::optional<std::string>(
+      through_proc_link(has_dot_dot(path) ? looked_up_path(tid, joined) : as_seen_by(tid, normal_path(joined))));
 }
 
 }  // namespace opcache::trace

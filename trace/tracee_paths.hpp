@@ -39,7 +39,9 @@ Result<std::optional<std::string>> tracee_descriptor_path(pid_t tid, int fd);
 /// /proc/self and /proc/thread-self become /proc/<tid>, and /dev/fd
 /// /proc/<tid>/fd, which this process can read; a path through a process's
 /// cwd, root or fd/<n> link becomes the file it leads to (/proc/self/cwd/k.h
-/// is k.h), unless the link leads to no file path (a pipe, a deleted file). std::nullopt when the call
+/// is k.h), unless the link leads to no file path (a pipe, a deleted file);
+/// ".." is resolved as the kernel does, after the symlinks before it
+/// (link/../k.h is the k.h beside link's target). std::nullopt when the call
 /// fails before looking anything up: an empty `path`, or a relative one
 /// against a descriptor that is not open or names no directory. `io` when the directory cannot be known (deleted, /proc
 /// unreadable): the caller cannot tell what the call touches.

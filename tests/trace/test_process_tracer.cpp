@@ -898,6 +898,21 @@ TEST_CASE("trace::run_traced follows a process's cwd, root and fd links in /proc
   CHECK(has_trace_event(outcome, dir / "inc/missing.h", Access::absent));
 }
 
+TEST_CASE("trace::run_traced resolves '..' after a symlink as the kernel does, not by the name written before it") {
+  TRACE_TEST_REQUIRE_TRACING();
+  TraceTestDir dir;
+  opcache::test::write_text(dir / "real/k.h", "#define K 1\n");
+  fs::create_directories(dir / "real/sub");
+  fs::create_symlink(dir / "real/sub", dir / "link");
+  const auto outcome = run_traced_ok(
+      {"sh", "-c", "cd '" + dir.path.string() + "' && cat link/../k.h '" + dir.path.string() + "/link/../none.h'; true"});
+  CHECK(outcome.status == 0);
+  CHECK_FALSE(outcome.blind.has_value());
+  check_read_with_identity(outcome, dir / "real/k.h");
+  CHECK(has_trace_event(outcome, dir / "real/none.h", Access::absent));
+  CHECK_FALSE(has_trace_event(outcome, dir / "k.h", Access::absent));
+}
+
 TEST_CASE("trace::run_traced goes blind on io_uring_setup: a file opened through a ring passes no path the filter sees") {
   TRACE_TEST_REQUIRE_TRACING();
   TraceTestDir dir;
