@@ -138,12 +138,12 @@ class StopClassifier {
       return;
     }
     const auto state = probe_path(*path, (open_flags & O_NOFOLLOW) == 0);
+    // An O_PATH descriptor reads nothing itself, but reopening /proc/self/fd/N
+    // reads its file under a path that names no file: a regular file opened
+    // O_PATH is read here; anything else is a look-up.
     if ((open_flags & O_PATH) != 0 && state.kind != PathState::Kind::regular) {
       return record_look_up(*path, state);
     }
-    // An O_PATH descriptor of a file reads nothing itself, but reopening
-    // /proc/self/fd/N reads the file under a path that names no file: the
-    // file is read here.
     if (writes_on_open(open_flags)) {
       if ((open_flags & O_ACCMODE) == O_RDWR && (open_flags & O_TRUNC) == 0 && state.kind == PathState::Kind::regular) {
         m_log.add(*path, Access::read, state.identity);

@@ -129,23 +129,24 @@ std::size_t end_of_last_dot_dot(std::string_view path) {
   return end;
 }
 
-bool has_dot_dot(std::string_view path) { return end_of_last_dot_dot(path) != std::string_view::npos; }
-
 // `absolute` (not normal: as the tracee named it, or joined to its
-// directory) as the kernel looks it up for thread `tid`: ".." is the parent
-// of the directory reached so far, after any symlink that led there, not the
-// name written before it (link/../k.h is k.h beside what link points to). The
+// directory) as the kernel looks it up for thread `tid`, lexically normal:
+// /proc/self and /dev/fd as tid's (as_seen_by), ".." as the parent of the
+// directory reached so far, after any symlink that led there, not the name
+// written before it (link/../k.h is k.h beside what link points to): the
 // part up to the last ".." is resolved with realpath(3), the rest appended;
-// the lexical normal path when that part does not resolve (the call fails
-// there as well).
+// lexically when there is no ".." or that part does not resolve (the call
+// fails there as well).
 std::string looked_up_path(pid_t tid, const std::string& absolute) {
-  const std::string path = as_seen_by(tid, absolute);
-  const std::size_t end = end_of_last_dot_dot(path);
-  char real[PATH_MAX];
-  if (end == std::string::npos || ::realpath(path.substr(0, end).c_str(), real) == nullptr) {
-    return as_seen_by(tid, normal_path(absolute));
+  if (end_of_last_dot_dot(absolute) != std::string::npos) {
+    const std::string path = as_seen_by(tid, absolute);  // replaces a prefix that has no ".."
+    const std::size_t end = end_of_last_dot_dot(path);
+    char real[PATH_MAX];
+    if (::realpath(path.substr(0, end).c_str(), real) != nullptr) {
+      return as_seen_by(tid, normal_path(std::string(real) + "/" + path.substr(end)));
+    }
   }
-  return as_seen_by(tid, normal_path(std::string(real) + "/" + path.substr(end)));
+  return as_seen_by(tid, normal_path(absolute));
 }
 
 }  // namespace
@@ -202,17 +203,14 @@ Result<std::optional<std::string>> resolve_tracee_path(pid_t tid, int dirfd, con
     return std::optional<std::string>();
   }
   if (path.front() == '/') {
-    return std::optional<std::string>(
-        through_proc_link(has_dot_dot(path) ? looked_up_path(tid, path) : as_seen_by(tid, normal_path(path))));
+    return std::optional<std::string>(through_proc_link(looked_up_path(tid, path)));
   }
   OPCACHE_TRY_ASSIGN(const auto directory,
                      dirfd == AT_FDCWD ? proc_entry_path(tid, "cwd") : tracee_descriptor_path(tid, dirfd));
   if (!directory) {
     return std::optional<std::string>();
   }
-  const std::string joined = *directory + "/" + path;
-  return std::optional<std::string>(
-      through_proc_link(has_dot_dot(path) ? looked_up_path(tid, joined) : as_seen_by(tid, normal_path(joined))));
+  return std::optional<std::string>(through_proc_link(looked_up_path(tid, *directory + "/" + path)));
 }
 
 }  // namespace opcache::trace
