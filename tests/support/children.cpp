@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <cstdio>
 #include <sstream>
 #include <stdexcept>
@@ -38,6 +39,15 @@ std::string proc_locks_id(const struct stat& info) {
   return id;
 }
 
+// How many threads this process runs (its /proc/self/task entries).
+std::size_t thread_count() {
+  std::size_t count = 0;
+  for ([[maybe_unused]] const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    ++count;
+  }
+  return count;
+}
+
 }  // namespace
 
 ChildGuard::~ChildGuard() {
@@ -65,6 +75,9 @@ int ChildGuard::kill(pid_t pid) {
 }
 
 pid_t fork_child(ChildGuard& guard, const std::function<int()>& body) {
+  // The child runs C++ (it allocates): a lock another thread holds at the
+  // fork, such as the sanitizer allocator's, would never be released in it.
+  REQUIRE_MESSAGE(thread_count() == 1, "fork_child from a process running other threads; use threads instead");
   std::fflush(nullptr);
   pid_t pid = ::fork();
   REQUIRE(pid >= 0);

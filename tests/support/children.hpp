@@ -42,7 +42,9 @@ class ChildGuard {
 
 /// Forks a child that runs `body` and _exit()s with its result (97 when it
 /// throws); the child is registered with `guard`. Call only before the parent
-/// creates opcache objects (a fork must not copy their locks and handles).
+/// creates opcache objects (a fork must not copy their locks and handles),
+/// and only while it runs no other thread: REQUIREs that (a lock another
+/// thread holds, the allocator's, would never be released in the child).
 pid_t fork_child(ChildGuard& guard, const std::function<int()>& body);
 
 /// spawn_process() registered with `guard`; fails the test (REQUIRE) with the

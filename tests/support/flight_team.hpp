@@ -84,8 +84,8 @@ struct FlightTeam {
 /// A counter of `opcache --json stats`, 0 when absent.
 std::int64_t stats_counter(const nlohmann::json& stats, const std::string& name);
 
-/// Runs `machines` x `per_machine` processes, each exec-ing every kernel
-/// once (each process starting at a different kernel), into
+/// Runs `machines` x `per_machine` team members (threads of the test), each
+/// exec-ing every kernel once (each process starting at a different kernel), into
 /// dir/out/<m>-<p>/<k>, with `extra(machine)` as global options; runs
 /// `meanwhile` after starting them. Returns the wall time in ms; CHECKs
 /// that every exec exited 0 (naming the failures).
