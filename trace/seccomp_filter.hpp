@@ -25,7 +25,7 @@ enum class FilterVerdict : std::uint16_t {
   x32_call = 3,      ///< any call of the x32 ABI (x86_64 only)
 };
 
-/// The filter, built from traced_syscalls() before the fork so that the
+/// The filter, built from traced_syscalls() before the child starts so that the
 /// child only has to install it.
 class SeccompFilter {
  public:

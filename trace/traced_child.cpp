@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/wait.h>
@@ -9,6 +10,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string_view>
 
@@ -126,15 +128,40 @@ void TracedChild::run_child() const noexcept {
   if (listener >= 0) {
     send_report(report, ChildStep::listener, listener);
   }
-  ::raise(SIGSTOP);  // the tracer sets its options (and takes the listener) meanwhile
+  // kill(2) of its own pid, not raise(3): glibc's raise reads the calling
+  // thread's descriptor, which is the parent's (the child shares its memory).
+  ::kill(::getpid(), SIGSTOP);  // the tracer sets its options (and takes the listener) meanwhile
   ::execve(m_program.c_str(), m_argv.data(), environ);
   report_and_exit(report, ChildStep::exec, errno);
 }
 
-Status TracedChild::wait_for_first_stop(pid_t pid) const {
+int TracedChild::enter_child(void* self) noexcept {
+  static_cast<const TracedChild*>(self)->run_child();
+}
+
+pid_t TracedChild::clone_child() {
+  // As posix_spawn does: the child shares this process's memory until its
+  // execve (CLONE_VM), on a stack of its own, so that no page table is
+  // copied and this process's threads take no copy-on-write faults after
+  // it. Not CLONE_VFORK: the child stops before its execve, and the
+  // execve waits for the tracer's answer. Until the child's first stop
+  // this object is left as it is: the child reads it.
+  if (!m_child_stack) {
+    m_child_stack = std::make_unique_for_overwrite<std::byte[]>(k_child_stack_size);
+  }
+  return ::clone(&TracedChild::enter_child, m_child_stack.get() + k_child_stack_size, CLONE_VM | SIGCHLD,
+                 const_cast<TracedChild*>(this));
+}
+
+Status TracedChild::wait_for_first_stop(pid_t pid) {
   int status = 0;
-  if (wait_for_traced_child(pid, status) != pid) {
-    return Error::io("cannot wait for the traced child of " + m_program + ": " + std::strerror(errno));
+  const pid_t waited = wait_for_traced_child(pid, status);
+  const int wait_error = errno;
+  // The child has stopped or ended: it no longer reads this object, and
+  // its report, if any, is in the pipe (failure() reads it to the end).
+  m_report_write.reset();
+  if (waited != pid) {
+    return Error::io("cannot wait for the traced child of " + m_program + ": " + std::strerror(wait_error));
   }
   if (!WIFSTOPPED(status)) {
     return failure();
@@ -177,14 +204,11 @@ Result<std::optional<StartedChild>> TracedChild::start_once(int ptrace_options) 
   }
   m_report_read = base::FileDescriptor(fds[0]);
   m_report_write = base::FileDescriptor(fds[1]);
-  const pid_t pid = ::fork();
+  const pid_t pid = clone_child();
   if (pid < 0) {
-    return Error::io("cannot fork to run " + m_program + ": " + std::strerror(errno));
+    m_report_write.reset();
+    return Error::io("cannot start a process to run " + m_program + ": " + std::strerror(errno));
   }
-  if (pid == 0) {
-    run_child();
-  }
-  m_report_write.reset();
   if (auto stopped = wait_for_first_stop(pid); !stopped) {
     return stopped.error();
   }

@@ -1,13 +1,16 @@
-// Starting a command under the tracer: a forked child asks to be traced,
+// Starting a command under the tracer: a child asks to be traced,
 // installs the seccomp filter (and reports its listener's descriptor, under
 // TraceMechanism::user_notification), stops until the tracer has set its
-// options (and taken that listener) and runs the program. Between fork and
-// execve the child makes only async-signal-safe calls, since the calling
-// process may have threads; everything it needs is prepared before the fork.
+// options (and taken that listener) and runs the program. The child shares
+// the caller's memory until its execve (clone with CLONE_VM, as
+// posix_spawn): it makes only async-signal-safe calls and writes nothing
+// but its own stack; everything it needs is prepared before it starts.
 #pragma once
 
 #include <sys/types.h>
 
+#include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -44,13 +47,13 @@ class TracedChild {
   TracedChild(const TracedChild&) = delete;
   TracedChild& operator=(const TracedChild&) = delete;
 
-  /// Forks the child, waits for it to stop (its filter installed), takes
+  /// Starts the child, waits for it to stop (its filter installed), takes
   /// its listener under `user_notification` (pidfd_getfd), makes the
   /// calling thread its tracer with `ptrace_options` (PTRACE_SETOPTIONS)
   /// and resumes it towards its execve, the first call its filter hands the
   /// tracer. When the listener cannot be taken, that child is killed and
   /// another started under `ptrace_stop` (mechanism() says so). `io` when
-  /// it cannot be forked or traced (the child is then gone); a refusal to
+  /// it cannot be started or traced (the child is then gone); a refusal to
   /// be traced is made by refused_tracing.
   Result<StartedChild> start(int ptrace_options);
 
@@ -66,10 +69,17 @@ class TracedChild {
  private:
   /// The child's side; never returns.
   [[noreturn]] void run_child() const noexcept;
+  /// clone(2)'s entry: run_child() of the TracedChild `self`.
+  [[noreturn]] static int enter_child(void* self) noexcept;
+  /// Starts run_child() in a child sharing this process's memory, on
+  /// m_child_stack; its pid, or -1 (errno).
+  pid_t clone_child();
   /// start() with the current filter; std::nullopt when its listener could
   /// not be taken (the child is then gone).
   Result<std::optional<StartedChild>> start_once(int ptrace_options);
-  Status wait_for_first_stop(pid_t pid) const;
+  /// Waits for the child's first stop (or end), then closes this
+  /// process's end of the report pipe; an error unless it stopped on SIGSTOP.
+  Status wait_for_first_stop(pid_t pid);
   /// The listener the stopped child `pid` reported, or std::nullopt.
   std::optional<base::FileDescriptor> take_listener(pid_t pid) const;
 
@@ -79,7 +89,9 @@ class TracedChild {
   int m_stdin_fd;
   std::optional<SeccompFilter> m_filter;  ///< always set; replaced when falling back to ptrace stops
   base::FileDescriptor m_report_read;     ///< the child writes the step that failed, then exits
-  base::FileDescriptor m_report_write;    ///< closed in the parent once forked; O_CLOEXEC in the child
+  base::FileDescriptor m_report_write;    ///< closed in the parent once started; O_CLOEXEC in the child
+  static constexpr std::size_t k_child_stack_size = 256 * 1024;  ///< run_child's, sanitizers' frames included
+  std::unique_ptr<std::byte[]> m_child_stack;  ///< the child's until its execve or exit; lives as long as this
 };
 
 }  // namespace opcache::trace
