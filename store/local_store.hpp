@@ -45,7 +45,7 @@ using WarningSink = std::function<void(const std::string& message)>;
 /// When LocalStore::open creates the index of a new store.
 enum class NewIndex {
   on_open,       ///< with the layout (the default)
-  on_first_use,  ///< when something needs it: for a caller that may use none of the store (--mode disable)
+  on_first_use,  ///< when something needs it (the API's Store: --mode disable uses none, exec opens it during the build)
 };
 
 struct StoreOptions {

@@ -118,7 +118,7 @@ def _miss_rows(s):
                  f"≤ {MISS_RATIO}× the compile", ratio <= MISS_RATIO)]
     d = s["ratio_disable_vs_gcc"]["p50"]
     rows.append(_row("split: `opcache --mode disable exec` (same CLI, compile untraced, no lookup, nothing stored; "
-                     "it still opens the store, creating index.db in the empty one) vs `gcc` alone: opcache's own "
+                     "it still opens the store: its directories, no index) vs `gcc` alone: opcache's own "
                      "start, p50 per kernel",
                      _fmt(s["gcc_ms"]["p50"], " ms"), _fmt(s["opcache_disable_ms"]["p50"], " ms"), f"{d:.3f}×",
                      "—", None))

@@ -84,6 +84,12 @@ TEST_CASE("C API opcache_open creates the store, opcache_close releases it and i
   REQUIRE(opcache_open((temp / "cache").c_str(), &store) == OPCACHE_OK);
   REQUIRE(store != nullptr);
   CHECK(last_error().empty());
+  CHECK(fs::is_directory(temp / "cache" / "objects"));
+  // The index is created by its first use, not by opening.
+  CHECK_FALSE(fs::exists(temp / "cache" / "index.db"));
+  char* stats = nullptr;
+  REQUIRE(opcache_stats_json(store, &stats) == OPCACHE_OK);
+  opcache_string_free(stats);
   CHECK(fs::is_regular_file(temp / "cache" / "index.db"));
   opcache_close(store);
   opcache_close(nullptr);

@@ -78,13 +78,16 @@ nlohmann::json with(const std::string& descriptor, const std::string& field, con
 
 }  // namespace
 
-TEST_CASE("opcache::Store opens a store at cache_dir and creates its layout") {
+TEST_CASE("opcache::Store opens a store at cache_dir and creates its layout, and its index on first use") {
   TempDir temp;
   auto dir = temp / "cache";
   Store store = open_store(dir);
   CHECK(store.root() == dir);
   CHECK(fs::is_directory(dir / "objects"));
   CHECK(fs::is_directory(dir / "tmp"));
+  // Not before: an exec miss creates it while its command runs (IndexWarmup).
+  CHECK_FALSE(fs::exists(dir / "index.db"));
+  CHECK(store.stats().ok());
   CHECK(fs::is_regular_file(dir / "index.db"));
   // A second handle on the same root works too.
   Store second = open_store(dir);
