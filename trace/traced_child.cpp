@@ -5,6 +5,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -51,16 +52,22 @@ const char* step_name(ChildStep step) {
   return "?";
 }
 
-// Async-signal-safe: reports `step` and `value` through `fd`.
+// The child's calls are system calls made directly (syscall(2)), not the C
+// library's functions: a sanitizer's runtime intercepts those and keeps
+// per-thread state in them, which is the parent thread's in a child that
+// shares its memory (and _exit would run the runtime's end-of-process work).
+
+// Reports `step` and `value` through `fd`.
 void send_report(int fd, ChildStep step, int value) noexcept {
   const ChildReport report{step, value};
-  [[maybe_unused]] const ssize_t written = ::write(fd, &report, sizeof report);
+  ::syscall(SYS_write, fd, &report, sizeof report);
 }
 
-// Async-signal-safe: reports `step` and errno through `fd` and exits.
+// Reports `step` and errno through `fd` and ends the child.
 [[noreturn]] void report_and_exit(int fd, ChildStep step, int error_number) noexcept {
   send_report(fd, step, error_number);
-  ::_exit(127);
+  ::syscall(SYS_exit_group, 127);
+  __builtin_unreachable();
 }
 
 pid_t wait_for_traced_child(pid_t pid, int& status) {
@@ -89,6 +96,22 @@ std::optional<ChildReport> waiting_report(int fd) {
 
 constexpr std::string_view k_refused_prefix = "cannot trace ";
 
+// Whether the traced child shares this process's memory until its execve
+// (clone_child). Not under ThreadSanitizer: its clone interceptor runs a
+// fork child's hooks in the child, which would mark the shared runtime as
+// that of a forked child (this process then dies at its next thread).
+#if defined(__SANITIZE_THREAD__)
+constexpr bool k_child_shares_memory = false;
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+constexpr bool k_child_shares_memory = false;
+#else
+constexpr bool k_child_shares_memory = true;
+#endif
+#else
+constexpr bool k_child_shares_memory = true;
+#endif
+
 }  // namespace
 
 Error refused_tracing(const std::string& program, const std::string& why) {
@@ -110,13 +133,13 @@ TracedChild::TracedChild(std::string program, std::vector<std::string> argv, int
 
 void TracedChild::run_child() const noexcept {
   const int report = m_report_write.get();
-  if (::ptrace(PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
+  if (::syscall(SYS_ptrace, PTRACE_TRACEME, 0, nullptr, nullptr) != 0) {
     report_and_exit(report, ChildStep::trace_me, errno);
   }
-  if (m_stdin_fd >= 0 && m_stdin_fd != STDIN_FILENO && ::dup2(m_stdin_fd, STDIN_FILENO) < 0) {
+  if (m_stdin_fd >= 0 && m_stdin_fd != STDIN_FILENO && ::syscall(SYS_dup3, m_stdin_fd, STDIN_FILENO, 0) < 0) {
     report_and_exit(report, ChildStep::standard_input, errno);
   }
-  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
+  if (::syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     report_and_exit(report, ChildStep::no_new_privs, errno);
   }
   // Installed before the stop: no call until execve is one it hands the
@@ -130,8 +153,8 @@ void TracedChild::run_child() const noexcept {
   }
   // kill(2) of its own pid, not raise(3): glibc's raise reads the calling
   // thread's descriptor, which is the parent's (the child shares its memory).
-  ::kill(::getpid(), SIGSTOP);  // the tracer sets its options (and takes the listener) meanwhile
-  ::execve(m_program.c_str(), m_argv.data(), environ);
+  ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);  // the tracer sets its options (and takes the listener) meanwhile
+  ::syscall(SYS_execve, m_program.c_str(), m_argv.data(), environ);
   report_and_exit(report, ChildStep::exec, errno);
 }
 
@@ -146,6 +169,13 @@ pid_t TracedChild::clone_child() {
   // it. Not CLONE_VFORK: the child stops before its execve, and the
   // execve waits for the tracer's answer. Until the child's first stop
   // this object is left as it is: the child reads it.
+  if (!k_child_shares_memory) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      run_child();
+    }
+    return pid;
+  }
   if (!m_child_stack) {
     m_child_stack = std::make_unique_for_overwrite<std::byte[]>(k_child_stack_size);
   }
