@@ -350,19 +350,24 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     digests/), as in any store after its first compile; `opcache --mode disable exec` (the same
     CLI, the compile run untraced, nothing looked up or stored) to split opcache's own start from
     the tracer and the store's work. Every miss must add exactly one entry and no hit; every
-    output must equal the cold compile's bytes. Returns the figures."""
+    output must equal the cold compile's bytes. Each run has an output directory and a store of
+    its own, and nothing is deleted until the last pass is over: on an ext4 without a journal
+    (this machine's root) creating a file within seconds of other deletions in its block group
+    costs 0.2-2 ms instead of ~0.02 ms (the inode allocator skips recently freed inodes), so
+    deleting a store per kernel made the next runs' file creations, gcc's temporary file and
+    opcache's entry alike, the harness's cost. Returns the figures."""
     work = fresh_dir(ctx.work / f"miss-{corpus.name}")
-    out = work / "out"
+    outs = work / "out"
     stores = work / "stores"
     opc = ctx.opcache
     tools = ("gcc", "opcache_miss", "opcache_miss_seeded", "opcache_disable")
     if seed_stem in stems:
         raise BenchError(f"the seed kernel {seed_stem} must not be one of the measured kernels")
 
-    def miss_command(stem, store):
+    def miss_command(stem, store, out):
         return opc.exec_cmd(store, corpus, stem, out, scenario)
 
-    def disable_command(stem, store):
+    def disable_command(stem, store, out):
         command = opc.exec_cmd(store, corpus, stem, out, scenario)
         command.insert(command.index("exec"), "disable")
         command.insert(command.index("disable"), "--mode")
@@ -382,17 +387,16 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
         for k, stem in enumerate(stems):
             order = list(tools[(k + p) % len(tools):] + tools[:(k + p) % len(tools)])
             for tool in order:
-                fresh_dir(out)
+                out = fresh_dir(outs / f"{tool}-{p}-{k}")
                 store = stores / f"{tool}-{p}-{k}"
-                shutil.rmtree(store, ignore_errors=True)
                 if tool == "opcache_miss_seeded":
-                    command, env = miss_command(stem, seeded), opc.env
+                    command, env = miss_command(stem, seeded, out), opc.env
                 elif tool == "gcc":
                     command, env = corpus.compile_command(stem, out / corpus.output_name(stem)), opc.env
                 elif tool == "opcache_miss":
-                    command, env = miss_command(stem, store), opc.env
+                    command, env = miss_command(stem, store, out), opc.env
                 else:
-                    command, env = disable_command(stem, store), opc.env
+                    command, env = disable_command(stem, store, out), opc.env
                 times[tool][stem].append(1e3 * timed(command, env=env, cwd=corpus.dir, what=f"{tool} {stem}"))
                 corpora.check_outputs(corpus, out, [stem], tool)
                 if tool == "opcache_miss":
@@ -410,7 +414,6 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
                                          f"(was {seeded_entries}), {counter(stats, 'hits')} hits; expected a miss")
                     seeded_entries += 1
                     checked += 1
-                shutil.rmtree(store, ignore_errors=True)
     per_kernel = {tool: [median(v) for v in times[tool].values()] for tool in tools}
     ratios = [m / g for m, g in zip(per_kernel["opcache_miss"], per_kernel["gcc"])]
     disable_ratios = [d / g for d, g in zip(per_kernel["opcache_disable"], per_kernel["gcc"])]
@@ -423,8 +426,10 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     digest_cost = [m - s for m, s in zip(per_kernel["opcache_miss"], per_kernel["opcache_miss_seeded"])]
     seeded_cost = [m - d for m, d in zip(per_kernel["opcache_miss_seeded"], per_kernel["opcache_disable"])]
     stem0 = stems[0]
-    syscalls = _strace_counts(corpus.compile_command(stem0, fresh_dir(out) / corpus.output_name(stem0)),
+    syscalls = _strace_counts(corpus.compile_command(stem0, fresh_dir(outs / "strace") / corpus.output_name(stem0)),
                               corpus.dir, opc.env, work)
+    shutil.rmtree(stores, ignore_errors=True)  # the measurements are over (see the docstring)
+    shutil.rmtree(outs, ignore_errors=True)
     result = {"kernels": len(stems), "passes": passes, "scenario": scenario,
               "gcc_ms": distribution(per_kernel["gcc"]),
               "opcache_miss_ms": distribution(per_kernel["opcache_miss"]),
