@@ -97,13 +97,15 @@ std::optional<ChildReport> waiting_report(int fd) {
 constexpr std::string_view k_refused_prefix = "cannot trace ";
 
 // Whether the traced child shares this process's memory until its execve
-// (clone_child). Not under ThreadSanitizer: its clone interceptor runs a
-// fork child's hooks in the child, which would mark the shared runtime as
-// that of a forked child (this process then dies at its next thread).
-#if defined(__SANITIZE_THREAD__)
+// (clone_child). Not under a sanitizer, whose runtime keeps state the child
+// would run on: ThreadSanitizer's clone interceptor runs a fork child's
+// hooks in the child, marking the shared runtime as a forked child's (this
+// process then dies at its next thread), and AddressSanitizer reports the
+// child's stack, which is none it knows, at every call that does not return.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
 constexpr bool k_child_shares_memory = false;
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
+#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
 constexpr bool k_child_shares_memory = false;
 #else
 constexpr bool k_child_shares_memory = true;
