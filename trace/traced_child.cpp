@@ -102,14 +102,14 @@ constexpr std::string_view k_refused_prefix = "cannot trace ";
 // hooks in the child, marking the shared runtime as a forked child's (this
 // process then dies at its next thread), and AddressSanitizer reports the
 // child's stack, which is none it knows, at every call that does not return.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr bool k_child_shares_memory = false;
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer) || __has_feature(address_sanitizer)
-constexpr bool k_child_shares_memory = false;
+#if defined(__has_feature)
+#define OPCACHE_TRACED_CHILD_HAS_FEATURE(name) __has_feature(name)
 #else
-constexpr bool k_child_shares_memory = true;
+#define OPCACHE_TRACED_CHILD_HAS_FEATURE(name) 0
 #endif
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__) || \
+    OPCACHE_TRACED_CHILD_HAS_FEATURE(thread_sanitizer) || OPCACHE_TRACED_CHILD_HAS_FEATURE(address_sanitizer)
+constexpr bool k_child_shares_memory = false;
 #else
 constexpr bool k_child_shares_memory = true;
 #endif
@@ -165,19 +165,19 @@ int TracedChild::enter_child(void* self) noexcept {
 }
 
 pid_t TracedChild::clone_child() {
-  // As posix_spawn does: the child shares this process's memory until its
-  // execve (CLONE_VM), on a stack of its own, so that no page table is
-  // copied and this process's threads take no copy-on-write faults after
-  // it. Not CLONE_VFORK: the child stops before its execve, and the
-  // execve waits for the tracer's answer. Until the child's first stop
-  // this object is left as it is: the child reads it.
-  if (!k_child_shares_memory) {
+  if (!k_child_shares_memory) {  // a sanitizer's build
     const pid_t pid = ::fork();
     if (pid == 0) {
       run_child();
     }
     return pid;
   }
+  // As posix_spawn does: the child shares this process's memory until its
+  // execve (CLONE_VM), on a stack of its own, so that no page table is
+  // copied and this process's threads take no copy-on-write faults after
+  // it. Not CLONE_VFORK: the child stops before its execve, and the
+  // execve waits for the tracer's answer. Until the child's first stop
+  // this object is left as it is: the child reads it.
   if (!m_child_stack) {
     m_child_stack = std::make_unique_for_overwrite<std::byte[]>(k_child_stack_size);
   }

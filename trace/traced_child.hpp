@@ -3,8 +3,9 @@
 // TraceMechanism::user_notification), stops until the tracer has set its
 // options (and taken that listener) and runs the program. The child shares
 // the caller's memory until its execve (clone with CLONE_VM, as
-// posix_spawn): it makes only async-signal-safe calls and writes nothing
-// but its own stack; everything it needs is prepared before it starts.
+// posix_spawn; forked in a sanitizer's build): it makes only system calls
+// and writes nothing but its own stack; everything it needs is prepared
+// before it starts.
 #pragma once
 
 #include <sys/types.h>
