@@ -11,6 +11,10 @@ namespace opcache::trace {
 
 namespace {
 
+// What the first read of a string takes: longer than nearly every path a
+// compiler names (include directories and all).
+constexpr std::uint64_t k_first_read_bytes = 256;
+
 std::uint64_t memory_page_size() {
   static const auto size = static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
   return size;
@@ -38,9 +42,15 @@ Error memory_error(pid_t tid, std::uint64_t address, long negative_errno) {
 Result<std::optional<std::string>> read_tracee_string(pid_t tid, std::uint64_t address) {
   std::string text;
   char page[8192];
+  // Most paths are short: the first read copies k_first_read_bytes, not the
+  // rest of the page (half of it on average, which the kernel copies while
+  // the caller waits for the answer); a longer path is read on to its end.
+  std::uint64_t chunk = k_first_read_bytes;
   while (text.size() < k_max_path_bytes) {
     const std::uint64_t to_page_end = memory_page_size() - address % memory_page_size();
-    const std::size_t want = std::min<std::uint64_t>({to_page_end, sizeof page, k_max_path_bytes - text.size()});
+    const std::size_t want =
+        std::min<std::uint64_t>({chunk, to_page_end, sizeof page, k_max_path_bytes - text.size()});
+    chunk = sizeof page;
     const long got = read_within_page(tid, address, page, want);
     if (got < 0) {
       return memory_error(tid, address, got);

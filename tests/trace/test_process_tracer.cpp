@@ -479,6 +479,18 @@ TEST_CASE("trace::read_tracee_string reads across pages and stops at an unmapped
   CHECK(*bytes_read);
   CHECK(std::memcmp(&word, across.c_str(), sizeof word) == 0);
 
+  // Paths longer than the first read (256 bytes), within one page and
+  // running on into the next: read to their NUL, not cut at a read's end.
+  const std::string long_path = "/" + std::string(700, 'd') + "/k.h";
+  std::memcpy(bytes + 100, long_path.c_str(), long_path.size() + 1);
+  const auto read_long = opcache::trace::read_tracee_string(self, address(100));
+  REQUIRE(read_long.ok());
+  CHECK(read_long->value_or("?") == long_path);
+  std::memcpy(bytes + page - 300, long_path.c_str(), long_path.size() + 1);
+  const auto read_long_across = opcache::trace::read_tracee_string(self, address(page - 300));
+  REQUIRE(read_long_across.ok());
+  CHECK(read_long_across->value_or("?") == long_path);
+
   // A string whose NUL is the last byte before the unmapped page...
   std::memset(bytes + page, 'x', page - 1);
   bytes[2 * page - 1] = '\0';
