@@ -17,6 +17,7 @@
 
 #include "base/sha256.hpp"
 #include "base/try.hpp"
+#include "trace/tracee_paths.hpp"
 
 extern char** environ;
 
@@ -139,10 +140,8 @@ std::optional<std::string> unseen_inherited_file() {
         (status_flags & O_ACCMODE) == O_WRONLY || ::fstat(descriptor, &info) != 0 || !S_ISREG(info.st_mode)) {
       continue;
     }
-    char target[4096];
-    const auto link = "/proc/self/fd/" + std::to_string(descriptor);
-    const ssize_t length = ::readlink(link.c_str(), target, sizeof target - 1);
-    const std::string file = length > 0 ? std::string(target, static_cast<std::size_t>(length)) : "a file";
+    const auto path = trace::tracee_descriptor_path(::getpid(), descriptor);
+    const std::string file = path && *path ? **path : "a file";  // deleted, or /proc unreadable
     reason = "the command inherits descriptor " + std::to_string(descriptor) + ", open for reading on " + file +
              ", whose reads the tracer cannot see (close it for the command: " + std::to_string(descriptor) + "<&-)";
     break;
