@@ -10,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
-#include <latch>
 #include <map>
 #include <memory>
 #include <set>
@@ -165,7 +164,7 @@ class IndexWarmup {
   explicit IndexWarmup(store::LocalStore& local) {
     try {
       m_thread = std::thread([this, &local] {
-        m_command_started.wait();
+        m_command_started.wait(false);
         local.warm_index();
       });
     } catch (const std::system_error&) {
@@ -183,15 +182,14 @@ class IndexWarmup {
   /// Lets the thread open the index: the command has started (or will not).
   /// Cheap after the first call; safe from any thread.
   void command_started() noexcept {
-    if (!m_released.exchange(true)) {
-      m_command_started.count_down();
+    if (!m_command_started.exchange(true)) {
+      m_command_started.notify_one();
     }
   }
 
  private:
-  std::atomic<bool> m_released{false};
-  std::latch m_command_started{1};
-  std::thread m_thread;  // last: its lambda uses the members above
+  std::atomic<bool> m_command_started{false};
+  std::thread m_thread;  // last: its lambda uses the member above
 };
 
 // One exec's lookup and build, under single flight on its command key.
