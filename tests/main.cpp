@@ -9,6 +9,9 @@
 #include <doctest/doctest.h>
 
 #include <cstdio>
+#include <cstdlib>
+
+#include "opcache_test_paths.hpp"
 
 namespace {
 
@@ -38,6 +41,9 @@ REGISTER_LISTENER("selection", 1, SelectionListener);
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The tracer of the test binary (and of the CLI it runs) preloads this
+  // build's library into traced programs, unless the environment says otherwise.
+  ::setenv("OPCACHE_TRACE_PRELOAD", OPCACHE_BINARY_DIR "/libopcache-trace-preload.so", 0);
   doctest::Context context(argc, argv);
   const int result = context.run();
   if (context.shouldExit()) {

@@ -12,7 +12,7 @@ std::string EventLog::key_of(std::string_view path, Access access) {
 }
 
 void EventLog::add(const std::string& path, Access access, std::optional<FileIdentity> identity) {
-  if (is_pseudo_file_path(path) || !m_recorded.insert(key_of(path, access)).second) {
+  if (is_pseudo_file_path(path) || path == m_ignored || !m_recorded.insert(key_of(path, access)).second) {
     return;
   }
   m_events.push_back(PathEvent{path, access, identity});

@@ -23,9 +23,14 @@ class EventLog {
   explicit EventLog(std::function<void(const PathEvent&)> observer = {}) : m_observer(std::move(observer)) {}
 
   /// Records `access` to `path` (absolute and normal) unless that pair is
-  /// recorded already or `path` is under /proc, /sys or /dev. The identity
+  /// recorded already, `path` is under /proc, /sys or /dev, or it is the
+  /// path ignore() named. The identity
   /// of the first record of a pair is the one kept.
   void add(const std::string& path, Access access, std::optional<FileIdentity> identity = std::nullopt);
+
+  /// Leaves `path` (absolute, normal) out of the record: the tracer's own
+  /// preload library, which the loader reads into each program it gives it.
+  void ignore(std::string path) { m_ignored = std::move(path); }
 
   /// Whether `access` to `path` is recorded.
   bool contains(const std::string& path, Access access) const;
@@ -47,6 +52,7 @@ class EventLog {
   std::vector<PathEvent> m_events;
   std::unordered_set<std::string> m_recorded;  ///< key_of each event
   std::optional<std::string> m_blind;
+  std::string m_ignored;
 };
 
 }  // namespace opcache::trace

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 
+#include "trace/preload/preload_abi.hpp"
+
 namespace opcache::trace {
 
 namespace {
@@ -28,6 +30,13 @@ constexpr long k_restart_always = 513;         // ERESTARTNOINTR
 // use another, and their calls are not notified.
 constexpr unsigned long long k_user_code_segment_64 = 0x33;
 
+// Whether a call returning to `instruction_pointer` was made from the
+// preload library's page: the filter let it through, never notified, so an
+// -ERESTARTSYS is its own (a FIFO's open that waited), as untraced.
+bool made_by_preload_library(std::uint64_t instruction_pointer) {
+  return instruction_pointer - preload::k_trampoline_address < preload::k_trampoline_size;
+}
+
 }  // namespace
 
 bool can_restart_interrupted_calls() { return true; }
@@ -39,7 +48,7 @@ std::optional<CallSignature> interrupted_call(pid_t tid) {
   }
   const auto returned = static_cast<long long>(registers.rax);
   if (registers.cs != k_user_code_segment_64 || static_cast<long long>(registers.orig_rax) < 0 ||
-      returned != -k_restart_if_sa_restart) {
+      returned != -k_restart_if_sa_restart || made_by_preload_library(registers.rip)) {
     return std::nullopt;
   }
   return CallSignature{registers.orig_rax,

@@ -144,21 +144,24 @@ base::FileDescriptor take_descriptor(pid_t pid, int fd) {
   return base::FileDescriptor(static_cast<int>(::syscall(k_pidfd_getfd, process.get(), fd, 0)));
 }
 
-NotifyListener::NotifyListener(base::FileDescriptor listener, base::FileDescriptor stop_event, Handler handler)
+NotifyListener::NotifyListener(base::FileDescriptor listener, base::FileDescriptor stop_event, Handler handler,
+                               SideChannel side)
     : m_listener(std::move(listener)),
       m_stop_event(std::move(stop_event)),
       m_handler(std::move(handler)),
+      m_side(std::move(side)),
       m_request_buffer(structure_buffer(notification_sizes().request)),
       m_response_buffer(structure_buffer(notification_sizes().response)) {}
 
-Result<std::unique_ptr<NotifyListener>> NotifyListener::start(base::FileDescriptor listener, Handler handler) {
+Result<std::unique_ptr<NotifyListener>> NotifyListener::start(base::FileDescriptor listener, Handler handler,
+                                                              SideChannel side) {
   (void)wake_synchronously(listener.get());  // a kernel before 6.6: woken on any CPU
   base::FileDescriptor stop_event(::eventfd(0, EFD_CLOEXEC));
   if (!stop_event.valid()) {
     return Error::io(std::string("cannot create an eventfd to stop a seccomp listener: ") + std::strerror(errno));
   }
   std::unique_ptr<NotifyListener> started(
-      new NotifyListener(std::move(listener), std::move(stop_event), std::move(handler)));
+      new NotifyListener(std::move(listener), std::move(stop_event), std::move(handler), std::move(side)));
   try {
     started->m_thread = std::thread([raw = started.get()] { raw->run(); });
   } catch (const std::system_error& error) {
@@ -180,9 +183,16 @@ Status NotifyListener::finish() {
   return m_status;
 }
 
+void NotifyListener::drain_side_channel() {
+  if (m_side.fd >= 0 && m_side.drain) {
+    m_side.drain();
+  }
+}
+
 void NotifyListener::run() noexcept {
   try {
     m_status = answer_until_stopped();
+    drain_side_channel();
   } catch (const std::exception& exception) {
     m_status = Error::internal(std::string("answering seccomp notifications failed: ") + exception.what());
   }
@@ -222,6 +232,7 @@ Status NotifyListener::answer_one() {
     return errno == EINTR || errno == ENOENT ? Status() : listener_error("receive");
   }
   ++m_notifications;
+  drain_side_channel();  // what the tree did before this call comes first
   m_handler(stop_of(*request));
   std::fill(m_response_buffer.begin(), m_response_buffer.end(), 0);
   auto* response = reinterpret_cast<seccomp_notif_resp*>(m_response_buffer.data());

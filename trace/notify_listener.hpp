@@ -38,6 +38,15 @@ NotificationSupport notification_support();
 /// the listener a traced child made. Invalid when refused or gone.
 base::FileDescriptor take_descriptor(pid_t pid, int fd);
 
+/// Input that comes before the notifications it precedes (the preload
+/// library's records): `drain` is called on the listener's thread, whenever
+/// `fd` is readable, before each notification is handled, and once more
+/// when the listener stops. Must not throw.
+struct ListenerSideChannel {
+  int fd = -1;  ///< -1: none
+  std::function<void()> drain;
+};
+
 /// One traced command's listener, answering on a thread of its own from
 /// start() until finish(). Not copyable; finish() (or the destructor) from
 /// the thread that started it.
@@ -49,13 +58,16 @@ class NotifyListener {
   /// FilterVerdict::path_call. Must not throw.
   using Handler = std::function<void(const SyscallStop&)>;
 
+  using SideChannel = ListenerSideChannel;
+
   /// Starts answering the notifications of `listener` (a seccomp listener
   /// descriptor, owned from now on) with `handler`, woken on the notified
   /// thread's CPU where the kernel can (SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP,
   /// Linux 6.6). `io` when the thread
   /// or its stop event cannot be made (`listener` is then closed, and the
   /// calls it would have answered fail with ENOSYS).
-  static Result<std::unique_ptr<NotifyListener>> start(base::FileDescriptor listener, Handler handler);
+  static Result<std::unique_ptr<NotifyListener>> start(base::FileDescriptor listener, Handler handler,
+                                                       SideChannel side = {});
 
   /// finish().
   ~NotifyListener();
@@ -74,14 +86,16 @@ class NotifyListener {
   std::size_t notifications() const noexcept { return m_notifications; }
 
  private:
-  NotifyListener(base::FileDescriptor listener, base::FileDescriptor stop_event, Handler handler);
+  NotifyListener(base::FileDescriptor listener, base::FileDescriptor stop_event, Handler handler, SideChannel side);
   void run() noexcept;
+  void drain_side_channel();
   Status answer_until_stopped();
   Status answer_one();
 
   base::FileDescriptor m_listener;
   base::FileDescriptor m_stop_event;  ///< an eventfd finish() writes
   Handler m_handler;
+  SideChannel m_side;
   std::vector<std::uint64_t> m_request_buffer;   ///< a seccomp_notif as large as the kernel's
   std::vector<std::uint64_t> m_response_buffer;  ///< a seccomp_notif_resp as large as the kernel's
   std::size_t m_notifications = 0;               ///< the listener thread's, until it is joined

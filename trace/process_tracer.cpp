@@ -24,6 +24,7 @@
 #include "trace/event_log.hpp"
 #include "trace/interrupted_call.hpp"
 #include "trace/notify_listener.hpp"
+#include "trace/preload_channel.hpp"
 #include "trace/syscall_table.hpp"
 #include "trace/traced_child.hpp"
 #include "trace/tracee_paths.hpp"
@@ -72,10 +73,22 @@ class SharedLog {
  public:
   explicit SharedLog(std::function<void(const PathEvent&)> observer) : m_log(std::move(observer)) {}
 
+  // EventLog::ignore, before either thread writes.
+  void ignore(std::string path) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    m_log.ignore(std::move(path));
+  }
+
   // classify_syscall into the log.
   void classify(const SyscallStop& stop) EXCLUDES(m_mutex) {
     base::MutexLock lock(m_mutex);
     classify_syscall(stop, m_log);
+  }
+
+  // An event the preload library reported.
+  void add(const PathEvent& event) EXCLUDES(m_mutex) {
+    base::MutexLock lock(m_mutex);
+    m_log.add(event.path, event.access, event.identity);
   }
 
   // EventLog::set_blind: the first reason given, by either thread, is kept.
@@ -254,15 +267,36 @@ class TraceSession {
 };
 
 // Answers the notifications of `started`'s listener, when it has one, into
-// `log`, each recorded in `received` first: nullptr under ptrace_stop.
-Result<std::unique_ptr<NotifyListener>> listen_to(StartedChild& started, SharedLog& log, ReceivedCalls& received) {
+// `log`, each recorded in `received` first: nullptr under ptrace_stop. The
+// records of `channel` (when set) are read into `log` first.
+Result<std::unique_ptr<NotifyListener>> listen_to(StartedChild& started, SharedLog& log, ReceivedCalls& received,
+                                                  const PreloadChannel* channel) {
   if (!started.listener.valid()) {
     return std::unique_ptr<NotifyListener>();
   }
-  return NotifyListener::start(std::move(started.listener), [&log, &received](const SyscallStop& stop) {
-    received.record(stop);
-    log.classify(stop);
-  });
+  NotifyListener::SideChannel side;
+  if (channel != nullptr) {
+    side.fd = channel->receive_descriptor();
+    side.drain = [channel, &log] {
+      channel->receive_waiting([&log](const PathEvent& event) { log.add(event); },
+                               [&log](std::string reason) { log.set_blind(std::move(reason)); });
+    };
+  }
+  return NotifyListener::start(
+      std::move(started.listener),
+      [&log, &received](const SyscallStop& stop) {
+        received.record(stop);
+        log.classify(stop);
+      },
+      std::move(side));
+}
+
+// The preload library's channel for one command, when it is to run with it.
+std::optional<PreloadChannel> preload_channel_for(const TraceRequest& request, TraceMechanism mechanism) {
+  if (!request.preload || mechanism != TraceMechanism::user_notification || !preload_library()) {
+    return std::nullopt;
+  }
+  return PreloadChannel::open(*preload_library());
 }
 
 // Stops `listener` (the tree has ended) and returns how many notifications
@@ -274,7 +308,8 @@ std::size_t finish_listening(NotifyListener& listener, SharedLog& log) {
   return listener.notifications();
 }
 
-TraceOutcome outcome_of(SharedLog& log, int status, std::size_t calls_handed, TraceMechanism mechanism) {
+TraceOutcome outcome_of(SharedLog& log, int status, std::size_t calls_handed, TraceMechanism mechanism,
+                        bool preloaded) {
   if (calls_handed == 0) {
     // The root's own execve is handed to the tracer: without it, the filter's stops go elsewhere.
     log.set_blind("the seccomp filter's stops do not reach the tracer (the command's execve ran unseen)");
@@ -282,6 +317,8 @@ TraceOutcome outcome_of(SharedLog& log, int status, std::size_t calls_handed, Tr
   TraceOutcome outcome;
   outcome.status = status;
   outcome.mechanism = mechanism;
+  outcome.calls_handed = calls_handed;
+  outcome.preloaded = preloaded;
   log.move_into(outcome);
   return outcome;
 }
@@ -291,12 +328,22 @@ TraceOutcome outcome_of(SharedLog& log, int status, std::size_t calls_handed, Tr
 // that name a file meanwhile.
 Result<TraceOutcome> trace_on_this_thread(const std::string& program, const TraceRequest& request,
                                           TraceMechanism mechanism) {
-  TracedChild child(program, request.argv, request.stdin_fd, mechanism);
+  auto channel = preload_channel_for(request, mechanism);
+  TracedChild child(program, request.argv, request.stdin_fd, mechanism, channel ? &*channel : nullptr);
   OPCACHE_TRY_ASSIGN(auto started, child.start(k_tracer_options));
+  if (channel) {
+    channel->close_child_end();  // the child has its own: the socket ends with the tree
+    if (!child.preloaded()) {
+      channel.reset();
+    }
+  }
   SharedLog log(request.on_event);
+  if (channel) {
+    log.ignore(*preload_library());
+  }
   ReceivedCalls received;
   TraceSession session(started.pid, log, started.listener.valid() ? &received : nullptr);
-  auto listener = listen_to(started, log, received);
+  auto listener = listen_to(started, log, received, channel ? &*channel : nullptr);
   if (!listener) {
     ::kill(started.pid, SIGKILL);  // blocked in its execve, which nothing would answer
     (void)session.run();
@@ -308,7 +355,8 @@ Result<TraceOutcome> trace_on_this_thread(const std::string& program, const Trac
   if (!session.root_started()) {
     return child.failure();
   }
-  return outcome_of(log, session.root_status(), session.seccomp_stops() + notified, child.mechanism());
+  return outcome_of(log, session.root_status(), session.seccomp_stops() + notified, child.mechanism(),
+                    channel.has_value());
 }
 
 // Runs `program` traced on a thread of its own: ptrace ties tracees to one

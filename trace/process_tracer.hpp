@@ -109,6 +109,12 @@ struct TraceRequest {
   /// to `ptrace_stop` where the kernel has no listeners (TraceOutcome says
   /// which ran). std::nullopt: default_trace_mechanism().
   std::optional<TraceMechanism> mechanism;
+  /// Under `user_notification` on x86_64, whether the dynamically linked
+  /// programs of the tree run with the tracer's preload library
+  /// (trace/preload_channel.hpp: their read-only look-ups reported without
+  /// a notification each) where one is found. The events are the same;
+  /// false: every call notified (tests, benchmarks).
+  bool preload = true;
 };
 
 /// What the tracer saw.
@@ -127,6 +133,11 @@ struct TraceOutcome {
   std::optional<std::string> blind;
   /// How the calls that name a file reached the tracer.
   TraceMechanism mechanism = TraceMechanism::ptrace_stop;
+  /// How many calls the tracer stopped or was notified of (what tracing
+  /// cost the command); the preload library's look-ups are not among them.
+  std::size_t calls_handed = 0;
+  /// Whether the tree ran with the preload library (TraceRequest::preload).
+  bool preloaded = false;
 };
 
 /// Why this machine cannot trace commands (ptrace or seccomp refused: a

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstddef>
 
+#include "trace/preload/preload_abi.hpp"
 #include "trace/syscall_table.hpp"
 
 namespace opcache::trace {
@@ -16,6 +17,7 @@ namespace {
 
 constexpr std::uint32_t k_arch_offset = offsetof(seccomp_data, arch);
 constexpr std::uint32_t k_number_offset = offsetof(seccomp_data, nr);
+constexpr std::uint32_t k_pointer_offset = offsetof(seccomp_data, instruction_pointer);
 
 // The offset of the low 32 bits of argument `index` (the filter reads 32-bit words).
 std::uint32_t argument_low_word_offset(int index) {
@@ -62,12 +64,44 @@ sock_filter return_allow() {
   return BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
 }
 
+// The offsets of the low and high 32 bits of the call's instruction pointer.
+std::uint32_t pointer_low_word_offset() {
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+  return k_pointer_offset;
+#else
+  return k_pointer_offset + 4;
+#endif
+}
+
+std::uint32_t pointer_high_word_offset() {
+#if __BYTE_ORDER == __LITTLE_ENDIAN
+  return k_pointer_offset + 4;
+#else
+  return k_pointer_offset;
+#endif
+}
+
+// A native call made from the preload library's page is allowed.
+void append_unnotified_page(std::vector<sock_filter>& code) {
+  static_assert(preload::k_trampoline_size == 4096 && preload::k_trampoline_address % 4096 == 0);
+  code.push_back(load_word(pointer_high_word_offset()));
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(preload::k_trampoline_address >> 32), 0, 4));
+  code.push_back(load_word(pointer_low_word_offset()));
+  code.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~std::uint32_t{preload::k_trampoline_size - 1}));
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(preload::k_trampoline_address), 0, 1));
+  code.push_back(return_allow());
+}
+
 // Any call made with another convention than the native one is reported, as
-// is an x32 call; the number is left in the accumulator.
-void append_prologue(std::vector<sock_filter>& code) {
+// is an x32 call; then the preload library's page, when allowed; the number
+// is left in the accumulator.
+void append_prologue(std::vector<sock_filter>& code, bool unnotified_page) {
   code.push_back(load_word(k_arch_offset));
   code.push_back(jump_if_equal(native_audit_arch(), 1, 0));
   code.push_back(return_trace(FilterVerdict::foreign_arch));
+  if (unnotified_page) {
+    append_unnotified_page(code);
+  }
   code.push_back(load_word(k_number_offset));
   if (x32_syscall_bit() != 0) {
     code.push_back(jump_if_any_bit(x32_syscall_bit(), 0, 1));
@@ -99,8 +133,9 @@ int set_mode_filter(unsigned flags, const sock_fprog& program) noexcept {
 
 }  // namespace
 
-SeccompFilter::SeccompFilter(TraceMechanism mechanism) : m_mechanism(mechanism) {
-  append_prologue(m_code);
+SeccompFilter::SeccompFilter(TraceMechanism mechanism, bool unnotified_page)
+    : m_mechanism(mechanism), m_unnotified_page(unnotified_page) {
+  append_prologue(m_code, unnotified_page);
   for (const auto& rule : traced_syscalls()) {
     append_rule(m_code, rule, mechanism);
   }

@@ -30,7 +30,10 @@ enum class FilterVerdict : std::uint16_t {
 class SeccompFilter {
  public:
   /// A filter whose calls that name a file reach the tracer by `mechanism`.
-  explicit SeccompFilter(TraceMechanism mechanism);
+  /// With `unnotified_page` (x86_64 only), a native call made from the page
+  /// of the preload library's code (trace/preload/preload_abi.hpp) is
+  /// allowed as it is, whatever it is: that library reports it itself.
+  explicit SeccompFilter(TraceMechanism mechanism, bool unnotified_page = false);
   SeccompFilter(const SeccompFilter&) = delete;
   SeccompFilter& operator=(const SeccompFilter&) = delete;
 
@@ -54,11 +57,15 @@ class SeccompFilter {
   /// The mechanism it was built for.
   TraceMechanism mechanism() const noexcept { return m_mechanism; }
 
+  /// Whether it lets the preload library's page through.
+  bool unnotified_page() const noexcept { return m_unnotified_page; }
+
   /// How many BPF instructions the program has.
   std::size_t size() const noexcept { return m_code.size(); }
 
  private:
   TraceMechanism m_mechanism;
+  bool m_unnotified_page;
   std::vector<sock_filter> m_code;
   sock_fprog m_program{};
 };

@@ -124,13 +124,22 @@ bool is_tracing_refused(const Error& error) {
   return error.code() == ErrorCode::io && error.message().starts_with(k_refused_prefix);
 }
 
-TracedChild::TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd, TraceMechanism mechanism)
+TracedChild::TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd, TraceMechanism mechanism,
+                         const PreloadChannel* preload)
     : m_program(std::move(program)), m_arguments(std::move(argv)), m_stdin_fd(stdin_fd) {
-  m_filter.emplace(mechanism);
+  const bool preloaded = preload != nullptr && mechanism == TraceMechanism::user_notification;
+  m_filter.emplace(mechanism, preloaded);
   for (auto& argument : m_arguments) {
     m_argv.push_back(argument.data());
   }
   m_argv.push_back(nullptr);
+  if (preloaded) {
+    for (const auto& variable : preload->child_environment()) {
+      m_environment.push_back(const_cast<char*>(variable.c_str()));
+    }
+    m_environment.push_back(nullptr);
+    m_preload_fd = preload->child_descriptor();
+  }
 }
 
 void TracedChild::run_child() const noexcept {
@@ -144,6 +153,11 @@ void TracedChild::run_child() const noexcept {
   if (::syscall(SYS_prctl, PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) {
     report_and_exit(report, ChildStep::no_new_privs, errno);
   }
+  if (m_preload_fd >= 0) {
+    // Kept across execve. Where it fails (a descriptor limit under 701),
+    // the library finds no channel there and every call is notified.
+    ::syscall(SYS_dup3, m_preload_fd, PreloadChannel::child_descriptor_number(), 0);
+  }
   // Installed before the stop: no call until execve is one it hands the
   // tracer, and a listener must be taken while this process still holds it.
   int listener = -1;
@@ -156,7 +170,7 @@ void TracedChild::run_child() const noexcept {
   // kill(2) of its own pid, not raise(3): glibc's raise reads the calling
   // thread's descriptor, which is the parent's (the child shares its memory).
   ::syscall(SYS_kill, ::syscall(SYS_getpid), SIGSTOP);  // the tracer sets its options (and takes the listener) meanwhile
-  ::syscall(SYS_execve, m_program.c_str(), m_argv.data(), environ);
+  ::syscall(SYS_execve, m_program.c_str(), m_argv.data(), m_environment.empty() ? environ : m_environment.data());
   report_and_exit(report, ChildStep::exec, errno);
 }
 
@@ -225,6 +239,8 @@ Result<StartedChild> TracedChild::start(int ptrace_options) {
     return std::move(*started);
   }
   m_filter.emplace(TraceMechanism::ptrace_stop);
+  m_environment.clear();  // nothing would read the preload library's records
+  m_preload_fd = -1;
   OPCACHE_TRY_ASSIGN(auto fallback, start_once(ptrace_options));
   return std::move(*fallback);  // a ptrace_stop start has no listener to miss
 }

@@ -18,6 +18,7 @@
 
 #include "base/file_io.hpp"
 #include "opcache/result.hpp"
+#include "trace/preload_channel.hpp"
 #include "trace/seccomp_filter.hpp"
 
 namespace opcache::trace {
@@ -43,8 +44,12 @@ class TracedChild {
   /// `program`: the file to execute (argv[0] already searched in PATH);
   /// `argv`: its arguments, argv[0] included; `stdin_fd`: its standard
   /// input (-1: this process's); `mechanism`: how its filter hands the
-  /// tracer the calls that name a file.
-  TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd, TraceMechanism mechanism);
+  /// tracer the calls that name a file; `preload`: under
+  /// `user_notification`, the channel of the preload library the child
+  /// runs with (its environment, its inherited socket, the filter's page
+  /// let through), which must outlive start(); nullptr: none.
+  TracedChild(std::string program, std::vector<std::string> argv, int stdin_fd, TraceMechanism mechanism,
+              const PreloadChannel* preload = nullptr);
   TracedChild(const TracedChild&) = delete;
   TracedChild& operator=(const TracedChild&) = delete;
 
@@ -60,6 +65,10 @@ class TracedChild {
 
   /// The mechanism of the child started last (or to be started).
   TraceMechanism mechanism() const noexcept { return m_filter->mechanism(); }
+
+  /// Whether the child started last runs with the preload library (not
+  /// after a fall back to `ptrace_stop`).
+  bool preloaded() const noexcept { return m_preload_fd >= 0; }
 
   /// Why the child ended without running the program, once it has ended
   /// (it reports the step that failed before it exits): `usage` when
@@ -87,6 +96,8 @@ class TracedChild {
   std::string m_program;
   std::vector<std::string> m_arguments;
   std::vector<char*> m_argv;  ///< m_arguments' strings and a null pointer
+  std::vector<char*> m_environment;  ///< the preload channel's environment and a null pointer; empty: environ
+  int m_preload_fd = -1;             ///< the channel's descriptor the child duplicates for its execve; -1: none
   int m_stdin_fd;
   std::optional<SeccompFilter> m_filter;  ///< always set; replaced when falling back to ptrace stops
   base::FileDescriptor m_report_read;     ///< the child writes the step that failed, then exits

@@ -72,7 +72,7 @@ sed 's/^/  /' "$tmp/files"
 libdir=$(sed -n 's|^\(.*\)/pkgconfig/opcache\.pc$|\1|p' "$tmp/files")
 [[ -n "$libdir" ]] || failed "no pkgconfig/opcache.pc in the package"
 for file in /usr/bin/opcache /usr/bin/opcache-serve "$libdir/libopcache.so" "$libdir/libopcache.so.0" "$libdir/libopcache.so.$version" \
-  "$libdir/libopcache.a" /usr/include/opcache/opcache.h /usr/include/opcache/opcache.hpp \
+  "$libdir/libopcache.a" "$libdir/opcache/libopcache-trace-preload.so" /usr/include/opcache/opcache.h /usr/include/opcache/opcache.hpp \
   /usr/include/opcache/version.hpp "$libdir/cmake/opcache/opcacheConfig.cmake" \
   "$libdir/cmake/opcache/opcacheConfigVersion.cmake" "$libdir/cmake/opcache/opcacheTargets.cmake" \
   /usr/lib/python3/dist-packages/opcache/__init__.py /usr/lib/python3/dist-packages/opcache/_lib.py \

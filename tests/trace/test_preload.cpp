@@ -1,0 +1,158 @@
+// The tracer's preload library (trace/preload/, trace/preload_channel.hpp):
+// real programs traced with and without it report the same events, in an
+// order that keeps "created during the run" right, with far fewer calls
+// handed to the tracer; and a program that closes or replaces its channel
+// is still seen.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "base/program_search.hpp"
+#include "tests/support/skip.hpp"
+#include "tests/support/temp_dir.hpp"
+#include "trace/preload_channel.hpp"
+#include "trace/process_tracer.hpp"
+
+namespace fs = std::filesystem;
+
+using opcache::trace::Access;
+
+namespace {
+
+/// Skips where the preload library is not used: no tracing, no user
+/// notifications (it goes with them), or no library (another architecture).
+#define PRELOAD_TEST_REQUIRE_LIBRARY()                                                                             \
+  OPCACHE_SKIP_IF(opcache::trace::tracing_unavailable().has_value(),                                               \
+                  "cannot trace commands here: " + *opcache::trace::tracing_unavailable());                        \
+  OPCACHE_SKIP_IF(opcache::trace::default_trace_mechanism() != opcache::trace::TraceMechanism::user_notification, \
+                  "the tracer uses ptrace stops here, without the preload library");                              \
+  OPCACHE_SKIP_IF(!opcache::trace::preload_library(), "no preload library for this build (x86_64 only)")
+
+opcache::trace::TraceOutcome preload_test_trace(const std::vector<std::string>& argv, bool preload) {
+  opcache::trace::TraceRequest request;
+  request.argv = argv;
+  request.preload = preload;
+  auto outcome = opcache::trace::run_traced(request);
+  REQUIRE_MESSAGE(outcome.ok(), (outcome.ok() ? "" : outcome.error().message()));
+  CHECK(outcome->status == 0);
+  CHECK_FALSE(outcome->blind.has_value());
+  CHECK(outcome->preloaded == preload);
+  return std::move(*outcome);
+}
+
+
+std::set<std::tuple<std::string, int, bool>> preload_test_event_set(const opcache::trace::TraceOutcome& outcome,
+                                                                     const std::string& under) {
+  std::set<std::tuple<std::string, int, bool>> events;
+  for (const auto& event : outcome.events) {
+    if (event.path.rfind(under, 0) == 0) {
+      events.emplace(event.path, static_cast<int>(event.access), event.identity.has_value());
+    }
+  }
+  return events;
+}
+
+/// CHECKs that the two outcomes have the same events under `under`, naming those that differ.
+void check_same_preload_test_events(const opcache::trace::TraceOutcome& preloaded,
+                                    const opcache::trace::TraceOutcome& notified, const std::string& under) {
+  const auto with = preload_test_event_set(preloaded, under);
+  const auto without = preload_test_event_set(notified, under);
+  for (const auto& [path, access, identified] : with) {
+    CHECK_MESSAGE(without.count({path, access, identified}) == 1,
+                  "only with the library: " << path << " access " << access << " identity " << identified);
+  }
+  for (const auto& [path, access, identified] : without) {
+    CHECK_MESSAGE(with.count({path, access, identified}) == 1,
+                  "only without the library: " << path << " access " << access << " identity " << identified);
+  }
+}
+
+long preload_test_index(const opcache::trace::TraceOutcome& outcome, const std::string& path, Access access) {
+  const auto found = std::find_if(outcome.events.begin(), outcome.events.end(),
+                                  [&](const auto& event) { return event.path == path && event.access == access; });
+  return found == outcome.events.end() ? -1 : static_cast<long>(found - outcome.events.begin());
+}
+
+struct PreloadTestDir {
+  opcache::test::TempDir temp;
+  fs::path path = fs::canonical(temp.path());
+  std::string operator/(const std::string& name) const { return (path / name).string(); }
+};
+
+}  // namespace
+
+TEST_CASE("trace::preload gcc's events are the same with the preload library, with under half the calls handed") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
+                  "gcc is not installed");
+  PreloadTestDir dir;
+  opcache::test::write_text(dir / "k.c", "#include \"k.h\"\n#include <stddef.h>\nint k(void) { return K; }\n");
+  opcache::test::write_text(dir / "inc2/k.h", "#define K 7\n");
+  fs::create_directories(dir / "inc1");
+  const std::vector<std::string> command = {
+      "sh", "-c", "cd '" + dir.path.string() + "' && gcc -c k.c -Iinc1 -Iinc2 -o k.o && gcc -c k.c -Iinc2 -o k2.o"};
+
+  const auto notified = preload_test_trace(command, false);
+  fs::remove(dir / "k.o");  // each run starts from the same tree
+  fs::remove(dir / "k2.o");
+  const auto preloaded = preload_test_trace(command, true);
+
+  // The work directory's events and the system's headers, one for one.
+  check_same_preload_test_events(preloaded, notified, dir.path.string());
+  check_same_preload_test_events(preloaded, notified, "/usr/lib/gcc");
+  check_same_preload_test_events(preloaded, notified, "/usr/include");
+  CHECK(preload_test_index(preloaded, dir / "inc1/k.h", Access::absent) >= 0);
+  const auto header = preload_test_index(preloaded, dir / "inc2/k.h", Access::read);
+  REQUIRE(header >= 0);
+  CHECK(preloaded.events[static_cast<std::size_t>(header)].identity ==
+        notified.events[static_cast<std::size_t>(preload_test_index(notified, dir / "inc2/k.h", Access::read))]
+            .identity);
+  // The library itself, which the loader reads into every program, is no input.
+  for (const auto& event : preloaded.events) {
+    CHECK_MESSAGE(event.path != *opcache::trace::preload_library(), event.path);
+  }
+  CHECK(preloaded.calls_handed * 2 < notified.calls_handed);
+}
+
+TEST_CASE("trace::preload records come before the notified calls after them: read then removed, written then read") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  PreloadTestDir dir;
+  opcache::test::write_text(dir / "in.txt", "input\n");
+  const auto outcome = preload_test_trace(
+      {"sh", "-c",
+       "cd '" + dir.path.string() + "' && cat in.txt > /dev/null && rm in.txt && echo made > made.txt && cat made.txt"},
+      true);
+  const auto read_input = preload_test_index(outcome, dir / "in.txt", Access::read);
+  const auto removed_input = preload_test_index(outcome, dir / "in.txt", Access::removed);
+  const auto written = preload_test_index(outcome, dir / "made.txt", Access::written);
+  const auto read_made = preload_test_index(outcome, dir / "made.txt", Access::read);
+  REQUIRE(read_input >= 0);
+  REQUIRE(written >= 0);
+  CHECK(read_input < removed_input);
+  CHECK(written < read_made);
+}
+
+TEST_CASE("trace::preload a program that closes or replaces the library's channel is still seen, notified") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  PreloadTestDir dir;
+  opcache::test::write_text(dir / "a.txt", "a\n");
+  opcache::test::write_text(dir / "b.txt", "b\n");
+  const auto descriptor = std::to_string(opcache::trace::PreloadChannel::child_descriptor_number());
+  // bash: dash takes no descriptor number above 9 in a redirection.
+  OPCACHE_SKIP_IF(!opcache::base::find_program("bash", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
+                  "bash is not installed");
+  const auto outcome = preload_test_trace({"bash", "-c",
+                                           "cd '" + dir.path.string() + "' && (exec " + descriptor +
+                                               ">&-; cat a.txt missing-a.txt) ; (exec " + descriptor +
+                                               "<b.txt; cat b.txt missing-b.txt); exit 0"},
+                                          true);
+  CHECK(preload_test_index(outcome, dir / "a.txt", Access::read) >= 0);
+  CHECK(preload_test_index(outcome, dir / "b.txt", Access::read) >= 0);
+  CHECK(preload_test_index(outcome, dir / "missing-a.txt", Access::absent) >= 0);
+  CHECK(preload_test_index(outcome, dir / "missing-b.txt", Access::absent) >= 0);
+}

@@ -1,0 +1,369 @@
+// The tracer's preload library (LD_PRELOAD in a traced tree, x86_64). A
+// seccomp notification costs a compile one round trip to the listener per
+// look-up (~12-20 us on 2 vCPUs); a compiler driver and cc1 look up
+// hundreds of paths that way (search paths, include directories). This
+// library makes those read-only look-ups itself, inside the program: the
+// call runs through one page of code at preload_abi.hpp's fixed address,
+// which the filter lets through, and what the tracer needs of it (a file
+// read with its identity, or a path found absent) goes over the inherited
+// datagram socket the environment names, before the program sees the
+// result. The tracer reads that socket before it handles any notification,
+// so a record always comes before the notified calls that followed it.
+//
+// Everything else stays notified, so a gap here costs speed, never an
+// event: a call that writes or creates, a path relative to a directory
+// descriptor, a path under /proc or /dev (whose links the tracer resolves),
+// a path too long for one record, a program that closed or replaced the
+// socket, the dynamic loader's own opens, the C library's internal opens
+// (fopen, locales), statically linked programs.
+//
+// It runs inside arbitrary programs: C library calls only, no C++ runtime,
+// no allocation, no state but what the constructor sets.
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+
+#include "trace/preload/preload_abi.hpp"
+
+namespace {
+
+using opcache::trace::preload::k_channel_variable;
+using opcache::trace::preload::k_channel_version;
+using opcache::trace::preload::k_max_record_path;
+using opcache::trace::preload::k_trampoline_address;
+using opcache::trace::preload::k_trampoline_size;
+using opcache::trace::preload::Record;
+using opcache::trace::preload::RecordAccess;
+
+// The page's code: a System V call (number, a1, ..., a5) moved into the
+// registers of the `syscall` instruction, which returns the kernel's result
+// (a negative errno value on failure).
+//   mov rax,rdi; mov rdi,rsi; mov rsi,rdx; mov rdx,rcx; mov r10,r8; mov r8,r9; syscall; ret
+constexpr unsigned char k_trampoline_code[] = {0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89, 0xd6, 0x48, 0x89,
+                                               0xca, 0x4d, 0x89, 0xc2, 0x4d, 0x89, 0xc8, 0x0f, 0x05, 0xc3};
+
+using UnnotifiedCall = long (*)(long, long, long, long, long, long);
+
+// Set once by the constructor; read-only afterwards (and inherited by fork).
+struct Observer {
+  int channel = -1;
+  std::uint64_t channel_inode = 0;
+  UnnotifiedCall unnotified = nullptr;  ///< null: everything stays notified
+} g_observer;
+
+// One datagram: the record and its path.
+struct Datagram {
+  Record header;
+  char path[k_max_record_path + 1];
+};
+
+// "<version>:<descriptor>:<inode>" of k_channel_variable.
+bool parse_channel(const char* text, int& fd, std::uint64_t& inode) {
+  char* end = nullptr;
+  if (std::strtoul(text, &end, 10) != k_channel_version || *end != ':') {
+    return false;
+  }
+  fd = static_cast<int>(std::strtol(end + 1, &end, 10));
+  if (*end != ':') {
+    return false;
+  }
+  inode = std::strtoull(end + 1, &end, 10);
+  return *end == '\0' && fd >= 0;
+}
+
+// Whether descriptor `fd` is still the socket the tracer gave the tree.
+bool is_channel(int fd, std::uint64_t inode) {
+  struct stat info {};
+  return ::fstat(fd, &info) == 0 && S_ISSOCK(info.st_mode) && info.st_ino == inode;
+}
+
+// The page at k_trampoline_address, or null when that address is taken.
+UnnotifiedCall map_trampoline() {
+  void* wanted = reinterpret_cast<void*>(k_trampoline_address);
+  void* page = ::mmap(wanted, k_trampoline_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE,
+                      -1, 0);
+  if (page == MAP_FAILED) {
+    return nullptr;
+  }
+  if (page != wanted) {  // a kernel before 4.17 takes the address as a hint
+    ::munmap(page, k_trampoline_size);
+    return nullptr;
+  }
+  std::memcpy(page, k_trampoline_code, sizeof k_trampoline_code);
+  if (::mprotect(page, k_trampoline_size, PROT_READ | PROT_EXEC) != 0) {
+    ::munmap(page, k_trampoline_size);
+    return nullptr;
+  }
+  return reinterpret_cast<UnnotifiedCall>(page);
+}
+
+__attribute__((constructor)) void start_observing() {
+  const char* channel = std::getenv(k_channel_variable);
+  int fd = -1;
+  std::uint64_t inode = 0;
+  if (channel == nullptr || !parse_channel(channel, fd, inode) || !is_channel(fd, inode)) {
+    return;
+  }
+  g_observer.channel = fd;
+  g_observer.channel_inode = inode;
+  g_observer.unnotified = map_trampoline();
+}
+
+// Whether a call may run unnotified now: the page is mapped and the socket
+// is still the tracer's (a program may close it, or put another file in its place).
+bool observing() {
+  return g_observer.unnotified != nullptr && is_channel(g_observer.channel, g_observer.channel_inode);
+}
+
+bool starts_with_directory(const char* path, const char* directory) {
+  const std::size_t length = std::strlen(directory);
+  return std::strncmp(path, directory, length) == 0 && (path[length] == '/' || path[length] == '\0');
+}
+
+// The absolute path `path` names relative to `dirfd`, into `datagram`:
+// false when the call is left to the notifications (see the file's comment).
+bool take_path(int dirfd, const char* path, Datagram& datagram) {
+  if (path == nullptr || path[0] == '\0') {
+    return false;
+  }
+  std::size_t prefix = 0;
+  if (path[0] != '/') {
+    if (dirfd != AT_FDCWD || ::getcwd(datagram.path, k_max_record_path) == nullptr || datagram.path[0] != '/') {
+      return false;
+    }
+    prefix = std::strlen(datagram.path);
+    datagram.path[prefix++] = '/';
+  }
+  const std::size_t length = std::strlen(path);
+  if (prefix + length > k_max_record_path) {
+    return false;
+  }
+  std::memcpy(datagram.path + prefix, path, length + 1);
+  datagram.header.path_size = static_cast<std::uint32_t>(prefix + length);
+  return !starts_with_directory(datagram.path, "/proc") && !starts_with_directory(datagram.path, "/dev");
+}
+
+std::int64_t nanoseconds_of(const timespec& time) {
+  return static_cast<std::int64_t>(time.tv_sec) * 1'000'000'000 + time.tv_nsec;
+}
+
+bool send_datagram(const Datagram& datagram) {
+  const std::size_t size = sizeof(Record) + datagram.header.path_size;
+  ssize_t sent = 0;
+  do {
+    sent = ::send(g_observer.channel, &datagram, size, MSG_NOSIGNAL | MSG_DONTWAIT);
+  } while (sent < 0 && errno == EINTR);
+  return sent == static_cast<ssize_t>(size);
+}
+
+long unnotified(long number, long a, long b, long c, long d) {
+  return g_observer.unnotified(number, a, b, c, d, 0);
+}
+
+long notified(long number, long a, long b, long c, long d) {
+  const long result = ::syscall(number, a, b, c, d);
+  return result < 0 ? -errno : result;
+}
+
+// A record that could not be sent: the look-up made again, notified, so
+// that the tracer classifies it itself.
+void repeat_notified(const Datagram& datagram) {
+  if (datagram.header.access == RecordAccess::absent) {
+    notified(SYS_faccessat, AT_FDCWD, reinterpret_cast<long>(datagram.path), F_OK, 0);
+    return;
+  }
+  const long fd =
+      notified(SYS_openat, AT_FDCWD, reinterpret_cast<long>(datagram.path), O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+  if (fd >= 0) {
+    ::close(static_cast<int>(fd));
+  }
+}
+
+void report(Datagram& datagram, RecordAccess access) {
+  datagram.header.access = access;
+  if (!send_datagram(datagram)) {
+    repeat_notified(datagram);
+  }
+}
+
+// The record of a look-up that failed with `error` (a negative errno value).
+void report_failure(Datagram& datagram, long error) {
+  if (error == -ENOENT || error == -ENOTDIR) {
+    report(datagram, RecordAccess::absent);
+  }
+}
+
+// The record of descriptor `fd`, just opened read-only: a file read, with
+// its identity when regular; nothing for a directory.
+void report_opened(Datagram& datagram, long fd) {
+  struct stat info {};
+  if (::fstat(static_cast<int>(fd), &info) != 0) {
+    return repeat_notified(datagram);
+  }
+  if (S_ISDIR(info.st_mode)) {
+    return;
+  }
+  if (S_ISREG(info.st_mode)) {
+    datagram.header.has_identity = 1;
+    datagram.header.device = static_cast<std::uint64_t>(info.st_dev);
+    datagram.header.inode = static_cast<std::uint64_t>(info.st_ino);
+    datagram.header.size = static_cast<std::int64_t>(info.st_size);
+    datagram.header.mtime_ns = nanoseconds_of(info.st_mtim);
+    datagram.header.ctime_ns = nanoseconds_of(info.st_ctim);
+  }
+  report(datagram, RecordAccess::read);
+}
+
+// The C library's convention: the result, or -1 with errno set.
+long returned(long result) {
+  if (result < 0) {
+    errno = static_cast<int>(-result);
+    return -1;
+  }
+  return result;
+}
+
+bool opens_read_only(int flags) {
+  return (flags & O_ACCMODE) == O_RDONLY && (flags & (O_CREAT | O_TRUNC | O_PATH | __O_TMPFILE)) == 0;
+}
+
+int open_file(int dirfd, const char* path, int flags, mode_t mode) {
+  Datagram datagram{};
+  if (!opens_read_only(flags) || !observing() || !take_path(dirfd, path, datagram)) {
+    return static_cast<int>(returned(notified(SYS_openat, dirfd, reinterpret_cast<long>(path), flags, mode)));
+  }
+  const long fd = unnotified(SYS_openat, dirfd, reinterpret_cast<long>(path), flags, 0);
+  if (fd >= 0) {
+    report_opened(datagram, fd);
+  } else {
+    report_failure(datagram, fd);
+  }
+  return static_cast<int>(returned(fd));
+}
+
+// The mode argument of an open that creates.
+mode_t mode_argument(int flags, va_list arguments) {
+  return (flags & (O_CREAT | __O_TMPFILE)) != 0 ? static_cast<mode_t>(va_arg(arguments, unsigned)) : 0;
+}
+
+int stat_path(int dirfd, const char* path, struct stat* buffer, int flags) {
+  Datagram datagram{};
+  const bool plain = (flags & ~(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT)) == 0;
+  if (!plain || !observing() || !take_path(dirfd, path, datagram)) {
+    return static_cast<int>(returned(notified(SYS_newfstatat, dirfd, reinterpret_cast<long>(path),
+                                              reinterpret_cast<long>(buffer), flags)));
+  }
+  const long result = unnotified(SYS_newfstatat, dirfd, reinterpret_cast<long>(path), reinterpret_cast<long>(buffer), flags);
+  report_failure(datagram, result);
+  return static_cast<int>(returned(result));
+}
+
+int access_path(int dirfd, const char* path, int mode, int flags) {
+  const long number = flags == 0 ? SYS_faccessat : SYS_faccessat2;
+  Datagram datagram{};
+  if (!observing() || !take_path(dirfd, path, datagram)) {
+    return static_cast<int>(returned(notified(number, dirfd, reinterpret_cast<long>(path), mode, flags)));
+  }
+  const long result = unnotified(number, dirfd, reinterpret_cast<long>(path), mode, flags);
+  report_failure(datagram, result);
+  return static_cast<int>(returned(result));
+}
+
+}  // namespace
+
+// The C library's entry points, interposed. Their declarations in the C
+// library's headers are matched (noexcept where they say __THROW).
+extern "C" {
+
+__attribute__((visibility("default"))) int open(const char* path, int flags, ...) {
+  va_list arguments;
+  va_start(arguments, flags);
+  const mode_t mode = mode_argument(flags, arguments);
+  va_end(arguments);
+  return open_file(AT_FDCWD, path, flags, mode);
+}
+
+
+__attribute__((visibility("default"))) int openat(int dirfd, const char* path, int flags, ...) {
+  va_list arguments;
+  va_start(arguments, flags);
+  const mode_t mode = mode_argument(flags, arguments);
+  va_end(arguments);
+  return open_file(dirfd, path, flags, mode);
+}
+
+// The large-file names are the same functions on a 64-bit system.
+__attribute__((visibility("default"), alias("open"))) int open64(const char* path, int flags, ...);
+__attribute__((visibility("default"), alias("openat"))) int openat64(int dirfd, const char* path, int flags, ...);
+
+// _FORTIFY_SOURCE's checked opens: called without a mode (never creating).
+__attribute__((visibility("default"))) int __open_2(const char* path, int flags) {
+  return open_file(AT_FDCWD, path, flags, 0);
+}
+__attribute__((visibility("default"), alias("__open_2"))) int __open64_2(const char* path, int flags);
+__attribute__((visibility("default"))) int __openat_2(int dirfd, const char* path, int flags) {
+  return open_file(dirfd, path, flags, 0);
+}
+__attribute__((visibility("default"), alias("__openat_2"))) int __openat64_2(int dirfd, const char* path, int flags);
+
+__attribute__((visibility("default"))) int stat(const char* path, struct stat* buffer) noexcept {
+  return stat_path(AT_FDCWD, path, buffer, 0);
+}
+__attribute__((visibility("default"))) int stat64(const char* path, struct stat64* buffer) noexcept {
+  return stat_path(AT_FDCWD, path, reinterpret_cast<struct stat*>(buffer), 0);
+}
+__attribute__((visibility("default"))) int lstat(const char* path, struct stat* buffer) noexcept {
+  return stat_path(AT_FDCWD, path, buffer, AT_SYMLINK_NOFOLLOW);
+}
+__attribute__((visibility("default"))) int lstat64(const char* path, struct stat64* buffer) noexcept {
+  return stat_path(AT_FDCWD, path, reinterpret_cast<struct stat*>(buffer), AT_SYMLINK_NOFOLLOW);
+}
+__attribute__((visibility("default"))) int fstatat(int dirfd, const char* path, struct stat* buffer,
+                                                   int flags) noexcept {
+  return stat_path(dirfd, path, buffer, flags);
+}
+__attribute__((visibility("default"))) int fstatat64(int dirfd, const char* path, struct stat64* buffer,
+                                                     int flags) noexcept {
+  return stat_path(dirfd, path, reinterpret_cast<struct stat*>(buffer), flags);
+}
+
+// The entry points of programs built against a C library before 2.33
+// (nvcc's): the version argument names the kernel's layout on x86_64.
+__attribute__((visibility("default"))) int __xstat(int, const char* path, struct stat* buffer) {
+  return stat_path(AT_FDCWD, path, buffer, 0);
+}
+__attribute__((visibility("default"))) int __xstat64(int, const char* path, struct stat* buffer) {
+  return stat_path(AT_FDCWD, path, buffer, 0);
+}
+__attribute__((visibility("default"))) int __lxstat(int, const char* path, struct stat* buffer) {
+  return stat_path(AT_FDCWD, path, buffer, AT_SYMLINK_NOFOLLOW);
+}
+__attribute__((visibility("default"))) int __lxstat64(int, const char* path, struct stat* buffer) {
+  return stat_path(AT_FDCWD, path, buffer, AT_SYMLINK_NOFOLLOW);
+}
+__attribute__((visibility("default"))) int __fxstatat(int, int dirfd, const char* path, struct stat* buffer,
+                                                      int flags) {
+  return stat_path(dirfd, path, buffer, flags);
+}
+__attribute__((visibility("default"))) int __fxstatat64(int, int dirfd, const char* path, struct stat* buffer,
+                                                        int flags) {
+  return stat_path(dirfd, path, buffer, flags);
+}
+
+__attribute__((visibility("default"))) int access(const char* path, int mode) noexcept {
+  return access_path(AT_FDCWD, path, mode, 0);
+}
+__attribute__((visibility("default"))) int faccessat(int dirfd, const char* path, int mode, int flags) noexcept {
+  return access_path(dirfd, path, mode, flags);
+}
+
+}  // extern "C"
