@@ -5,6 +5,8 @@
 // is still seen.
 #include <doctest/doctest.h>
 
+#include <stdlib.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -155,4 +157,18 @@ TEST_CASE("trace::preload a program that closes or replaces the library's channe
   CHECK(preload_test_index(outcome, dir / "b.txt", Access::read) >= 0);
   CHECK(preload_test_index(outcome, dir / "missing-a.txt", Access::absent) >= 0);
   CHECK(preload_test_index(outcome, dir / "missing-b.txt", Access::absent) >= 0);
+}
+
+TEST_CASE("trace::preload the library comes after the user's LD_PRELOAD, and ASan is told not to insist on coming first") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  PreloadTestDir dir;
+  const std::string user_library = "libm.so.6";  // a library every program may load
+  REQUIRE(::setenv("LD_PRELOAD", user_library.c_str(), 1) == 0);
+  REQUIRE(::setenv("ASAN_OPTIONS", "detect_leaks=0", 1) == 0);
+  const auto outcome = preload_test_trace(
+      {"sh", "-c", "printf '%s|%s' \"$LD_PRELOAD\" \"$ASAN_OPTIONS\" > '" + (dir / "env.txt") + "' 2>/dev/null"}, true);
+  ::unsetenv("LD_PRELOAD");
+  ::unsetenv("ASAN_OPTIONS");
+  CHECK(opcache::test::read_text(dir / "env.txt") ==
+        user_library + ":" + *opcache::trace::preload_library() + "|detect_leaks=0:verify_asan_link_order=0");
 }
