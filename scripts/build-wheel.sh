@@ -7,7 +7,9 @@
 # libopcache.so.0 -> libopcache.so.0.<minor>.<patch>) and its CMakeCache.txt.
 # The script stages python/ (pyproject.toml, setup.py, README.md, opcache/)
 # into a temporary directory, copies in the library's real file under its
-# SONAME (opcache/_native/libopcache.so.0) and the CMake project version
+# SONAME (opcache/_native/libopcache.so.0), the tracer's preload library
+# beside it where the build has one (libopcache-trace-preload.so, x86_64),
+# and the CMake project version
 # (VERSION, read by setup.py), and runs Debian's
 # `/usr/bin/python3 -m build --wheel --no-isolation` there (setuptools and
 # wheel from python3-build's dependencies; nothing is downloaded). Nothing is
@@ -61,6 +63,11 @@ cp "$repo/python/pyproject.toml" "$repo/python/setup.py" "$repo/python/README.md
 mkdir -p "$stage/opcache/_native"
 cp "$repo/python/opcache/"*.py "$repo/python/opcache/py.typed" "$stage/opcache/"
 cp -L "$library" "$stage/opcache/_native/$soname"
+# The tracer's preload library (x86_64 builds), found beside libopcache.so.0.
+preload="$build_dir/libopcache-trace-preload.so"
+if [[ -e "$preload" ]]; then
+  cp -L "$preload" "$stage/opcache/_native/"
+fi
 echo "$version" >"$stage/VERSION"
 
 echo "== build-wheel: opcache $version with $(readlink -f "$library")"

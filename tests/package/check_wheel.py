@@ -5,7 +5,8 @@ Usage: check_wheel.py WHEEL SOURCE_DIR BUILD_DIR VERSION PLATFORM
 The wheel must be named opcache-VERSION-py3-none-PLATFORM.whl and hold
 exactly the package's .py files (those of SOURCE_DIR/python/opcache), its
 py.typed, the library BUILD_DIR/libopcache.so.0 (its real file's bytes) as
-opcache/_native/libopcache.so.0, and the dist-info; WHEEL must say
+opcache/_native/libopcache.so.0, the tracer's preload library beside it when
+BUILD_DIR has one, and the dist-info; WHEEL must say
 "Root-Is-Purelib: false" and the tag, METADATA the version and
 "Requires-Python: >=3.9". Prints each problem and exits 1 when there is one.
 """
@@ -19,6 +20,9 @@ from pathlib import Path
 from typing import BinaryIO
 
 
+PRELOAD = "libopcache-trace-preload.so"
+
+
 def digest(stream: BinaryIO) -> str:
     """SHA-256 of a stream, read in pieces (the library is tens of MB)."""
     sha = hashlib.sha256()
@@ -27,10 +31,12 @@ def digest(stream: BinaryIO) -> str:
     return sha.hexdigest()
 
 
-def expected_names(source_dir: Path, version: str) -> set[str]:
+def expected_names(source_dir: Path, build_dir: Path, version: str) -> set[str]:
     package = source_dir / "python" / "opcache"
     names = {f"opcache/{path.name}" for path in package.glob("*.py")}
     names |= {"opcache/py.typed", "opcache/_native/libopcache.so.0"}
+    if (build_dir / PRELOAD).exists():  # the tracer's preload library, x86_64 builds
+        names.add(f"opcache/_native/{PRELOAD}")
     dist_info = f"opcache-{version}.dist-info"
     names |= {f"{dist_info}/{name}" for name in ("METADATA", "WHEEL", "top_level.txt", "RECORD")}
     return names
@@ -49,7 +55,7 @@ def problems(wheel: Path, source_dir: Path, build_dir: Path, version: str, platf
     dist_info = f"opcache-{version}.dist-info"
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-        expected = expected_names(source_dir, version)
+        expected = expected_names(source_dir, build_dir, version)
         for name in sorted(expected - names):
             found.append(f"missing from the wheel: {name}")
         for name in sorted(names - expected):
