@@ -34,7 +34,7 @@ constexpr unsigned long long k_user_code_segment_64 = 0x33;
 // preload library's page: the filter let it through, never notified, so an
 // -ERESTARTSYS is its own (a FIFO's open that waited), as untraced.
 bool made_by_preload_library(std::uint64_t instruction_pointer) {
-  return instruction_pointer - preload::k_trampoline_address < preload::k_trampoline_size;
+  return instruction_pointer == preload::k_trampoline_address + preload::k_trampoline_return_offset;
 }
 
 }  // namespace

@@ -39,9 +39,11 @@ NotificationSupport notification_support();
 base::FileDescriptor take_descriptor(pid_t pid, int fd);
 
 /// Input that comes before the notifications it precedes (the preload
-/// library's records): `drain` is called on the listener's thread, whenever
-/// `fd` is readable, before each notification is handled, and once more
-/// when the listener stops. Must not throw.
+/// library's records): `drain` is called on the listener's thread before
+/// each notification is handled, and once more when the listener stops.
+/// `fd` is not polled: a wake-up per record cost as much as the
+/// notifications it replaces; a sender whose socket is full makes its call
+/// notified instead. Must not throw.
 struct ListenerSideChannel {
   int fd = -1;  ///< -1: none
   std::function<void()> drain;

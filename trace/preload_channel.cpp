@@ -50,12 +50,18 @@ fs::path this_module() {
   return fs::read_symlink("/proc/self/exe", error);
 }
 
+// `path`, absolute, when it is a file LD_PRELOAD can name: the loader splits
+// the list at spaces and colons and expands `$` tokens.
 std::optional<std::string> existing(const fs::path& path) {
   std::error_code error;
   if (!fs::is_regular_file(path, error)) {
     return std::nullopt;
   }
-  return fs::absolute(path, error).lexically_normal().string();
+  auto absolute = fs::absolute(path, error).lexically_normal().string();
+  if (error || absolute.find_first_of(" \t\n:$") != std::string::npos) {
+    return std::nullopt;
+  }
+  return absolute;
 }
 
 std::optional<std::string> find_preload_library() {
@@ -131,6 +137,9 @@ int PreloadChannel::child_descriptor_number() noexcept {
 }
 
 std::optional<PreloadChannel> PreloadChannel::open(const std::string& library) {
+  if (::fcntl(preload::k_channel_descriptor, F_GETFD) != -1) {
+    return std::nullopt;  // open here: the command may expect it, and would lose it to the channel
+  }
   int ends[2];
   if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, ends) != 0) {
     return std::nullopt;

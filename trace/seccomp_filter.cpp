@@ -1,6 +1,7 @@
 #include "trace/seccomp_filter.hpp"
 
 #include <endian.h>
+#include <fcntl.h>
 #include <linux/seccomp.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -18,6 +19,7 @@ namespace {
 constexpr std::uint32_t k_arch_offset = offsetof(seccomp_data, arch);
 constexpr std::uint32_t k_number_offset = offsetof(seccomp_data, nr);
 constexpr std::uint32_t k_pointer_offset = offsetof(seccomp_data, instruction_pointer);
+constexpr long k_faccessat2 = 439;  // Linux 5.8, the same number on every architecture
 
 // The offset of the low 32 bits of argument `index` (the filter reads 32-bit words).
 std::uint32_t argument_low_word_offset(int index) {
@@ -81,15 +83,28 @@ std::uint32_t pointer_high_word_offset() {
 #endif
 }
 
-// A native call made from the preload library's page is allowed.
+// A native call made from the preload library's one `syscall` instruction
+// is allowed when it is one the library makes there: an openat that neither
+// writes, creates, truncates nor opens O_PATH (the library checks the same),
+// a newfstatat, a faccessat or faccessat2. Anything else made there falls
+// through to the rules below, as from anywhere else.
 void append_unnotified_page(std::vector<sock_filter>& code) {
-  static_assert(preload::k_trampoline_size == 4096 && preload::k_trampoline_address % 4096 == 0);
-  code.push_back(load_word(pointer_high_word_offset()));
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(preload::k_trampoline_address >> 32), 0, 4));
-  code.push_back(load_word(pointer_low_word_offset()));
-  code.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, ~std::uint32_t{preload::k_trampoline_size - 1}));
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(preload::k_trampoline_address), 0, 1));
-  code.push_back(return_allow());
+  const std::uint64_t pointer = preload::k_trampoline_address + preload::k_trampoline_return_offset;
+  constexpr std::uint32_t k_not_read_only = O_ACCMODE | O_CREAT | O_TRUNC | O_PATH | __O_TMPFILE;
+  // Each jump counts the instructions it skips; all misses land after the block (13 instructions).
+  code.push_back(load_word(pointer_high_word_offset()));                             // 0
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer >> 32), 0, 11));  // 1
+  code.push_back(load_word(pointer_low_word_offset()));                              // 2
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer), 0, 9));         // 3
+  code.push_back(load_word(k_number_offset));                                        // 4
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_openat), 0, 3));      // 5
+  code.push_back(load_word(argument_low_word_offset(2)));                            // 6
+  code.push_back(jump_if_any_bit(k_not_read_only, 5, 0));                            // 7
+  code.push_back(return_allow());                                                    // 8
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_newfstatat), 2, 0));  // 9
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_faccessat), 1, 0));   // 10
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(k_faccessat2), 0, 1));    // 11
+  code.push_back(return_allow());                                                    // 12
 }
 
 // Any call made with another convention than the native one is reported, as

@@ -252,6 +252,10 @@ Result<std::optional<StartedChild>> TracedChild::start_once(int ptrace_options) 
   }
   m_report_read = base::FileDescriptor(fds[0]);
   m_report_write = base::FileDescriptor(fds[1]);
+  if (fds[0] == PreloadChannel::child_descriptor_number() || fds[1] == PreloadChannel::child_descriptor_number()) {
+    m_environment.clear();  // the channel's number is taken: this child runs without the library
+    m_preload_fd = -1;
+  }
   const pid_t pid = clone_child();
   if (pid < 0) {
     m_report_write.reset();

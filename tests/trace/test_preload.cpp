@@ -8,7 +8,9 @@
 #include <stdlib.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <set>
 #include <string>
 #include <tuple>
@@ -159,16 +161,68 @@ TEST_CASE("trace::preload a program that closes or replaces the library's channe
   CHECK(preload_test_index(outcome, dir / "missing-b.txt", Access::absent) >= 0);
 }
 
+/// Sets an environment variable for one test case, and puts back what was there.
+class PreloadTestVariable {
+ public:
+  PreloadTestVariable(const char* name, const std::string& value) : m_name(name) {
+    if (const char* before = std::getenv(name)) {
+      m_before = before;
+    }
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~PreloadTestVariable() {
+    if (m_before) {
+      ::setenv(m_name, m_before->c_str(), 1);
+    } else {
+      ::unsetenv(m_name);
+    }
+  }
+  PreloadTestVariable(const PreloadTestVariable&) = delete;
+  PreloadTestVariable& operator=(const PreloadTestVariable&) = delete;
+
+ private:
+  const char* m_name;
+  std::optional<std::string> m_before;
+};
+
 TEST_CASE("trace::preload the library comes after the user's LD_PRELOAD, and ASan is told not to insist on coming first") {
   PRELOAD_TEST_REQUIRE_LIBRARY();
   PreloadTestDir dir;
   const std::string user_library = "libm.so.6";  // a library every program may load
-  REQUIRE(::setenv("LD_PRELOAD", user_library.c_str(), 1) == 0);
-  REQUIRE(::setenv("ASAN_OPTIONS", "detect_leaks=0", 1) == 0);
+  const PreloadTestVariable preload("LD_PRELOAD", user_library);
+  const PreloadTestVariable asan("ASAN_OPTIONS", "detect_leaks=0");
   const auto outcome = preload_test_trace(
       {"sh", "-c", "printf '%s|%s' \"$LD_PRELOAD\" \"$ASAN_OPTIONS\" > '" + (dir / "env.txt") + "' 2>/dev/null"}, true);
-  ::unsetenv("LD_PRELOAD");
-  ::unsetenv("ASAN_OPTIONS");
   CHECK(opcache::test::read_text(dir / "env.txt") ==
         user_library + ":" + *opcache::trace::preload_library() + "|detect_leaks=0:verify_asan_link_order=0");
+}
+
+TEST_CASE("trace::preload failed opens and /proc spelt oddly are classified as without the library") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  OPCACHE_SKIP_IF(!opcache::base::find_program("python3", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
+                  "python3 is not installed");
+  PreloadTestDir dir;
+  opcache::test::write_text(dir / "file.txt", "file\n");
+  opcache::test::write_text(dir / "model.txt", "weights\n");
+  fs::create_symlink(dir / "file.txt", dir / "link");
+  opcache::test::write_text(dir / "opens.py",
+                            "import os\n"
+                            "for flags in (os.O_RDONLY | os.O_DIRECTORY, os.O_RDONLY | os.O_NOFOLLOW):\n"
+                            "    for name in ('file.txt', 'link', 'missing/x'):\n"
+                            "        try:\n"
+                            "            os.close(os.open(name, flags))\n"
+                            "        except OSError:\n"
+                            "            pass\n"
+                            "open('//proc/self/cwd/model.txt').read()\n"
+                            "open('/usr/../proc/self/cwd/model.txt').read()\n");
+  const std::vector<std::string> command = {"sh", "-c", "cd '" + dir.path.string() + "' && python3 -S opens.py"};
+  const auto notified = preload_test_trace(command, false);
+  const auto preloaded = preload_test_trace(command, true);
+  check_same_preload_test_events(preloaded, notified, dir.path.string());
+  // O_DIRECTORY on a file fails with ENOTDIR: the file is there, read.
+  CHECK(preload_test_index(preloaded, dir / "file.txt", Access::read) >= 0);
+  CHECK(preload_test_index(preloaded, dir / "file.txt", Access::absent) < 0);
+  CHECK(preload_test_index(preloaded, dir / "link", Access::read) >= 0);  // O_NOFOLLOW: ELOOP on the link itself
+  CHECK(preload_test_index(preloaded, dir / "missing/x", Access::absent) >= 0);
+  CHECK(preload_test_index(preloaded, dir / "model.txt", Access::read) >= 0);  // through the tracee's /proc/self
 }

@@ -20,6 +20,11 @@ namespace opcache::trace::preload {
 inline constexpr std::uint64_t k_trampoline_address = 0x5f0f'0000'0000ULL;
 inline constexpr std::uint64_t k_trampoline_size = 4096;
 
+/// Where in the page the code's `syscall` instruction ends: the instruction
+/// pointer the filter sees for a call made there. The filter lets through
+/// only the calls the library makes, from that one place.
+inline constexpr std::uint64_t k_trampoline_return_offset = 20;
+
 /// The environment variable that tells the library where to send its
 /// records: "<version>:<descriptor>:<inode of the socket>". Without it, or
 /// with another version, the library does nothing of its own.

@@ -8,7 +8,12 @@
 // read with its identity, or a path found absent) goes over the inherited
 // datagram socket the environment names, before the program sees the
 // result. The tracer reads that socket before it handles any notification,
-// so a record always comes before the notified calls that followed it.
+// so a record comes before the notified calls that followed it in the same
+// thread, or in a process that waited for it. (Between the call and its
+// record, another process's notified call may be handled first: a tree
+// that reads a file while another of its processes replaces it is racy
+// untraced too.) An open that fails otherwise than on a missing path is
+// made again notified, for the tracer to classify what is there.
 //
 // Everything else stays notified, so a gap here costs speed, never an
 // event: a call that writes or creates, a path relative to a directory
@@ -50,6 +55,9 @@ using opcache::trace::preload::RecordAccess;
 //   mov rax,rdi; mov rdi,rsi; mov rsi,rdx; mov rdx,rcx; mov r10,r8; mov r8,r9; syscall; ret
 constexpr unsigned char k_trampoline_code[] = {0x48, 0x89, 0xf8, 0x48, 0x89, 0xf7, 0x48, 0x89, 0xd6, 0x48, 0x89,
                                                0xca, 0x4d, 0x89, 0xc2, 0x4d, 0x89, 0xc8, 0x0f, 0x05, 0xc3};
+
+static_assert(sizeof k_trampoline_code == opcache::trace::preload::k_trampoline_return_offset + 1 &&
+              k_trampoline_code[18] == 0x0f && k_trampoline_code[19] == 0x05);
 
 using UnnotifiedCall = long (*)(long, long, long, long, long, long);
 
@@ -124,15 +132,26 @@ bool observing() {
   return g_observer.unnotified != nullptr && is_channel(g_observer.channel, g_observer.channel_inode);
 }
 
-bool starts_with_directory(const char* path, const char* directory) {
-  const std::size_t length = std::strlen(directory);
-  return std::strncmp(path, directory, length) == 0 && (path[length] == '/' || path[length] == '\0');
+// Whether `path` names /proc or /dev anywhere, however spelled ("//proc",
+// "/x/../dev"): the tracer resolves those links as the traced process sees
+// them, which only a notification lets it do.
+bool names_kernel_files(const char* path) {
+  constexpr const char* k_kernel_directories[] = {"proc", "dev"};
+  for (const char* at = path; (at = std::strchr(at, '/')) != nullptr; ++at) {
+    for (const char* directory : k_kernel_directories) {
+      const std::size_t length = std::strlen(directory);
+      if (std::strncmp(at + 1, directory, length) == 0 && (at[1 + length] == '/' || at[1 + length] == '\0')) {
+        return true;
+      }
+    }
+  }
+  return false;
 }
 
 // The absolute path `path` names relative to `dirfd`, into `datagram`:
 // false when the call is left to the notifications (see the file's comment).
 bool take_path(int dirfd, const char* path, Datagram& datagram) {
-  if (path == nullptr || path[0] == '\0') {
+  if (path == nullptr || path[0] == '\0') {  // kept: built with -fno-delete-null-pointer-checks
     return false;
   }
   std::size_t prefix = 0;
@@ -148,8 +167,9 @@ bool take_path(int dirfd, const char* path, Datagram& datagram) {
     return false;
   }
   std::memcpy(datagram.path + prefix, path, length + 1);
+  datagram.header = Record{};
   datagram.header.path_size = static_cast<std::uint32_t>(prefix + length);
-  return !starts_with_directory(datagram.path, "/proc") && !starts_with_directory(datagram.path, "/dev");
+  return !names_kernel_files(datagram.path);
 }
 
 std::int64_t nanoseconds_of(const timespec& time) {
@@ -174,40 +194,58 @@ long notified(long number, long a, long b, long c, long d) {
   return result < 0 ? -errno : result;
 }
 
-// A record that could not be sent: the look-up made again, notified, so
-// that the tracer classifies it itself.
-void repeat_notified(const Datagram& datagram) {
-  if (datagram.header.access == RecordAccess::absent) {
-    notified(SYS_faccessat, AT_FDCWD, reinterpret_cast<long>(datagram.path), F_OK, 0);
-    return;
-  }
-  const long fd =
-      notified(SYS_openat, AT_FDCWD, reinterpret_cast<long>(datagram.path), O_RDONLY | O_NONBLOCK | O_CLOEXEC, 0);
+// The open of `datagram`'s path made again, notified, with the flags that
+// change what the tracer's classifier finds there (O_NOFOLLOW, O_DIRECTORY):
+// for an open whose outcome the library does not classify itself, or
+// whose record could not be sent. O_NONBLOCK: a FIFO's open does not wait.
+void reopen_notified(const Datagram& datagram, int flags) {
+  const long fd = notified(SYS_openat, AT_FDCWD, reinterpret_cast<long>(datagram.path),
+                           O_RDONLY | O_NONBLOCK | O_CLOEXEC | (flags & (O_NOFOLLOW | O_DIRECTORY)), 0);
   if (fd >= 0) {
     ::close(static_cast<int>(fd));
   }
 }
 
-void report(Datagram& datagram, RecordAccess access) {
+// A look-up's record that could not be sent (the socket is full or gone):
+// the look-up made again, notified, so that the tracer classifies it itself.
+void report(Datagram& datagram, RecordAccess access, int open_flags) {
   datagram.header.access = access;
-  if (!send_datagram(datagram)) {
-    repeat_notified(datagram);
+  if (send_datagram(datagram)) {
+    return;
+  }
+  if (access == RecordAccess::absent) {
+    notified(SYS_faccessat, AT_FDCWD, reinterpret_cast<long>(datagram.path), F_OK, 0);
+  } else {
+    reopen_notified(datagram, open_flags);
   }
 }
 
-// The record of a look-up that failed with `error` (a negative errno value).
-void report_failure(Datagram& datagram, long error) {
+// The record of a stat or access that failed with `error` (a negative
+// errno value): a missing path is absent; an existing one is no event.
+void report_look_up_failure(Datagram& datagram, long error) {
   if (error == -ENOENT || error == -ENOTDIR) {
-    report(datagram, RecordAccess::absent);
+    report(datagram, RecordAccess::absent, 0);
   }
+}
+
+// The record of an open that failed with `error`. ENOENT, and ENOTDIR
+// without O_DIRECTORY, mean a missing path; any other failure (a directory
+// expected, a symlink refused, no permission, interrupted) is left to the
+// tracer, which classifies what is at the path as it would have at a
+// notification: the open is made again, notified.
+void report_open_failure(Datagram& datagram, long error, int flags) {
+  if (error == -ENOENT || (error == -ENOTDIR && (flags & O_DIRECTORY) == 0)) {
+    return report(datagram, RecordAccess::absent, flags);
+  }
+  reopen_notified(datagram, flags);
 }
 
 // The record of descriptor `fd`, just opened read-only: a file read, with
 // its identity when regular; nothing for a directory.
-void report_opened(Datagram& datagram, long fd) {
+void report_opened(Datagram& datagram, long fd, int flags) {
   struct stat info {};
   if (::fstat(static_cast<int>(fd), &info) != 0) {
-    return repeat_notified(datagram);
+    return reopen_notified(datagram, flags);
   }
   if (S_ISDIR(info.st_mode)) {
     return;
@@ -220,15 +258,18 @@ void report_opened(Datagram& datagram, long fd) {
     datagram.header.mtime_ns = nanoseconds_of(info.st_mtim);
     datagram.header.ctime_ns = nanoseconds_of(info.st_ctim);
   }
-  report(datagram, RecordAccess::read);
+  report(datagram, RecordAccess::read, flags);
 }
 
-// The C library's convention: the result, or -1 with errno set.
-long returned(long result) {
+// The C library's convention: the result, or -1 with errno set; a call
+// that succeeds leaves errno as the caller had it (`saved`), whatever the
+// library's own calls did to it.
+long returned(long result, int saved) {
   if (result < 0) {
     errno = static_cast<int>(-result);
     return -1;
   }
+  errno = saved;
   return result;
 }
 
@@ -236,18 +277,22 @@ bool opens_read_only(int flags) {
   return (flags & O_ACCMODE) == O_RDONLY && (flags & (O_CREAT | O_TRUNC | O_PATH | __O_TMPFILE)) == 0;
 }
 
+// Each entry point below: the cheap checks first, then the path, in a
+// datagram not zeroed (4 KiB of stack; its header is set by take_path).
+
 int open_file(int dirfd, const char* path, int flags, mode_t mode) {
-  Datagram datagram{};
+  const int saved = errno;
+  Datagram datagram;
   if (!opens_read_only(flags) || !observing() || !take_path(dirfd, path, datagram)) {
-    return static_cast<int>(returned(notified(SYS_openat, dirfd, reinterpret_cast<long>(path), flags, mode)));
+    return static_cast<int>(returned(notified(SYS_openat, dirfd, reinterpret_cast<long>(path), flags, mode), saved));
   }
   const long fd = unnotified(SYS_openat, dirfd, reinterpret_cast<long>(path), flags, 0);
   if (fd >= 0) {
-    report_opened(datagram, fd);
+    report_opened(datagram, fd, flags);
   } else {
-    report_failure(datagram, fd);
+    report_open_failure(datagram, fd, flags);
   }
-  return static_cast<int>(returned(fd));
+  return static_cast<int>(returned(fd, saved));
 }
 
 // The mode argument of an open that creates.
@@ -256,26 +301,28 @@ mode_t mode_argument(int flags, va_list arguments) {
 }
 
 int stat_path(int dirfd, const char* path, struct stat* buffer, int flags) {
-  Datagram datagram{};
+  const int saved = errno;
+  Datagram datagram;
   const bool plain = (flags & ~(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT)) == 0;
   if (!plain || !observing() || !take_path(dirfd, path, datagram)) {
-    return static_cast<int>(returned(notified(SYS_newfstatat, dirfd, reinterpret_cast<long>(path),
-                                              reinterpret_cast<long>(buffer), flags)));
+    return static_cast<int>(returned(
+        notified(SYS_newfstatat, dirfd, reinterpret_cast<long>(path), reinterpret_cast<long>(buffer), flags), saved));
   }
   const long result = unnotified(SYS_newfstatat, dirfd, reinterpret_cast<long>(path), reinterpret_cast<long>(buffer), flags);
-  report_failure(datagram, result);
-  return static_cast<int>(returned(result));
+  report_look_up_failure(datagram, result);
+  return static_cast<int>(returned(result, saved));
 }
 
 int access_path(int dirfd, const char* path, int mode, int flags) {
+  const int saved = errno;
   const long number = flags == 0 ? SYS_faccessat : SYS_faccessat2;
-  Datagram datagram{};
+  Datagram datagram;
   if (!observing() || !take_path(dirfd, path, datagram)) {
-    return static_cast<int>(returned(notified(number, dirfd, reinterpret_cast<long>(path), mode, flags)));
+    return static_cast<int>(returned(notified(number, dirfd, reinterpret_cast<long>(path), mode, flags), saved));
   }
   const long result = unnotified(number, dirfd, reinterpret_cast<long>(path), mode, flags);
-  report_failure(datagram, result);
-  return static_cast<int>(returned(result));
+  report_look_up_failure(datagram, result);
+  return static_cast<int>(returned(result, saved));
 }
 
 }  // namespace
