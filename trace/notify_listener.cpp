@@ -184,8 +184,8 @@ Status NotifyListener::finish() {
 }
 
 void NotifyListener::drain_side_channel() {
-  if (m_side.fd >= 0 && m_side.drain) {
-    m_side.drain();
+  if (m_side) {
+    m_side();
   }
 }
 

@@ -38,17 +38,6 @@ NotificationSupport notification_support();
 /// the listener a traced child made. Invalid when refused or gone.
 base::FileDescriptor take_descriptor(pid_t pid, int fd);
 
-/// Input that comes before the notifications it precedes (the preload
-/// library's records): `drain` is called on the listener's thread before
-/// each notification is handled, and once more when the listener stops.
-/// `fd` is not polled: a wake-up per record cost as much as the
-/// notifications it replaces; a sender whose socket is full makes its call
-/// notified instead. Must not throw.
-struct ListenerSideChannel {
-  int fd = -1;  ///< -1: none
-  std::function<void()> drain;
-};
-
 /// One traced command's listener, answering on a thread of its own from
 /// start() until finish(). Not copyable; finish() (or the destructor) from
 /// the thread that started it.
@@ -60,7 +49,13 @@ class NotifyListener {
   /// FilterVerdict::path_call. Must not throw.
   using Handler = std::function<void(const SyscallStop&)>;
 
-  using SideChannel = ListenerSideChannel;
+  /// Reads input that comes before the notifications it precedes (the
+  /// preload library's records): called on the listener's thread before
+  /// each notification is handled, and once more when the listener stops.
+  /// Its input is not polled: a wake-up per record cost as much as the
+  /// notifications it replaces; a sender whose socket is full makes its
+  /// call notified instead. Must not throw. Empty: none.
+  using SideChannel = std::function<void()>;
 
   /// Starts answering the notifications of `listener` (a seccomp listener
   /// descriptor, owned from now on) with `handler`, woken on the notified
@@ -69,7 +64,7 @@ class NotifyListener {
   /// or its stop event cannot be made (`listener` is then closed, and the
   /// calls it would have answered fail with ENOSYS).
   static Result<std::unique_ptr<NotifyListener>> start(base::FileDescriptor listener, Handler handler,
-                                                       SideChannel side = {});
+                                                       SideChannel side = nullptr);
 
   /// finish().
   ~NotifyListener();
@@ -97,7 +92,7 @@ class NotifyListener {
   base::FileDescriptor m_listener;
   base::FileDescriptor m_stop_event;  ///< an eventfd finish() writes
   Handler m_handler;
-  SideChannel m_side;
+  SideChannel m_side;  ///< may be empty
   std::vector<std::uint64_t> m_request_buffer;   ///< a seccomp_notif as large as the kernel's
   std::vector<std::uint64_t> m_response_buffer;  ///< a seccomp_notif_resp as large as the kernel's
   std::size_t m_notifications = 0;               ///< the listener thread's, until it is joined

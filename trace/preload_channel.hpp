@@ -53,9 +53,6 @@ class PreloadChannel {
   /// its own (it is started).
   void close_child_end() noexcept { m_send.reset(); }
 
-  /// The receiving end (non-blocking), to poll.
-  int receive_descriptor() const noexcept { return m_receive.get(); }
-
   /// Hands every record waiting now to `add`, as an event: path absolute
   /// and normal, looked up as the tracer's classifier does (".." after the
   /// symlinks before it). A record that cannot be decoded (none should)

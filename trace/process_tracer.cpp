@@ -276,8 +276,7 @@ Result<std::unique_ptr<NotifyListener>> listen_to(StartedChild& started, SharedL
   }
   NotifyListener::SideChannel side;
   if (channel != nullptr) {
-    side.fd = channel->receive_descriptor();
-    side.drain = [channel, &log] {
+    side = [channel, &log] {
       channel->receive_waiting([&log](const PathEvent& event) { log.add(event); },
                                [&log](std::string reason) { log.set_blind(std::move(reason)); });
     };

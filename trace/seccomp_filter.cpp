@@ -19,7 +19,6 @@ namespace {
 constexpr std::uint32_t k_arch_offset = offsetof(seccomp_data, arch);
 constexpr std::uint32_t k_number_offset = offsetof(seccomp_data, nr);
 constexpr std::uint32_t k_pointer_offset = offsetof(seccomp_data, instruction_pointer);
-constexpr long k_faccessat2 = 439;  // Linux 5.8, the same number on every architecture
 
 // The offset of the low 32 bits of argument `index` (the filter reads 32-bit words).
 std::uint32_t argument_low_word_offset(int index) {
@@ -90,7 +89,6 @@ std::uint32_t pointer_high_word_offset() {
 // through to the rules below, as from anywhere else.
 void append_unnotified_page(std::vector<sock_filter>& code) {
   const std::uint64_t pointer = preload::k_trampoline_address + preload::k_trampoline_return_offset;
-  constexpr std::uint32_t k_not_read_only = O_ACCMODE | O_CREAT | O_TRUNC | O_PATH | __O_TMPFILE;
   // Each jump counts the instructions it skips; all misses land after the block (13 instructions).
   code.push_back(load_word(pointer_high_word_offset()));                             // 0
   code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer >> 32), 0, 11));  // 1
@@ -99,11 +97,11 @@ void append_unnotified_page(std::vector<sock_filter>& code) {
   code.push_back(load_word(k_number_offset));                                        // 4
   code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_openat), 0, 3));      // 5
   code.push_back(load_word(argument_low_word_offset(2)));                            // 6
-  code.push_back(jump_if_any_bit(k_not_read_only, 5, 0));                            // 7
+  code.push_back(jump_if_any_bit(preload::k_unnotified_open_refused_flags, 5, 0));  // 7
   code.push_back(return_allow());                                                    // 8
   code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_newfstatat), 2, 0));  // 9
   code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_faccessat), 1, 0));   // 10
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(k_faccessat2), 0, 1));    // 11
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(k_faccessat2_number), 0, 1));  // 11
   code.push_back(return_allow());                                                    // 12
 }
 

@@ -22,7 +22,6 @@ constexpr long k_io_uring_setup_number = 425;
 constexpr long k_move_mount_number = 429;
 constexpr long k_fsmount_number = 432;
 constexpr long k_openat2_number = 437;
-constexpr long k_faccessat2_number = 439;
 #if defined(SYS_faccessat2)  // the newest of them: the others are older
 static_assert(SYS_openat2 == k_openat2_number && SYS_faccessat2 == k_faccessat2_number &&
               SYS_io_uring_setup == k_io_uring_setup_number && SYS_move_mount == k_move_mount_number &&

@@ -16,6 +16,10 @@
 
 namespace opcache::trace {
 
+/// faccessat2 (Linux 5.8): newer than some C library headers; from 424 on,
+/// Linux numbers every new call the same on every architecture.
+inline constexpr long k_faccessat2_number = 439;
+
 /// What a traced system call does to the path(s) it names.
 enum class SyscallOp : std::uint8_t {
   open,      ///< open, openat, creat: classified by its open(2) flags

@@ -8,6 +8,8 @@
 // environment variable makes a library of another build stay out of the way.
 #pragma once
 
+#include <fcntl.h>
+
 #include <cstdint>
 
 namespace opcache::trace::preload {
@@ -24,6 +26,10 @@ inline constexpr std::uint64_t k_trampoline_size = 4096;
 /// pointer the filter sees for a call made there. The filter lets through
 /// only the calls the library makes, from that one place.
 inline constexpr std::uint64_t k_trampoline_return_offset = 20;
+
+/// The open flags a call through the page never has: it only reads (the
+/// library keeps the others notified, and the filter refuses them there).
+inline constexpr std::uint32_t k_unnotified_open_refused_flags = O_ACCMODE | O_CREAT | O_TRUNC | O_PATH | __O_TMPFILE;
 
 /// The environment variable that tells the library where to send its
 /// records: "<version>:<descriptor>:<inode of the socket>". Without it, or

@@ -274,7 +274,7 @@ long returned(long result, int saved) {
 }
 
 bool opens_read_only(int flags) {
-  return (flags & O_ACCMODE) == O_RDONLY && (flags & (O_CREAT | O_TRUNC | O_PATH | __O_TMPFILE)) == 0;
+  return (static_cast<std::uint32_t>(flags) & opcache::trace::preload::k_unnotified_open_refused_flags) == 0;
 }
 
 // Each entry point below: the cheap checks first, then the path, in a
