@@ -7,11 +7,13 @@
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -134,6 +136,19 @@ NotificationSupport notification_support() {
   static NotificationSupport support = NotificationSupport::none;
   std::call_once(once, [] { support = probe_notification_support(); });
   return support;
+}
+
+bool release_wakes_synchronously() {
+  static const bool wakes = [] {
+    utsname name{};
+    int major = 0;
+    int minor = 0;
+    if (::uname(&name) != 0 || std::sscanf(name.release, "%d.%d", &major, &minor) != 2) {
+      return false;
+    }
+    return major > 6 || (major == 6 && minor >= 6);
+  }();
+  return wakes;
 }
 
 base::FileDescriptor take_descriptor(pid_t pid, int fd) {

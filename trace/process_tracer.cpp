@@ -435,7 +435,9 @@ TraceMechanism choose_default_mechanism() {
   // us a call under ptrace stops, 2 vCPUs) and the tracer can restart the calls a signal
   // interrupts before the listener receives them (x86_64: trace/interrupted_call.hpp); ptrace
   // stops elsewhere, where a listener is slower than a stop or such a call would fail with EINTR.
-  if (notification_support() == NotificationSupport::synchronous && can_restart_interrupted_calls()) {
+  // The kernel's release decides, not a probe: a listener refused after all costs a start under
+  // notifications (TracedChild::start then starts the command under ptrace stops).
+  if (release_wakes_synchronously() && can_restart_interrupted_calls()) {
     return TraceMechanism::user_notification;
   }
   return TraceMechanism::ptrace_stop;

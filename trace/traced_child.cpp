@@ -262,6 +262,9 @@ Result<std::optional<StartedChild>> TracedChild::start_once(int ptrace_options) 
     return Error::io("cannot start a process to run " + m_program + ": " + std::strerror(errno));
   }
   if (auto stopped = wait_for_first_stop(pid); !stopped) {
+    if (mechanism() == TraceMechanism::user_notification && is_tracing_refused(stopped.error())) {
+      return std::optional<StartedChild>();  // a listener's filter refused: ptrace stops may still be allowed
+    }
     return stopped.error();
   }
   StartedChild started{pid, {}};

@@ -57,8 +57,9 @@ class TracedChild {
   /// its listener under `user_notification` (pidfd_getfd), makes the
   /// calling thread its tracer with `ptrace_options` (PTRACE_SETOPTIONS)
   /// and resumes it towards its execve, the first call its filter hands the
-  /// tracer. When the listener cannot be taken, that child is killed and
-  /// another started under `ptrace_stop` (mechanism() says so). `io` when
+  /// tracer. When the listener cannot be made (its filter refused) or
+  /// taken, that child is gone and another started under `ptrace_stop`
+  /// (mechanism() says so). `io` when
   /// it cannot be started or traced (the child is then gone); a refusal to
   /// be traced is made by refused_tracing.
   Result<StartedChild> start(int ptrace_options);
@@ -85,7 +86,7 @@ class TracedChild {
   /// m_child_stack; its pid, or -1 (errno).
   pid_t clone_child();
   /// start() with the current filter; std::nullopt when its listener could
-  /// not be taken (the child is then gone).
+  /// not be made or taken (the child is then gone).
   Result<std::optional<StartedChild>> start_once(int ptrace_options);
   /// Waits for the child's first stop (or end), then closes this
   /// process's end of the report pipe; an error unless it stopped on SIGSTOP.

@@ -580,6 +580,69 @@ TEST_CASE("e2e::exec observed: nvcc (cicc, ptxas and a host compiler under its d
   CHECK(tree.file("out/scale.cubin") == tree.file("direct.cubin"));
 }
 
+namespace {
+
+// A program that runs its arguments under a seccomp filter refusing (EPERM)
+// every filter that asks for a listener, as a strict container profile
+// may: what a kernel that offers listeners looks like from inside one.
+constexpr const char* k_no_listener_program = R"(#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  (void)argc;
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 3),
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+      BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, SECCOMP_FILTER_FLAG_NEW_LISTENER, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {sizeof code / sizeof code[0], code};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    perror("seccomp");
+    return 99;
+  }
+  execvp(argv[1], argv + 1);
+  perror("execvp");
+  return 98;
+}
+)";
+
+}  // namespace
+
+TEST_CASE("e2e::exec observed: where a seccomp profile refuses a listener, exec traces under ptrace stops and caches") {
+  // The default mechanism comes from the kernel's release, not a probe: the
+  // refused listener must not make the run uncached.
+  TempDir temp;
+  Tree tree(temp.path());
+  write_text(tree.dir / "no_listener.c", k_no_listener_program);
+  tree.run_directly({"gcc", "-O2", "-o", "no_listener", "no_listener.c"});
+  write_text(tree.dir / "k.h", "#define FACTOR 3\n");
+  write_text(tree.dir / "k.c", "#include \"k.h\"\nint scale(int x) { return x * FACTOR; }\n");
+  auto exec_without_listener = [&tree] {
+    auto options = tree.options();
+    return opcache::test::run_process({(tree.dir / "no_listener").string(), opcache::test::cli_path(), "--json",
+                                       "--cache-dir", tree.cache.string(), "exec", "--desc", "desc.json", "--scenario",
+                                       k_scenario, "--out", "out", "--output", "k.o", "--", "gcc", "-O2", "-c", "k.c",
+                                       "-o", "out/k.o"},
+                                      options);
+  };
+  auto built = report_of(exec_without_listener());
+  CHECK(built.value("source", "") == "built");
+  CHECK(built.dump().find("not cached") == std::string::npos);
+  CHECK(source_of(exec_without_listener()) == "hit");
+  write_text(tree.dir / "k.h", "#define FACTOR 7\n");  // seen under ptrace stops: a miss
+  auto edited = report_of(exec_without_listener());
+  CHECK(edited.value("source", "") == "built");
+  CHECK(edited.value("miss_reason", "") == "k.h changed");
+}
+
 TEST_CASE("e2e::exec observed: where the system refuses to let opcache trace (under strace -f), exec runs it uncached") {
   const bool has_strace = fs::exists("/usr/bin/strace");
   OPCACHE_SKIP_IF(!has_strace, "strace is not installed (Debian package strace; scripts/install-deps.sh --test)");
