@@ -85,24 +85,24 @@ std::uint32_t pointer_high_word_offset() {
 // A native call made from the preload library's one `syscall` instruction
 // is allowed when it is one the library makes there: an openat that neither
 // writes, creates, truncates nor opens O_PATH (the library checks the same),
-// a newfstatat, a faccessat or faccessat2. Anything else made there falls
-// through to the rules below, as from anywhere else.
+// a newfstatat or a faccessat (without flags: faccessat2 is never made
+// there). Anything else made there falls through to the rules below, as from
+// anywhere else.
 void append_unnotified_page(std::vector<sock_filter>& code) {
   const std::uint64_t pointer = preload::k_trampoline_address + preload::k_trampoline_return_offset;
-  // Each jump counts the instructions it skips; all misses land after the block (13 instructions).
+  // Each jump counts the instructions it skips; all misses land after the block (12 instructions).
   code.push_back(load_word(pointer_high_word_offset()));                             // 0
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer >> 32), 0, 11));  // 1
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer >> 32), 0, 10));  // 1
   code.push_back(load_word(pointer_low_word_offset()));                              // 2
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer), 0, 9));         // 3
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(pointer), 0, 8));         // 3
   code.push_back(load_word(k_number_offset));                                        // 4
   code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_openat), 0, 3));      // 5
   code.push_back(load_word(argument_low_word_offset(2)));                            // 6
-  code.push_back(jump_if_any_bit(preload::k_unnotified_open_refused_flags, 5, 0));  // 7
+  code.push_back(jump_if_any_bit(preload::k_unnotified_open_refused_flags, 4, 0));  // 7
   code.push_back(return_allow());                                                    // 8
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_newfstatat), 2, 0));  // 9
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_faccessat), 1, 0));   // 10
-  code.push_back(jump_if_equal(static_cast<std::uint32_t>(k_faccessat2_number), 0, 1));  // 11
-  code.push_back(return_allow());                                                    // 12
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_newfstatat), 1, 0));  // 9
+  code.push_back(jump_if_equal(static_cast<std::uint32_t>(SYS_faccessat), 0, 1));   // 10
+  code.push_back(return_allow());                                                    // 11
 }
 
 // Any call made with another convention than the native one is reported, as

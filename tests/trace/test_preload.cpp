@@ -226,3 +226,66 @@ TEST_CASE("trace::preload failed opens and /proc spelt oddly are classified as w
   CHECK(preload_test_index(preloaded, dir / "missing/x", Access::absent) >= 0);
   CHECK(preload_test_index(preloaded, dir / "model.txt", Access::read) >= 0);  // through the tracee's /proc/self
 }
+
+namespace {
+
+/// Runs its arguments where faccessat2 fails with ENOSYS, as on Linux
+/// before 5.8 or under a seccomp profile that refuses it that way.
+constexpr const char* k_without_faccessat2 = R"(#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  (void)argc;
+  struct sock_filter code[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 439 /* faccessat2 */, 0, 1),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | ENOSYS),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {sizeof code / sizeof code[0], code};
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) != 0) {
+    perror("seccomp");
+    return 99;
+  }
+  execv(argv[1], argv + 1);
+  perror("execv");
+  return 98;
+}
+)";
+
+/// Checks its argument with faccessat and AT_EACCESS; prints 0 or the errno.
+constexpr const char* k_effective_access = R"(#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  (void)argc;
+  printf("%d\n", faccessat(AT_FDCWD, argv[1], R_OK, AT_EACCESS) == 0 ? 0 : errno);
+  return 0;
+}
+)";
+
+}  // namespace
+
+TEST_CASE("trace::preload faccessat with flags works where faccessat2 is missing (ENOSYS), as without the library") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
+                  "gcc is not installed");
+  PreloadTestDir dir;
+  opcache::test::write_text(dir / "without_faccessat2.c", k_without_faccessat2);
+  opcache::test::write_text(dir / "effective_access.c", k_effective_access);
+  opcache::test::write_text(dir / "file.txt", "file\n");
+  const std::string cd = "cd '" + dir.path.string() + "' && ";
+  REQUIRE(std::system((cd + "gcc -o without_faccessat2 without_faccessat2.c && gcc -o effective_access "
+                            "effective_access.c")
+                          .c_str()) == 0);
+  for (const bool preload : {false, true}) {
+    CAPTURE(preload);
+    preload_test_trace({"sh", "-c", cd + "./without_faccessat2 ./effective_access file.txt > result.txt"}, preload);
+    CHECK(opcache::test::read_text(dir / "result.txt") == "0\n");  // the C library's emulation, not ENOSYS
+  }
+}

@@ -18,12 +18,13 @@
 // Everything else stays notified, so a gap here costs speed, never an
 // event: a call that writes or creates, a path relative to a directory
 // descriptor, a path under /proc or /dev (whose links the tracer resolves),
-// a path too long for one record, a program that closed or replaced the
-// socket, the dynamic loader's own opens, the C library's internal opens
+// a path too long for one record, an access check with flags (the C
+// library's own), a program that closed or replaced the socket, the dynamic loader's own opens, the C library's internal opens
 // (fopen, locales), statically linked programs.
 //
 // It runs inside arbitrary programs: C library calls only, no C++ runtime,
 // no allocation, no state but what the constructor sets.
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -66,6 +67,10 @@ struct Observer {
   int channel = -1;
   std::uint64_t channel_inode = 0;
   UnnotifiedCall unnotified = nullptr;  ///< null: everything stays notified
+  /// The C library's own faccessat, for a call with flags: it emulates
+  /// faccessat2 where the kernel lacks it (before Linux 5.8, or a seccomp
+  /// profile that refuses it with ENOSYS). Null: not found.
+  int (*next_faccessat)(int, const char*, int, int) = nullptr;
 } g_observer;
 
 // One datagram: the record and its path.
@@ -115,6 +120,7 @@ UnnotifiedCall map_trampoline() {
 }
 
 __attribute__((constructor)) void start_observing() {
+  g_observer.next_faccessat = reinterpret_cast<int (*)(int, const char*, int, int)>(::dlsym(RTLD_NEXT, "faccessat"));
   const char* channel = std::getenv(k_channel_variable);
   int fd = -1;
   std::uint64_t inode = 0;
@@ -313,14 +319,28 @@ int stat_path(int dirfd, const char* path, struct stat* buffer, int flags) {
   return static_cast<int>(returned(result, saved));
 }
 
-int access_path(int dirfd, const char* path, int mode, int flags) {
+// A check with flags (AT_EACCESS, AT_SYMLINK_NOFOLLOW) is the C library's
+// own, notified: faccessat2 may be missing (Linux before 5.8, or a seccomp
+// profile that refuses it with ENOSYS), and only the C library emulates it.
+int access_with_flags(int dirfd, const char* path, int mode, int flags) {
+  if (g_observer.next_faccessat != nullptr) {
+    return g_observer.next_faccessat(dirfd, path, mode, flags);
+  }
   const int saved = errno;
-  const long number = flags == 0 ? SYS_faccessat : SYS_faccessat2;
+  return static_cast<int>(
+      returned(notified(SYS_faccessat2, dirfd, reinterpret_cast<long>(path), mode, flags), saved));
+}
+
+int access_path(int dirfd, const char* path, int mode, int flags) {
+  if (flags != 0) {
+    return access_with_flags(dirfd, path, mode, flags);
+  }
+  const int saved = errno;
   Datagram datagram;
   if (!observing() || !take_path(dirfd, path, datagram)) {
-    return static_cast<int>(returned(notified(number, dirfd, reinterpret_cast<long>(path), mode, flags), saved));
+    return static_cast<int>(returned(notified(SYS_faccessat, dirfd, reinterpret_cast<long>(path), mode, 0), saved));
   }
-  const long result = unnotified(number, dirfd, reinterpret_cast<long>(path), mode, flags);
+  const long result = unnotified(SYS_faccessat, dirfd, reinterpret_cast<long>(path), mode, 0);
   report_look_up_failure(datagram, result);
   return static_cast<int>(returned(result, saved));
 }
