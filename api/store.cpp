@@ -117,7 +117,7 @@ Result<Store> Store::open(const StoreConfig& config) {
   options.warn = warn;
   // A new store's index is created by what first uses it: nothing under
   // --mode disable (no SQLite loaded, no index.db), and for an exec miss the
-  // thread that opens the index while the command runs (IndexWarmup), so
+  // thread that opens the index while the command runs (StoreWarmup), so
   // that creating it (SQLite's journal switch and fdatasyncs, ~8 ms here)
   // is not waited for before the command starts.
   options.new_index = store::NewIndex::on_first_use;

@@ -29,6 +29,10 @@ Result<std::optional<ExecManifest>> read_exec_manifest(const StoreLayout& layout
   return std::optional<ExecManifest>(std::move(manifest));
 }
 
+void prepare_exec_manifest_directory(const StoreLayout& layout, const std::string& command_key) {
+  (void)layout.ensure_directory(manifest_path(layout, command_key).parent_path());
+}
+
 Result<ExecManifest> merge_into_exec_manifest(const StoreLayout& layout, const ExecManifest& manifest) {
   ExecManifest merged = manifest;
   auto stored = read_exec_manifest(layout, manifest.command_key);

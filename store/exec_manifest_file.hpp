@@ -20,6 +20,11 @@ namespace opcache::store {
 /// the next build).
 Result<std::optional<ExecManifest>> read_exec_manifest(const StoreLayout& layout, const std::string& command_key);
 
+/// Creates the directory the manifest of `command_key` is written to, for a
+/// caller with time to spare before it writes (exec while its command
+/// runs); a failure is left for merge_into_exec_manifest, which meets it.
+void prepare_exec_manifest_directory(const StoreLayout& layout, const std::string& command_key);
+
 /// Merges `manifest` into the stored manifest of its command key (its builds
 /// first; a missing or corrupt stored file counts as empty) and writes the
 /// result without fsync (a manifest lost to a power cut costs a rebuild).

@@ -214,6 +214,12 @@ Result<Index> Index::open(const std::filesystem::path& path, int busy_timeout_ms
   return index;
 }
 
+void Index::prepare_put_statements() {
+  m_lookup.prepare();
+  m_insert.prepare();
+  m_add_counter.prepare();
+}
+
 Status Index::prepare_statements() {
   OPCACHE_TRY_ASSIGN(m_lookup,
                      m_db.prepare_deferred(std::string("SELECT ") + k_columns + " FROM entries WHERE key = ?1"));

@@ -83,6 +83,10 @@ class Index {
   /// `access_ms`) when `update_access`.
   Status record_hits(const std::string& key, std::int64_t count, std::int64_t access_ms, bool update_access);
   Status add_counter(const std::string& name, std::int64_t delta);
+  /// Prepares now the statements a put of a new key runs (lookup, insert,
+  /// add_counter), which are otherwise prepared on first use: for a caller
+  /// with time to spare before it writes. A failure is left for that use.
+  void prepare_put_statements();
   Result<std::map<std::string, std::int64_t>> counters();
   Result<IndexTotals> totals();
   Result<std::vector<IndexEntry>> list(const ListFilter& filter);

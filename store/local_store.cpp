@@ -74,9 +74,18 @@ bool LocalStore::index_opened() {
   return m_index.has_value();
 }
 
-void LocalStore::warm_index() {
-  base::MutexLock lock(m_index_mutex);
-  (void)open_index();
+void LocalStore::warm_for_put() {
+  {
+    base::MutexLock lock(m_index_mutex);
+    if (open_index()) {
+      m_index->prepare_put_statements();
+    }
+  }
+  auto temp = base::AtomicFile::create(m_layout.tmp());
+  if (temp) {
+    base::MutexLock lock(m_spare_mutex);
+    m_spare_temp.emplace(std::move(*temp));
+  }
 }
 
 std::optional<IndexEntry> LocalStore::key_record(const std::string& key) {

@@ -141,7 +141,8 @@ class LocalStore {
                          base::Durability durability = base::Durability::synced);
 
   /// A temp file in this store's tmp/ for building a bundle elsewhere (a
-  /// download, an upload) before handing it to adopt().
+  /// download, an upload) before handing it to adopt(); the one
+  /// warm_for_put() made, when there is one. Thread-safe.
   Result<base::AtomicFile> create_temp() const;
 
   /// Verifies a complete bundle in `file` (made by create_temp) and stores it
@@ -237,11 +238,13 @@ class LocalStore {
   /// does not). For tests and diagnostics.
   bool index_opened();
 
-  /// Opens the index now (loading SQLite, creating index.db in a new store)
-  /// rather than at its first use, for a caller with time to spare before
-  /// it writes: exec while its command runs. Thread-safe; an error is left
-  /// for the first use, which meets it again.
-  void warm_index();
+  /// Readies a put now rather than on its path, for a caller with time to
+  /// spare before it writes (exec while its command runs): opens the index
+  /// (loading SQLite, creating index.db in a new store), prepares the
+  /// statements a put of a new key runs, and makes the temp file the next
+  /// create_temp() returns (creating a file costs an inode). Thread-safe;
+  /// an error is left for the first use, which meets it again.
+  void warm_for_put();
 
   /// Counts a miss that did not go through get() (get_or_build's lookups).
   Status record_miss() { return count(counter::misses); }
@@ -437,6 +440,9 @@ class LocalStore {
   // Key records this store read or wrote, at most k_remembered_records.
   base::Mutex m_records_mutex;
   std::unordered_map<std::string, IndexEntry> m_records GUARDED_BY(m_records_mutex);
+  // The temp file warm_for_put() made, until create_temp() takes it.
+  mutable base::Mutex m_spare_mutex;
+  mutable std::optional<base::AtomicFile> m_spare_temp GUARDED_BY(m_spare_mutex);
   HitJournal m_journal{m_layout};
   // Hits counted in memory and appended to the journal in batches
   // (flush_hits); never held together with m_index_mutex.

@@ -85,7 +85,17 @@ Result<PutOutcome> LocalStore::put(const BundleInput& input, ReplacePolicy polic
                  durability, std::move(signatures));
 }
 
-Result<base::AtomicFile> LocalStore::create_temp() const { return base::AtomicFile::create(m_layout.tmp()); }
+Result<base::AtomicFile> LocalStore::create_temp() const {
+  {
+    base::MutexLock lock(m_spare_mutex);
+    if (m_spare_temp) {
+      base::AtomicFile spare = std::move(*m_spare_temp);
+      m_spare_temp.reset();
+      return spare;
+    }
+  }
+  return base::AtomicFile::create(m_layout.tmp());
+}
 
 Result<VerifiedBundle> LocalStore::verify_for_adoption(base::AtomicFile file, const std::string& expected_key,
                                                        base::Durability durability, Provenance provenance) {

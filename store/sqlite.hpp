@@ -46,6 +46,9 @@ class Statement {
   Status run();
   /// Resets for re-execution and clears bindings; never fails.
   void reset() noexcept;
+  /// Prepares a deferred statement now, for a caller with time to spare
+  /// before its first use; a failure is left for that use (step()).
+  void prepare() { prepare_if_pending(); }
 
   std::int64_t column_int64(int index) const;
   std::string column_text(int index) const;

@@ -85,7 +85,7 @@ TEST_CASE("opcache::Store opens a store at cache_dir and creates its layout, and
   CHECK(store.root() == dir);
   CHECK(fs::is_directory(dir / "objects"));
   CHECK(fs::is_directory(dir / "tmp"));
-  // Not before: an exec miss creates it while its command runs (IndexWarmup).
+  // Not before: an exec miss creates it while its command runs (StoreWarmup).
   CHECK_FALSE(fs::exists(dir / "index.db"));
   CHECK(store.stats().ok());
   CHECK(fs::is_regular_file(dir / "index.db"));

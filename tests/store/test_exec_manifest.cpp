@@ -131,6 +131,20 @@ TEST_CASE("store::exec manifest files merge on write and refuse a manifest of an
   CHECK(wrong.error().code() == ErrorCode::corrupt);
 }
 
+TEST_CASE("store::prepare_exec_manifest_directory makes the directory the manifest is then written to, and only that") {
+  opcache::test::TempDir temp;
+  const opcache::store::StoreLayout layout(temp.path());
+  REQUIRE(layout.create_directories().ok());
+  const auto directory = temp.path() / "manifests" / "cc";
+  REQUIRE_FALSE(std::filesystem::exists(directory));
+  opcache::store::prepare_exec_manifest_directory(layout, k_command_key);
+  CHECK(std::filesystem::is_directory(directory));
+  CHECK(std::filesystem::is_empty(directory));  // no manifest until one is merged
+  opcache::store::prepare_exec_manifest_directory(layout, k_command_key);  // again: nothing changes
+  REQUIRE(opcache::store::merge_into_exec_manifest(layout, sample()).ok());
+  CHECK(std::filesystem::exists(directory / (k_command_key + ".json")));
+}
+
 TEST_CASE("store::exec entry keys: exec.observed is the digest of the inputs, and the command key comes back") {
   // The key vector of docs/formats.md.
   CHECK(opcache::store::observed_inputs_digest({{"/a/k.h", "absent", {}}}) ==

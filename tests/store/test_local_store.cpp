@@ -310,28 +310,53 @@ TEST_CASE("store::LocalStore opened with NewIndex::on_first_use creates no index
   CHECK(local_store_counter(store, "stores") == 1);
 }
 
-TEST_CASE("store::LocalStore::warm_index opens the index ahead of its first use, from any thread") {
+namespace {
+
+std::vector<fs::path> files_in(const fs::path& directory) {
+  std::vector<fs::path> files;
+  for (const auto& entry : fs::directory_iterator(directory)) {
+    files.push_back(entry.path());
+  }
+  return files;
+}
+
+}  // namespace
+
+TEST_CASE("store::LocalStore::warm_for_put opens the index and makes the next temp file ahead of a put, from any thread") {
   TempDir temp;
   auto square = make_kernel(temp / "src", "square", 16);
   auto opened = open_without_index(temp / "cache");
   LocalStore& store = *opened;
   REQUIRE_FALSE(store.index_opened());
-  std::thread warm([&store] { store.warm_index(); });  // as exec does while its command runs
+  std::thread warm([&store] { store.warm_for_put(); });  // as exec does while its command runs
   warm.join();
   CHECK(store.index_opened());
   CHECK(fs::is_regular_file(store.layout().index()));
-  store.warm_index();  // once opened, again is nothing
+  // The spare temp file is there already, and the next create_temp() is that file.
+  const auto spare = files_in(store.layout().tmp());
+  REQUIRE(spare.size() == 1);
+  {
+    auto temp_file = store.create_temp();
+    REQUIRE(temp_file.ok());
+    CHECK(temp_file->temp_path() == spare.front());
+    auto another = store.create_temp();  // taken: a new one
+    REQUIRE(another.ok());
+    CHECK(another->temp_path() != spare.front());
+  }
+  CHECK(files_in(store.layout().tmp()).empty());  // temp files not finished are removed
+  store.warm_for_put();  // the index once opened, again only makes a spare
   CHECK(put_ok(store, input_for(square, opcache::test::k_test_scenario, 10)).stored);
   CHECK(local_store_counter(store, "stores") == 1);
+  CHECK(files_in(store.layout().tmp()).empty());  // the put wrote the spare and linked it
 }
 
-TEST_CASE("store::LocalStore::warm_index leaves an index it cannot open to the first use, which reports it") {
+TEST_CASE("store::LocalStore::warm_for_put leaves an index it cannot open to the first use, which reports it") {
   TempDir temp;
   auto square = make_kernel(temp / "src", "square", 16);
   auto opened = open_without_index(temp / "cache");
   LocalStore& store = *opened;
   fs::create_directory(store.layout().index());  // index.db is a directory: SQLite cannot open it
-  store.warm_index();
+  store.warm_for_put();
   CHECK_FALSE(store.index_opened());
   auto put = store.put(input_for(square, opcache::test::k_test_scenario, 10), ReplacePolicy::keep_existing);
   CHECK_FALSE(put.ok());
