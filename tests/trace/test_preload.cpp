@@ -289,3 +289,68 @@ TEST_CASE("trace::preload faccessat with flags works where faccessat2 is missing
     CHECK(opcache::test::read_text(dir / "result.txt") == "0\n");  // the C library's emulation, not ENOSYS
   }
 }
+
+namespace {
+
+/// Runs `prog hello` by execvp, execlp or execvpe (argv[1]) with PATH set to
+/// argv[2]; prints the errno when that fails.
+constexpr const char* k_path_walker = R"(#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+int main(int argc, char** argv) {
+  (void)argc;
+  setenv("PATH", argv[2], 1);
+  char* args[] = {"prog", "hello", NULL};
+  if (strcmp(argv[1], "vp") == 0) execvp("prog", args);
+  if (strcmp(argv[1], "lp") == 0) execlp("prog", "prog", "hello", (char*)NULL);
+  if (strcmp(argv[1], "vpe") == 0) execvpe("prog", args, environ);
+  printf("errno %d\n", errno);
+  return 0;
+}
+)";
+
+}  // namespace
+
+TEST_CASE("trace::preload a PATH walk (execvp, execlp, execvpe) skips missing programs unnotified, as the C library would") {
+  PRELOAD_TEST_REQUIRE_LIBRARY();
+  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
+                  "gcc is not installed");
+  PreloadTestDir dir;
+  opcache::test::write_text(dir / "walker.c", k_path_walker);
+  const std::string cd = "cd '" + dir.path.string() + "' && ";
+  REQUIRE(std::system((cd + "gcc -o walker walker.c").c_str()) == 0);
+  // m1..m6 lack prog; denied/prog is there but not executable (EACCES: the walk goes on);
+  // found/prog has no #! line (ENOEXEC: /bin/sh runs it).
+  std::string search;
+  for (int i = 1; i <= 6; ++i) {
+    fs::create_directories(dir / ("m" + std::to_string(i)));
+    search += dir / ("m" + std::to_string(i)) + ":";
+  }
+  opcache::test::write_text(dir / "denied/prog", "echo denied > result.txt\n");
+  opcache::test::write_executable(dir / "found/prog", "echo \"ran $1\" > result.txt\n");
+  search += dir / "denied" + ":" + dir / "found";
+  for (const std::string mode : {"vp", "lp", "vpe"}) {
+    CAPTURE(mode);
+    const std::vector<std::string> command = {"sh", "-c", cd + "./walker " + mode + " '" + search + "' > out.txt"};
+    const auto notified = preload_test_trace(command, false);
+    CHECK(opcache::test::read_text(dir / "result.txt") == "ran hello\n");
+    fs::remove(dir / "result.txt");
+    const auto preloaded = preload_test_trace(command, true);
+    CHECK(opcache::test::read_text(dir / "result.txt") == "ran hello\n");
+    CHECK(opcache::test::read_text(dir / "out.txt").empty());
+    fs::remove(dir / "result.txt");
+    check_same_preload_test_events(preloaded, notified, dir.path.string());
+    for (int i = 1; i <= 6; ++i) {
+      CHECK(preload_test_index(preloaded, dir / ("m" + std::to_string(i) + "/prog"), Access::absent) >= 0);
+    }
+    CHECK(preload_test_index(preloaded, dir / "found/prog", Access::executed) >= 0);
+    CHECK(preloaded.calls_handed + 6 <= notified.calls_handed);  // no execve for the six missing ones
+  }
+  // Only a program that is not executable: EACCES, as the C library reports it.
+  const std::string only_denied = dir / "m1" + ":" + dir / "denied";
+  preload_test_trace({"sh", "-c", cd + "./walker vp '" + only_denied + "' > out.txt"}, true);
+  CHECK(opcache::test::read_text(dir / "out.txt") == "errno 13\n");
+}

@@ -36,6 +36,7 @@
 #include <cstdarg>
 #include <cstdint>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
 
 #include "trace/preload/preload_abi.hpp"
@@ -345,6 +346,121 @@ int access_path(int dirfd, const char* path, int mode, int flags) {
   return static_cast<int>(returned(result, saved));
 }
 
+// Whether the program at `path` is missing, so that its execve would fail
+// with ENOENT or ENOTDIR before anything ran: then the look-up is made
+// through the page and recorded absent (as the tracer records a notified
+// execve of a missing path), and errno is set as that execve would set it.
+// False: the execve is to be made, notified.
+bool program_missing(const char* path) {
+  Datagram datagram;
+  if (!observing() || !take_path(AT_FDCWD, path, datagram)) {
+    return false;
+  }
+  struct stat info {};
+  const long result =
+      unnotified(SYS_newfstatat, AT_FDCWD, reinterpret_cast<long>(path), reinterpret_cast<long>(&info), 0);
+  if (result != -ENOENT && result != -ENOTDIR) {
+    return false;
+  }
+  report(datagram, RecordAccess::absent, 0);
+  errno = static_cast<int>(-result);
+  return true;
+}
+
+// execve(2), notified, unless the program is missing; on failure -1, errno set.
+int execute(const char* path, char* const argv[], char* const envp[]) {
+  if (program_missing(path)) {
+    return -1;
+  }
+  return static_cast<int>(::syscall(SYS_execve, path, argv, envp));
+}
+
+// A file without a #! line that execve refused (ENOEXEC), run by /bin/sh
+// as the C library's execvp does: the shell, the file, then argv after its
+// first element.
+void execute_script(const char* file, char* const argv[], char* const envp[]) {
+  std::size_t count = 0;
+  while (argv[count] != nullptr) {
+    ++count;
+  }
+  const std::size_t slots = count > 1 ? count + 2 : 3;
+  auto** shell_argv = static_cast<char**>(__builtin_alloca(slots * sizeof(char*)));
+  shell_argv[0] = const_cast<char*>("/bin/sh");
+  shell_argv[1] = const_cast<char*>(file);
+  if (count > 1) {
+    std::memcpy(shell_argv + 2, argv + 1, count * sizeof(char*));  // argv[1..count], its null included
+  } else {
+    shell_argv[2] = nullptr;
+  }
+  execute(shell_argv[0], shell_argv, envp);
+}
+
+// The C library's execvpe (posix/execvpe.c), whose execve is internal and so
+// notified for every directory of PATH a program is not in (a compiler
+// driver running `as`: one notification per directory before /usr/bin).
+// The same walk (an empty entry is the working directory; no PATH:
+// "/bin:/usr/bin"; an entry as long as PATH_MAX is skipped), the same
+// errors and the same fallback to /bin/sh, with execute() for each candidate.
+int execute_searching(const char* file, char* const argv[], char* const envp[]) {
+  if (file == nullptr || file[0] == '\0') {
+    errno = ENOENT;
+    return -1;
+  }
+  if (std::strchr(file, '/') != nullptr) {
+    execute(file, argv, envp);
+    if (errno == ENOEXEC) {
+      execute_script(file, argv, envp);
+    }
+    return -1;
+  }
+  const char* search = std::getenv("PATH");
+  if (search == nullptr) {
+    search = "/bin:/usr/bin";
+  }
+  const std::size_t file_size = ::strnlen(file, NAME_MAX + 1) + 1;
+  if (file_size > NAME_MAX + 1) {
+    errno = ENAMETOOLONG;
+    return -1;
+  }
+  const std::size_t search_size = ::strnlen(search, PATH_MAX - 1) + 1;
+  auto* candidate = static_cast<char*>(__builtin_alloca(search_size + file_size + 1));
+  bool refused = false;  // some candidate was there but not executable: EACCES, as the C library reports
+  for (const char* entry = search;;) {
+    const char* end = ::strchrnul(entry, ':');
+    const auto length = static_cast<std::size_t>(end - entry);
+    if (length < search_size) {
+      char* slash = static_cast<char*>(::mempcpy(candidate, entry, length));
+      *slash = '/';
+      std::memcpy(slash + (length > 0 ? 1 : 0), file, file_size);
+      execute(candidate, argv, envp);
+      switch (errno) {
+        case EACCES:
+          refused = true;
+          break;
+        case ENOENT:
+        case ESTALE:
+        case ENOTDIR:
+        case ENODEV:
+        case ETIMEDOUT:
+          break;
+        case ENOEXEC:
+          execute_script(candidate, argv, envp);
+          return -1;
+        default:
+          return -1;
+      }
+    }
+    if (*end == '\0') {
+      break;
+    }
+    entry = end + 1;
+  }
+  if (refused) {
+    errno = EACCES;
+  }
+  return -1;
+}
+
 }  // namespace
 
 // The C library's entry points, interposed. Their declarations in the C
@@ -431,6 +547,33 @@ __attribute__((visibility("default"))) int access(const char* path, int mode) no
 }
 __attribute__((visibility("default"))) int faccessat(int dirfd, const char* path, int mode, int flags) noexcept {
   return access_path(dirfd, path, mode, flags);
+}
+
+__attribute__((visibility("default"))) int execve(const char* path, char* const argv[], char* const envp[]) noexcept {
+  return execute(path, argv, envp);
+}
+__attribute__((visibility("default"))) int execvpe(const char* file, char* const argv[], char* const envp[]) noexcept {
+  return execute_searching(file, argv, envp);
+}
+__attribute__((visibility("default"))) int execvp(const char* file, char* const argv[]) noexcept {
+  return execute_searching(file, argv, environ);
+}
+__attribute__((visibility("default"))) int execlp(const char* file, const char* argument, ...) noexcept {
+  va_list arguments;
+  va_start(arguments, argument);
+  std::size_t count = 1;
+  while (va_arg(arguments, const char*) != nullptr) {
+    ++count;
+  }
+  va_end(arguments);
+  auto** argv = static_cast<char**>(__builtin_alloca((count + 1) * sizeof(char*)));
+  argv[0] = const_cast<char*>(argument);
+  va_start(arguments, argument);
+  for (std::size_t i = 1; i <= count; ++i) {
+    argv[i] = const_cast<char*>(va_arg(arguments, const char*));  // the last one is the null
+  }
+  va_end(arguments);
+  return execute_searching(file, argv, environ);
 }
 
 }  // extern "C"
