@@ -257,7 +257,8 @@ int main(int argc, char** argv) {
 }
 )";
 
-/// Checks its argument with faccessat and AT_EACCESS; prints 0 or the errno.
+/// Checks its argument with faccessat and AT_EACCESS; prints 0 or the errno,
+/// after what early.c's constructor printed.
 constexpr const char* k_effective_access = R"(#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -266,6 +267,17 @@ int main(int argc, char** argv) {
   (void)argc;
   printf("%d\n", faccessat(AT_FDCWD, argv[1], R_OK, AT_EACCESS) == 0 ? 0 : errno);
   return 0;
+}
+)";
+
+/// A library of that program whose constructor makes the same check before
+/// any preloaded library's constructor has run.
+constexpr const char* k_early_access = R"(#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <unistd.h>
+__attribute__((constructor)) static void early(void) {
+  printf("%d\n", faccessat(AT_FDCWD, "file.txt", R_OK, AT_EACCESS) == 0 ? 0 : errno);
 }
 )";
 
@@ -278,22 +290,25 @@ TEST_CASE("trace::preload faccessat with flags works where faccessat2 is missing
   PreloadTestDir dir;
   opcache::test::write_text(dir / "without_faccessat2.c", k_without_faccessat2);
   opcache::test::write_text(dir / "effective_access.c", k_effective_access);
+  opcache::test::write_text(dir / "early.c", k_early_access);
   opcache::test::write_text(dir / "file.txt", "file\n");
   const std::string cd = "cd '" + dir.path.string() + "' && ";
-  REQUIRE(std::system((cd + "gcc -o without_faccessat2 without_faccessat2.c && gcc -o effective_access "
-                            "effective_access.c")
-                          .c_str()) == 0);
+  const std::string build = "gcc -o without_faccessat2 without_faccessat2.c && "
+                            "gcc -shared -fPIC -o libearly.so early.c && "
+                            "gcc -o effective_access effective_access.c -L. -Wl,--no-as-needed -learly -Wl,-rpath,'$ORIGIN'";
+  REQUIRE(std::system((cd + build).c_str()) == 0);
   for (const bool preload : {false, true}) {
     CAPTURE(preload);
     preload_test_trace({"sh", "-c", cd + "./without_faccessat2 ./effective_access file.txt > result.txt"}, preload);
-    CHECK(opcache::test::read_text(dir / "result.txt") == "0\n");  // the C library's emulation, not ENOSYS
+    // The C library's emulation, not ENOSYS: from main, and from a constructor run before the library's own.
+    CHECK(opcache::test::read_text(dir / "result.txt") == "0\n0\n");
   }
 }
 
 namespace {
 
 /// Runs `prog hello` by execvp, execlp or execvpe (argv[1]) with PATH set to
-/// argv[2]; prints the errno when that fails.
+/// argv[2], or argv[2] itself by execve ("ve"); prints the errno when that fails.
 constexpr const char* k_path_walker = R"(#define _GNU_SOURCE
 #include <errno.h>
 #include <stdio.h>
@@ -307,6 +322,7 @@ int main(int argc, char** argv) {
   if (strcmp(argv[1], "vp") == 0) execvp("prog", args);
   if (strcmp(argv[1], "lp") == 0) execlp("prog", "prog", "hello", (char*)NULL);
   if (strcmp(argv[1], "vpe") == 0) execvpe("prog", args, environ);
+  if (strcmp(argv[1], "ve") == 0) execve(argv[2], args, environ);
   printf("errno %d\n", errno);
   return 0;
 }
@@ -353,4 +369,11 @@ TEST_CASE("trace::preload a PATH walk (execvp, execlp, execvpe) skips missing pr
   const std::string only_denied = dir / "m1" + ":" + dir / "denied";
   preload_test_trace({"sh", "-c", cd + "./walker vp '" + only_denied + "' > out.txt"}, true);
   CHECK(opcache::test::read_text(dir / "out.txt") == "errno 13\n");
+  // "prog/" fails with ENOTDIR though prog is there: left to the tracer, which sees the file.
+  const std::vector<std::string> slashed = {"sh", "-c", cd + "./walker ve '" + dir / "found/prog/" + "' > out.txt"};
+  const auto slashed_notified = preload_test_trace(slashed, false);
+  CHECK(opcache::test::read_text(dir / "out.txt") == "errno 20\n");
+  const auto slashed_preloaded = preload_test_trace(slashed, true);
+  CHECK(opcache::test::read_text(dir / "out.txt") == "errno 20\n");
+  check_same_preload_test_events(slashed_preloaded, slashed_notified, dir.path.string());
 }

@@ -15,11 +15,16 @@
 // untraced too.) An open that fails otherwise than on a missing path is
 // made again notified, for the tracer to classify what is there.
 //
+// An execve of a program that is not there is such a look-up too, and so
+// is each directory of execvp's walk of PATH, which the library makes as
+// the C library does (a compiler driver runs `as` that way).
+//
 // Everything else stays notified, so a gap here costs speed, never an
-// event: a call that writes or creates, a path relative to a directory
-// descriptor, a path under /proc or /dev (whose links the tracer resolves),
-// a path too long for one record, an access check with flags (the C
-// library's own), a program that closed or replaced the socket, the dynamic loader's own opens, the C library's internal opens
+// event: a call that writes or creates, an exec that runs, a path relative
+// to a directory descriptor, a path under /proc, /sys or /dev (whose links
+// the tracer resolves), a path too long for one record, an access check
+// with flags (the C library's own), a program that closed or replaced the
+// socket, the dynamic loader's own opens, the C library's internal opens
 // (fopen, locales), statically linked programs.
 //
 // It runs inside arbitrary programs: C library calls only, no C++ runtime,
@@ -30,13 +35,14 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdarg>
 #include <cstdint>
 #include <cstdlib>
-#include <climits>
 #include <cstring>
 
 #include "trace/preload/preload_abi.hpp"
@@ -72,6 +78,10 @@ struct Observer {
   /// faccessat2 where the kernel lacks it (before Linux 5.8, or a seccomp
   /// profile that refuses it with ENOSYS). Null: not found.
   int (*next_faccessat)(int, const char*, int, int) = nullptr;
+  /// Whether execve opens the program before any other check (Linux 6.8
+  /// on): only then does a missing program fail it with ENOENT whatever
+  /// else is wrong with the call (before, an argv too large gave E2BIG).
+  bool exec_opens_first = false;
 } g_observer;
 
 // One datagram: the record and its path.
@@ -120,8 +130,30 @@ UnnotifiedCall map_trampoline() {
   return reinterpret_cast<UnnotifiedCall>(page);
 }
 
+// Linux 6.8 or later, by the release uname(2) gives.
+bool release_opens_program_first() {
+  utsname name{};
+  if (::uname(&name) != 0) {
+    return false;
+  }
+  int major = 0;
+  int minor = 0;
+  const char* at = name.release;
+  for (; *at >= '0' && *at <= '9'; ++at) {
+    major = major * 10 + (*at - '0');
+  }
+  if (*at++ != '.') {
+    return false;
+  }
+  for (; *at >= '0' && *at <= '9'; ++at) {
+    minor = minor * 10 + (*at - '0');
+  }
+  return major > 6 || (major == 6 && minor >= 8);
+}
+
 __attribute__((constructor)) void start_observing() {
   g_observer.next_faccessat = reinterpret_cast<int (*)(int, const char*, int, int)>(::dlsym(RTLD_NEXT, "faccessat"));
+  g_observer.exec_opens_first = release_opens_program_first();
   const char* channel = std::getenv(k_channel_variable);
   int fd = -1;
   std::uint64_t inode = 0;
@@ -139,11 +171,11 @@ bool observing() {
   return g_observer.unnotified != nullptr && is_channel(g_observer.channel, g_observer.channel_inode);
 }
 
-// Whether `path` names /proc or /dev anywhere, however spelled ("//proc",
-// "/x/../dev"): the tracer resolves those links as the traced process sees
+// Whether `path` names /proc, /sys or /dev anywhere, however spelled
+// ("//proc", "/x/../dev"): the tracer resolves those links as the traced process sees
 // them, which only a notification lets it do.
 bool names_kernel_files(const char* path) {
-  constexpr const char* k_kernel_directories[] = {"proc", "dev"};
+  constexpr const char* k_kernel_directories[] = {"proc", "sys", "dev"};
   for (const char* at = path; (at = std::strchr(at, '/')) != nullptr; ++at) {
     for (const char* directory : k_kernel_directories) {
       const std::size_t length = std::strlen(directory);
@@ -163,7 +195,9 @@ bool take_path(int dirfd, const char* path, Datagram& datagram) {
   }
   std::size_t prefix = 0;
   if (path[0] != '/') {
-    if (dirfd != AT_FDCWD || ::getcwd(datagram.path, k_max_record_path) == nullptr || datagram.path[0] != '/') {
+    // The system call, not getcwd(3): the C library's may allocate (an
+    // unreachable or long working directory), which a vfork child must not.
+    if (dirfd != AT_FDCWD || ::syscall(SYS_getcwd, datagram.path, k_max_record_path) <= 0 || datagram.path[0] != '/') {
       return false;
     }
     prefix = std::strlen(datagram.path);
@@ -195,6 +229,9 @@ bool send_datagram(const Datagram& datagram) {
 long unnotified(long number, long a, long b, long c, long d) {
   return g_observer.unnotified(number, a, b, c, d, 0);
 }
+
+// faccessat2 (Linux 5.8), which older C library headers do not name.
+constexpr long k_faccessat2_number = 439;
 
 long notified(long number, long a, long b, long c, long d) {
   const long result = ::syscall(number, a, b, c, d);
@@ -323,13 +360,19 @@ int stat_path(int dirfd, const char* path, struct stat* buffer, int flags) {
 // A check with flags (AT_EACCESS, AT_SYMLINK_NOFOLLOW) is the C library's
 // own, notified: faccessat2 may be missing (Linux before 5.8, or a seccomp
 // profile that refuses it with ENOSYS), and only the C library emulates it.
+// Before this library's constructor (from another library's), the C
+// library's function is looked up at the call.
 int access_with_flags(int dirfd, const char* path, int mode, int flags) {
-  if (g_observer.next_faccessat != nullptr) {
-    return g_observer.next_faccessat(dirfd, path, mode, flags);
+  auto* next = g_observer.next_faccessat;
+  if (next == nullptr) {
+    next = reinterpret_cast<int (*)(int, const char*, int, int)>(::dlsym(RTLD_NEXT, "faccessat"));
+  }
+  if (next != nullptr) {
+    return next(dirfd, path, mode, flags);
   }
   const int saved = errno;
   return static_cast<int>(
-      returned(notified(SYS_faccessat2, dirfd, reinterpret_cast<long>(path), mode, flags), saved));
+      returned(notified(k_faccessat2_number, dirfd, reinterpret_cast<long>(path), mode, flags), saved));
 }
 
 int access_path(int dirfd, const char* path, int mode, int flags) {
@@ -353,7 +396,8 @@ int access_path(int dirfd, const char* path, int mode, int flags) {
 // False: the execve is to be made, notified.
 bool program_missing(const char* path) {
   Datagram datagram;
-  if (!observing() || !take_path(AT_FDCWD, path, datagram)) {
+  if (!g_observer.exec_opens_first || !observing() || !take_path(AT_FDCWD, path, datagram) ||
+      datagram.path[datagram.header.path_size - 1] == '/') {  // "prog/" names no directory: ENOTDIR, yet prog is there
     return false;
   }
   struct stat info {};
@@ -395,12 +439,14 @@ void execute_script(const char* file, char* const argv[], char* const envp[]) {
   execute(shell_argv[0], shell_argv, envp);
 }
 
-// The C library's execvpe (posix/execvpe.c), whose execve is internal and so
-// notified for every directory of PATH a program is not in (a compiler
-// driver running `as`: one notification per directory before /usr/bin).
-// The same walk (an empty entry is the working directory; no PATH:
-// "/bin:/usr/bin"; an entry as long as PATH_MAX is skipped), the same
-// errors and the same fallback to /bin/sh, with execute() for each candidate.
+// The C library's execvpe (glibc 2.36's posix/execvpe.c), whose execve is
+// internal and so notified for every directory of PATH a program is not in
+// (a compiler driver running `as`: one notification per directory before
+// /usr/bin). The same walk (an empty entry is the working directory; no
+// PATH: "/bin:/usr/bin"), the same errors and the same fallback to /bin/sh,
+// with execute() for each candidate. Differences: a name longer than
+// NAME_MAX fails with ENAMETOOLONG before any execve (as the execve would),
+// and a null name with ENOENT.
 int execute_searching(const char* file, char* const argv[], char* const envp[]) {
   if (file == nullptr || file[0] == '\0') {
     errno = ENOENT;
@@ -428,27 +474,34 @@ int execute_searching(const char* file, char* const argv[], char* const envp[]) 
   for (const char* entry = search;;) {
     const char* end = ::strchrnul(entry, ':');
     const auto length = static_cast<std::size_t>(end - entry);
-    if (length < search_size) {
-      char* slash = static_cast<char*>(::mempcpy(candidate, entry, length));
-      *slash = '/';
-      std::memcpy(slash + (length > 0 ? 1 : 0), file, file_size);
-      execute(candidate, argv, envp);
-      switch (errno) {
-        case EACCES:
-          refused = true;
-          break;
-        case ENOENT:
-        case ESTALE:
-        case ENOTDIR:
-        case ENODEV:
-        case ETIMEDOUT:
-          break;
-        case ENOEXEC:
-          execute_script(candidate, argv, envp);
-          return -1;
-        default:
-          return -1;
+    if (length >= search_size) {
+      // As the C library: an entry too long for its buffer is skipped, and
+      // the ':' after it starts an empty entry (the working directory).
+      if (*end == '\0') {
+        break;
       }
+      entry = end;
+      continue;
+    }
+    char* slash = static_cast<char*>(::mempcpy(candidate, entry, length));
+    *slash = '/';
+    std::memcpy(slash + (length > 0 ? 1 : 0), file, file_size);
+    execute(candidate, argv, envp);
+    if (errno == ENOEXEC) {
+      execute_script(candidate, argv, envp);  // the shell's failure decides, as in the C library
+    }
+    switch (errno) {
+      case EACCES:
+        refused = true;
+        break;
+      case ENOENT:
+      case ESTALE:
+      case ENOTDIR:
+      case ENODEV:
+      case ETIMEDOUT:
+        break;
+      default:
+        return -1;
     }
     if (*end == '\0') {
       break;
