@@ -30,6 +30,8 @@ enum class NotificationSupport {
 /// What this kernel offers, probed once per process on a short-lived thread
 /// of its own (no_new_privs and a filter that allows every call, with a
 /// listener, are set on that thread only and end with it). Thread-safe.
+/// For diagnostics and tests: tracing itself never probes (the mechanism
+/// follows the release, and a refused listener falls back to ptrace stops).
 NotificationSupport notification_support();
 
 /// Whether this kernel's release is Linux 6.6 or later, whose listeners can

@@ -419,17 +419,9 @@ std::optional<TraceMechanism> mechanism_in_environment() {
   return std::nullopt;
 }
 
-// `wanted`, or ptrace_stop where this kernel has no listener to notify.
-TraceMechanism available(TraceMechanism wanted) {
-  if (wanted == TraceMechanism::user_notification && notification_support() == NotificationSupport::none) {
-    return TraceMechanism::ptrace_stop;
-  }
-  return wanted;
-}
-
 TraceMechanism choose_default_mechanism() {
   if (const auto forced = mechanism_in_environment()) {
-    return available(*forced);
+    return *forced;  // notifications where there are none: TracedChild::start falls back to ptrace stops
   }
   // User notifications where the listener wakes on the caller's CPU (Linux 6.6: 5.4 against 14.6
   // us a call under ptrace stops, 2 vCPUs) and the tracer can restart the calls a signal
@@ -467,7 +459,7 @@ Result<TraceOutcome> run_traced(const TraceRequest& request) {
   if (!program) {
     return Error::usage("cannot run \"" + request.argv.front() + "\": no such program in PATH");
   }
-  const auto mechanism = request.mechanism ? available(*request.mechanism) : default_trace_mechanism();
+  const auto mechanism = request.mechanism ? *request.mechanism : default_trace_mechanism();
   return trace_on_own_thread(program->string(), request, mechanism);
 }
 

@@ -90,10 +90,10 @@ enum class TraceMechanism {
 /// `user_notification` where the listener wakes on the caller's CPU (Linux
 /// 6.6) and the tracer can restart interrupted calls (x86_64), else
 /// `ptrace_stop`; the environment variable OPCACHE_TRACE_MECHANISM forces
-/// `ptrace` or `notify` (the latter where the kernel has listeners at all:
-/// Linux 5.6).
-/// Computed once per process (the environment is read once and the kernel
-/// probed once, on a short-lived thread); thread-safe.
+/// `ptrace` or `notify`. Computed once per process from the environment and
+/// the kernel's release (nothing is probed); thread-safe. Where the kernel
+/// or a seccomp profile refuses a listener after all, run_traced falls back
+/// to `ptrace_stop` (TraceOutcome says which ran).
 TraceMechanism default_trace_mechanism();
 
 /// A command to run under the tracer.
@@ -106,8 +106,8 @@ struct TraceRequest {
   /// (exec digests them). It must be quick and must not throw.
   std::function<void(const PathEvent&)> on_event;
   /// Forces a mechanism (tests, benchmarks); `user_notification` falls back
-  /// to `ptrace_stop` where the kernel has no listeners (TraceOutcome says
-  /// which ran). std::nullopt: default_trace_mechanism().
+  /// to `ptrace_stop` where the kernel or a seccomp profile refuses a
+  /// listener (TraceOutcome says which ran). std::nullopt: default_trace_mechanism().
   std::optional<TraceMechanism> mechanism;
   /// Under `user_notification` on x86_64, whether the dynamically linked
   /// programs of the tree run with the tracer's preload library
