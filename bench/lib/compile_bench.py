@@ -349,7 +349,11 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     pass): still a miss, but the digests of the compiler's files are remembered (the store's
     digests/), as in any store after its first compile; `opcache --mode disable exec` (the same
     CLI, the compile run untraced, nothing looked up or stored) to split opcache's own start from
-    the tracer and the store's work. Every miss must add exactly one entry and no hit; every
+    the tracer and the store's work; `bench_trace_floor` (the compile under the tracer exec runs a
+    miss under, preload library included, and nothing else: no options, key, lookup, digests or
+    store) for what the tracer alone adds; `bench_notify_floor` (the same filter and preload library,
+    each notified call answered at once and unread, no ptrace) for what the mechanism itself costs.
+    Every miss must add exactly one entry and no hit; every
     output must equal the cold compile's bytes. Each run has an output directory and a store of
     its own, and nothing is deleted until the last pass is over: on an ext4 without a journal
     (this machine's root) creating a file within seconds of other deletions in its block group
@@ -360,7 +364,9 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     outs = work / "out"
     stores = work / "stores"
     opc = ctx.opcache
-    tools = ("gcc", "opcache_miss", "opcache_miss_seeded", "opcache_disable")
+    tools = ("gcc", "opcache_miss", "opcache_miss_seeded", "opcache_disable", "trace_floor", "notify_floor")
+    floor_programs = {tool: ctx.build / "bench" / f"bench_{tool}" for tool in ("trace_floor", "notify_floor")}
+    floor_env = dict(opc.env, OPCACHE_TRACE_PRELOAD=str(ctx.build / "libopcache-trace-preload.so"))
     if seed_stem in stems:
         raise BenchError(f"the seed kernel {seed_stem} must not be one of the measured kernels")
 
@@ -377,7 +383,7 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     checked = 0
     for p in range(passes):
         log(f"{corpus.name}: traced miss, pass {p + 1}/{passes} (gcc, opcache exec miss into an empty store, "
-            f"the same into a store seeded with {seed_stem}, opcache --mode disable exec; {len(stems)} kernels)")
+            f"the same into a store seeded with {seed_stem}, opcache --mode disable exec, the tracer alone, the mechanism alone; {len(stems)} kernels)")
         seeded = stores / f"seeded-{p}"
         shutil.rmtree(seeded, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix="opcache-seed-") as seed_out:
@@ -395,6 +401,9 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
                     command, env = corpus.compile_command(stem, out / corpus.output_name(stem)), opc.env
                 elif tool == "opcache_miss":
                     command, env = miss_command(stem, store, out), opc.env
+                elif tool in floor_programs:
+                    command = [str(floor_programs[tool])] + corpus.compile_command(stem, out / corpus.output_name(stem))
+                    env = floor_env
                 else:
                     command, env = disable_command(stem, store, out), opc.env
                 times[tool][stem].append(1e3 * timed(command, env=env, cwd=corpus.dir, what=f"{tool} {stem}"))
@@ -425,6 +434,10 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     seeded_vs_disable = [m / d for m, d in zip(per_kernel["opcache_miss_seeded"], per_kernel["opcache_disable"])]
     digest_cost = [m - s for m, s in zip(per_kernel["opcache_miss"], per_kernel["opcache_miss_seeded"])]
     seeded_cost = [m - d for m, d in zip(per_kernel["opcache_miss_seeded"], per_kernel["opcache_disable"])]
+    floor_ratios = [f / g for f, g in zip(per_kernel["trace_floor"], per_kernel["gcc"])]
+    floor_cost = [f - g for f, g in zip(per_kernel["trace_floor"], per_kernel["gcc"])]
+    notify_ratios = [f / g for f, g in zip(per_kernel["notify_floor"], per_kernel["gcc"])]
+    notify_cost = [f - g for f, g in zip(per_kernel["notify_floor"], per_kernel["gcc"])]
     stem0 = stems[0]
     syscalls = _strace_counts(corpus.compile_command(stem0, fresh_dir(outs / "strace") / corpus.output_name(stem0)),
                               corpus.dir, opc.env, work)
@@ -435,6 +448,8 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
               "opcache_miss_ms": distribution(per_kernel["opcache_miss"]),
               "opcache_disable_ms": distribution(per_kernel["opcache_disable"]),
               "opcache_miss_seeded_ms": distribution(per_kernel["opcache_miss_seeded"]),
+              "trace_floor_ms": distribution(per_kernel["trace_floor"]),
+              "notify_floor_ms": distribution(per_kernel["notify_floor"]),
               "seed_kernel": seed_stem,
               # Per kernel: the medians' ratio, then its distribution over the kernels (the headline is p50).
               "ratio_miss_vs_gcc": distribution(ratios),
@@ -442,12 +457,16 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
               "ratio_miss_vs_disable": distribution(tracer_ratios),
               "ratio_miss_seeded_vs_gcc": distribution(seeded_ratios),
               "ratio_miss_seeded_vs_disable": distribution(seeded_vs_disable),
+              "ratio_trace_floor_vs_gcc": distribution(floor_ratios),
+              "ratio_notify_floor_vs_gcc": distribution(notify_ratios),
               "extra_ms": {"miss_minus_gcc": distribution(extra),
                            "disable_minus_gcc (opcache's start, untraced)": distribution(start_cost),
                            "miss_minus_disable (tracer, key, store, manifest)": distribution(traced_cost),
                            "miss_minus_miss_seeded (digesting the compiler's files)": distribution(digest_cost),
                            "miss_seeded_minus_disable (tracer, key, store, manifest; digests known)":
-                               distribution(seeded_cost)},
+                               distribution(seeded_cost),
+                           "trace_floor_minus_gcc (the tracer alone)": distribution(floor_cost),
+                           "notify_floor_minus_gcc (the mechanism alone)": distribution(notify_cost)},
               "per_kernel_ms": {tool: dict(zip(stems, per_kernel[tool])) for tool in tools},
               "all_ms": times,
               "traced_syscalls_of_plain_compile": syscalls and {"kernel": stem0, "calls": syscalls,
@@ -458,5 +477,7 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     log(f"{corpus.name}: traced miss p50 {result['opcache_miss_ms']['p50']:.1f} ms, gcc {result['gcc_ms']['p50']:.1f} ms, "
         f"--mode disable {result['opcache_disable_ms']['p50']:.1f} ms, miss into a seeded store "
         f"{result['opcache_miss_seeded_ms']['p50']:.1f} ms; per kernel p50: miss/gcc {result['ratio_p50']:.3f}, "
-        f"seeded miss/gcc {result['ratio_miss_seeded_vs_gcc']['p50']:.3f}")
+        f"seeded miss/gcc {result['ratio_miss_seeded_vs_gcc']['p50']:.3f}, "
+        f"tracer alone/gcc {result['ratio_trace_floor_vs_gcc']['p50']:.3f}, "
+        f"mechanism alone/gcc {result['ratio_notify_floor_vs_gcc']['p50']:.3f}")
     return result

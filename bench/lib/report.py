@@ -3,7 +3,7 @@ and whether it is met), docs/performance.md, and SVG charts drawn with gnuplot."
 import subprocess
 from pathlib import Path
 
-from bounds import bounds_section
+from bounds import MISS_RATIO, bounds_section
 from harness import log
 
 
@@ -100,11 +100,22 @@ def _page_fault_rows(s, label):
                  f"{ours / peer:.2f}×", "fewer than ccache", ours < peer)]
 
 
-# A miss of `opcache exec` (the compile under the tracer, stored with its exec manifest) against
-# the compile alone, p50 over kernels of the per-kernel ratio of medians.
-MISS_RATIO = 1.05
 # Issue 39: Store::get of a small kernel at or under this many times the atomic-publish floor.
 STORE_FLOOR_RATIO = 1.1
+
+
+# The floors beside the traced miss (bench/trace_floor.cpp, bench/notify_floor.cpp): their results' key
+# prefix and their row's figure.
+MISS_FLOORS = [
+    ("trace_floor", "floor: the compile under the tracer alone (`bench_trace_floor`: `trace::run_traced` as a miss "
+                    "of exec calls it, preload library included; no options, key, lookup, digests or store) vs "
+                    "`gcc` alone, p50 per kernel; what the tracer itself adds, and the least a miss traced by it "
+                    "can reach"),
+    ("notify_floor", "floor: the compile under the tracer's mechanism alone (`bench_notify_floor`: the same seccomp "
+                     "filter and preload library, every notified call answered \"continue\" at once and unread; no "
+                     "ptrace, no classification) vs `gcc` alone, p50 per kernel; what any tracer built on it costs "
+                     "here"),
+]
 
 
 def _miss_rows(s):
@@ -139,6 +150,10 @@ def _miss_rows(s):
                          "manifest once the compiler's digests are known, p50 per kernel",
                          _fmt(s["opcache_disable_ms"]["p50"], " ms"), _fmt(s["opcache_miss_seeded_ms"]["p50"], " ms"),
                          f"{st:.3f}×", "—", None))
+    for floor, what in MISS_FLOORS:
+        if s.get(f"{floor}_ms"):
+            rows.append(_row(what, _fmt(s["gcc_ms"]["p50"], " ms"), _fmt(s[f"{floor}_ms"]["p50"], " ms"),
+                             f"{s[f'ratio_{floor}_vs_gcc']['p50']:.3f}×", "—", None))
     calls = s.get("traced_syscalls_of_plain_compile")
     if calls:
         top = ", ".join(f"{n} {c}" for n, c in sorted(calls["calls"].items(), key=lambda x: -x[1])[:4])
