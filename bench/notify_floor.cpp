@@ -7,23 +7,19 @@
 // The command runs under the seccomp filter a traced miss runs under
 // (trace::SeccompFilter, user notifications, the preload library's page let
 // through) with the preload library and its channel, as trace::run_traced
-// starts it; every notified call is answered "continue" at once, unread, on
-// this process's only thread. What it leaves out is everything the tracer
-// does beyond the kernel's round trips: ptrace (the tree's forks, execs and
-// exits), reading and classifying each call, the library's records (left in
-// the socket), the threads. Its time against the command alone is what the
-// mechanism itself costs on this machine; bench_trace_floor's, what the
-// tracer costs. With --count, prints how many calls it answered on stderr.
+// starts it; the tracer's own listener (trace::NotifyListener) answers every
+// notified call "continue" at once, unread. What it leaves out is everything
+// the tracer does beyond the kernel's round trips: ptrace (the tree's forks,
+// execs and exits, and the thread that follows them), reading and
+// classifying each call, the library's records (left in the socket). Its
+// time against the command alone is what the mechanism itself costs on this
+// machine; bench_trace_floor's, what the tracer costs. With --count, prints
+// how many calls it answered on stderr.
 // Exits with the command's status, 2 when it cannot start it.
 #include <fcntl.h>
-#include <poll.h>
-#include <sys/ioctl.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-#include <linux/seccomp.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -32,19 +28,13 @@
 #include <string>
 #include <vector>
 
+#include "trace/notify_listener.hpp"
 #include "trace/preload_channel.hpp"
 #include "trace/seccomp_filter.hpp"
 
-// Linux 6.6's (Debian 12's headers are older), as trace/notify_listener.cpp has them.
-#ifndef SECCOMP_IOCTL_NOTIF_SET_FLAGS
-#define SECCOMP_IOCTL_NOTIF_SET_FLAGS SECCOMP_IOW(4, __u64)
-#endif
-#ifndef SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP
-#define SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP 1ULL
-#endif
-
 namespace {
 
+using opcache::trace::NotifyListener;
 using opcache::trace::PreloadChannel;
 using opcache::trace::SeccompFilter;
 using opcache::trace::TraceMechanism;
@@ -70,35 +60,6 @@ using opcache::trace::TraceMechanism;
   }
   ::execvpe(argv[0], argv, environment);
   ::_exit(127);
-}
-
-// Answers every notification of `listener` "continue" until no process is
-// left under the filter; returns how many it answered.
-long answer_until_hang_up(int listener) {
-  long answered = 0;
-  seccomp_notif request{};
-  seccomp_notif_resp response{};
-  while (true) {
-    pollfd watched{listener, POLLIN, 0};
-    if (::poll(&watched, 1, -1) < 0) {
-      if (errno == EINTR) {
-        continue;
-      }
-      fail("poll on the listener");
-    }
-    if ((watched.revents & POLLIN) == 0) {
-      return answered;  // POLLHUP: the tree has ended
-    }
-    std::memset(&request, 0, sizeof request);
-    if (::ioctl(listener, SECCOMP_IOCTL_NOTIF_RECV, &request) != 0) {
-      continue;  // the caller was interrupted or killed
-    }
-    std::memset(&response, 0, sizeof response);
-    response.id = request.id;
-    response.flags = SECCOMP_USER_NOTIF_FLAG_CONTINUE;
-    ::ioctl(listener, SECCOMP_IOCTL_NOTIF_SEND, &response);
-    ++answered;
-  }
 }
 
 }  // namespace
@@ -141,21 +102,24 @@ int main(int argc, char** argv) {
     errno = ECHILD;
     fail("the child could not install the filter");
   }
-  const int process = static_cast<int>(::syscall(SYS_pidfd_open, child, 0));
-  const int listener = static_cast<int>(::syscall(SYS_pidfd_getfd, process, child_listener, 0));
-  if (listener < 0) {
+  auto listener = opcache::trace::take_descriptor(child, child_listener);
+  if (!listener.valid()) {
     fail("pidfd_getfd of the listener");
   }
-  ::ioctl(listener, SECCOMP_IOCTL_NOTIF_SET_FLAGS, SECCOMP_USER_NOTIF_FD_SYNC_WAKE_UP);  // as the tracer does
   if (channel) {
     channel->close_child_end();
   }
-  const long answered = answer_until_hang_up(listener);
-  if (count) {
-    std::fprintf(stderr, "answered %ld\n", answered);
+  auto answering = NotifyListener::start(std::move(listener), [](const opcache::trace::SyscallStop&) {}, {});
+  if (!answering) {
+    std::fprintf(stderr, "bench_notify_floor: %s\n", answering.error().message().c_str());
+    return 2;
   }
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  (void)(*answering)->finish();
+  if (count) {
+    std::fprintf(stderr, "answered %zu\n", (*answering)->notifications());
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
