@@ -75,7 +75,7 @@ MISS_PROFILE = [
     "tracee's memory, the program's ELF headers at each execve).",
     "The seeded miss beyond the tracer alone (the two rows' difference) is exec's own work: its start and "
     "options, the key and lookup, digesting what the compile read, the bundle, the index rows and the "
-    "manifest (per-step timings in docs/performance.md of 2026-11-29).",
+    "manifest (timed step by step in `git show 004aa2d:docs/performance.md`).",
 ]
 
 

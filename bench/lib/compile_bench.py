@@ -383,7 +383,8 @@ def traced_miss(ctx, corpus, stems, passes, scenario, seed_stem):
     checked = 0
     for p in range(passes):
         log(f"{corpus.name}: traced miss, pass {p + 1}/{passes} (gcc, opcache exec miss into an empty store, "
-            f"the same into a store seeded with {seed_stem}, opcache --mode disable exec, the tracer alone, the mechanism alone; {len(stems)} kernels)")
+            f"the same into a store seeded with {seed_stem}, opcache --mode disable exec, the tracer alone, "
+            f"the mechanism alone; {len(stems)} kernels)")
         seeded = stores / f"seeded-{p}"
         shutil.rmtree(seeded, ignore_errors=True)
         with tempfile.TemporaryDirectory(prefix="opcache-seed-") as seed_out:

@@ -37,6 +37,11 @@ namespace {
                   "the tracer uses ptrace stops here, without the preload library");                              \
   OPCACHE_SKIP_IF(!opcache::trace::preload_library(), "no preload library for this build (x86_64 only)")
 
+/// Skips where gcc, which these tests trace or build their programs with, is missing.
+#define PRELOAD_TEST_REQUIRE_GCC()                                                                             \
+  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped), \
+                  "gcc is not installed")
+
 opcache::trace::TraceOutcome preload_test_trace(const std::vector<std::string>& argv, bool preload) {
   opcache::trace::TraceRequest request;
   request.argv = argv;
@@ -92,8 +97,7 @@ struct PreloadTestDir {
 
 TEST_CASE("trace::preload gcc's events are the same with the preload library, with under half the calls handed") {
   PRELOAD_TEST_REQUIRE_LIBRARY();
-  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
-                  "gcc is not installed");
+  PRELOAD_TEST_REQUIRE_GCC();
   PreloadTestDir dir;
   opcache::test::write_text(dir / "k.c", "#include \"k.h\"\n#include <stddef.h>\nint k(void) { return K; }\n");
   opcache::test::write_text(dir / "inc2/k.h", "#define K 7\n");
@@ -285,8 +289,7 @@ __attribute__((constructor)) static void early(void) {
 
 TEST_CASE("trace::preload faccessat with flags works where faccessat2 is missing (ENOSYS), as without the library") {
   PRELOAD_TEST_REQUIRE_LIBRARY();
-  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
-                  "gcc is not installed");
+  PRELOAD_TEST_REQUIRE_GCC();
   PreloadTestDir dir;
   opcache::test::write_text(dir / "without_faccessat2.c", k_without_faccessat2);
   opcache::test::write_text(dir / "effective_access.c", k_effective_access);
@@ -332,8 +335,7 @@ int main(int argc, char** argv) {
 
 TEST_CASE("trace::preload a PATH walk (execvp, execlp, execvpe) skips missing programs unnotified, as the C library would") {
   PRELOAD_TEST_REQUIRE_LIBRARY();
-  OPCACHE_SKIP_IF(!opcache::base::find_program("gcc", "/usr/bin:/bin", opcache::base::EmptyPathEntry::skipped),
-                  "gcc is not installed");
+  PRELOAD_TEST_REQUIRE_GCC();
   PreloadTestDir dir;
   opcache::test::write_text(dir / "walker.c", k_path_walker);
   const std::string cd = "cd '" + dir.path.string() + "' && ";
